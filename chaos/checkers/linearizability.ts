@@ -148,7 +148,10 @@ export interface Candidate<Input, Output> extends IndexedOperation<Input, Output
 /** Why a partition is not linearizable, taken from the deepest dead end of the search. */
 export interface Violation<State, Input, Output> {
   readonly partition: string;
-  /** The longest linearizable prefix the search found, in linearization order. */
+  /**
+   * The longest linearizable prefix the search found, in linearization order: the most
+   * completed operations, then the fewest unknown-outcome ones.
+   */
   readonly prefix: readonly PlacedOperation<State, Input, Output>[];
   readonly stateAfterPrefix: State;
   /**
@@ -172,8 +175,8 @@ export type PartitionResult<State, Input, Output> =
   | (PartitionSummary & {
       readonly outcome: 'ok';
       /**
-       * A witness: history indexes in linearization order. Unknown-outcome operations that are
-       * absent never took effect in this witness.
+       * A witness: history indexes in linearization order, ending with a completed operation.
+       * Unknown-outcome operations that are absent never took effect in this witness.
        */
       readonly linearization: readonly number[];
     })
@@ -349,6 +352,7 @@ function checkPartition<State, Input, Output>(
 /** The deepest point where the search got stuck; ids are positions in the searched ops. */
 interface DeadEnd<State> {
   readonly prefix: readonly number[];
+  readonly completedCount: number;
   readonly state: State;
   readonly blocking: number;
   readonly candidates: readonly { readonly id: number; readonly isLegal: boolean }[];
@@ -405,6 +409,9 @@ class WglSearch<State, Input, Output> {
   private readonly stackNodes: number[] = [];
   private readonly stackStates: State[] = [];
   private state: State;
+  private readonly completedCount: number;
+  /** Completed operations not yet linearized; the search succeeds when none are left. */
+  private completedLeftCount: number;
   private deadEnd: DeadEnd<State> | undefined;
 
   constructor(
@@ -420,6 +427,8 @@ class WglSearch<State, Input, Output> {
     this.matchOf = new Int32Array(nodeCount).fill(NONE);
     this.linearized = new Uint32Array(Math.ceil(ops.length / 32));
     this.state = model.init();
+    this.completedCount = ops.filter((op) => !isOutcomeUnknown(op)).length;
+    this.completedLeftCount = this.completedCount;
     this.buildEntryList();
   }
 
@@ -458,7 +467,8 @@ class WglSearch<State, Input, Output> {
 
   run(): SearchOutcome<State> {
     let node = this.next[HEAD]!;
-    while (this.next[HEAD] !== NONE) {
+    // Unknown-outcome operations still unplaced at the end are taken to have never happened.
+    while (this.completedLeftCount > 0) {
       if (this.steps >= this.stepsMax) return { kind: 'unknown', reason: 'step-cap' };
       this.steps++;
       if ((this.steps & CLOCK_CHECK_MASK) === 0 && this.isOverBudget()) {
@@ -469,10 +479,8 @@ class WglSearch<State, Input, Output> {
         continue;
       }
       // A return entry: its operation is not linearized yet and nothing later may precede it.
-      const id = this.opOf[node]!;
-      // Unknown returns sort after all finite ones, so every completed operation is placed;
-      // the unknown ones left over are taken to have never happened.
-      if (isOutcomeUnknown(this.ops[id]!)) break;
+      // Unknown returns sort after every finite one, so reaching one means nothing is left.
+      assert(!isOutcomeUnknown(this.ops[this.opOf[node]!]!), 'completed operations remain');
       this.recordDeadEnd(node);
       if (this.stackNodes.length === 0) {
         assert(this.deadEnd !== undefined, 'a dead end was recorded');
@@ -493,6 +501,7 @@ class WglSearch<State, Input, Output> {
       this.toggle(id);
       return this.next[node]!;
     }
+    if (!isOutcomeUnknown(this.ops[id]!)) this.completedLeftCount--;
     this.stackNodes.push(node);
     this.stackStates.push(this.state);
     this.state = result.next;
@@ -503,8 +512,10 @@ class WglSearch<State, Input, Output> {
   /** Undoes the newest linearization; returns the node after it, the next candidate to try. */
   private backtrack(): number {
     const node = this.stackNodes.pop()!;
+    const id = this.opOf[node]!;
     this.state = this.stackStates.pop()!;
-    this.toggle(this.opOf[node]!);
+    if (!isOutcomeUnknown(this.ops[id]!)) this.completedLeftCount++;
+    this.toggle(id);
     this.unlift(node);
     return this.next[node]!;
   }
@@ -554,10 +565,22 @@ class WglSearch<State, Input, Output> {
     this.prev[this.next[call]!] = call;
   }
 
-  /** Keeps the deepest dead end for the report; depth only grows, so this runs at most n+1 times. */
+  /**
+   * Keeps the dead end with the most completed operations in its prefix for the report, and
+   * among those the one with the fewest unknown-outcome operations, which are noise to a reader.
+   * That pair only improves, so this runs at most (completed + 1) * (unknown + 1) times.
+   */
   private recordDeadEnd(returnNode: number): void {
+    const completedCount = this.completedCount - this.completedLeftCount;
     const depth = this.stackNodes.length;
-    if (this.deadEnd !== undefined && depth <= this.deadEnd.prefix.length) return;
+    const best = this.deadEnd;
+    if (
+      best !== undefined &&
+      (completedCount < best.completedCount ||
+        (completedCount === best.completedCount && depth >= best.prefix.length))
+    ) {
+      return;
+    }
     const candidates: { id: number; isLegal: boolean }[] = [];
     for (let n = this.next[HEAD]!; n !== returnNode; n = this.next[n]!) {
       if (this.matchOf[n] === NONE) continue;
@@ -566,6 +589,7 @@ class WglSearch<State, Input, Output> {
     }
     this.deadEnd = {
       prefix: this.stackNodes.map((n) => this.opOf[n]!),
+      completedCount,
       state: this.state,
       blocking: this.opOf[returnNode]!,
       candidates,

@@ -7,6 +7,7 @@
  * the last one covered by the snapshot, and term(firstIndex - 1) answers with its term.
  */
 import { assert } from '../base/assert.js';
+import { bootstrapEntries, bootstrapHardState } from './bootstrap.js';
 import {
   EMPTY_CONF_STATE,
   EMPTY_HARD_STATE,
@@ -14,6 +15,7 @@ import {
   type ConfState,
   type Entry,
   type HardState,
+  type NodeId,
   type Snapshot,
 } from './messages.js';
 
@@ -136,6 +138,15 @@ export class MemoryLogStorage implements LogStorage {
       { term: e.term, index: e.index, type: 'normal', data: new Uint8Array() },
       ...this.ents.slice(index - this.offset + 1),
     ];
+  }
+
+  /** Storage for a new group member created with the group (see bootstrap.ts). */
+  static bootstrap(voters: readonly NodeId[], learners: readonly NodeId[] = []): MemoryLogStorage {
+    const s = new MemoryLogStorage();
+    const entries = bootstrapEntries(voters, learners);
+    s.append(entries);
+    s.setHardState(bootstrapHardState(entries));
+    return s;
   }
 
   /** A deep-enough copy for a simulated crash: what was synced survives, nothing else. */

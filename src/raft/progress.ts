@@ -17,8 +17,13 @@ export class Progress {
   pendingSnapshot = 0;
   /** Heard from since the last check-quorum round. */
   recentActive = false;
-  /** In probe state: an append was sent and no answer came yet (wait for a heartbeat). */
-  probeSent = false;
+  /**
+   * Appends are paused: in probe state after each send until an answer or a heartbeat
+   * response; in replicate state while the inflight window is full. A heartbeat response
+   * clears it, so one more append goes out even into a full window: if earlier appends were
+   * lost, that one is rejected and the leader falls back to probing instead of waiting forever.
+   */
+  msgAppFlowPaused = false;
   /** Highest heartbeat round this peer acknowledged in the current term. */
   ackedRound = 0;
   readonly inflights: Inflights;
@@ -31,7 +36,7 @@ export class Progress {
   }
 
   private resetState(state: ProgressState): void {
-    this.probeSent = false;
+    this.msgAppFlowPaused = false;
     this.pendingSnapshot = 0;
     this.state = state;
     this.inflights.reset();
@@ -68,7 +73,7 @@ export class Progress {
     if (this.match < index) {
       this.match = index;
       updated = true;
-      this.probeSent = false;
+      this.msgAppFlowPaused = false;
     }
     this.next = Math.max(this.next, index + 1);
     return updated;
@@ -88,7 +93,7 @@ export class Progress {
     // In probe state only the answer to the outstanding probe (next - 1) counts.
     if (this.next - 1 !== rejected) return false;
     this.next = Math.max(Math.min(rejected, hint + 1), this.match + 1, 1);
-    this.probeSent = false;
+    this.msgAppFlowPaused = false;
     return true;
   }
 
@@ -96,9 +101,8 @@ export class Progress {
   isPaused(): boolean {
     switch (this.state) {
       case 'probe':
-        return this.probeSent;
       case 'replicate':
-        return this.inflights.isFull();
+        return this.msgAppFlowPaused;
       case 'snapshot':
         return true;
     }

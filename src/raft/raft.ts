@@ -648,8 +648,9 @@ export class Raft {
       let bytes = 0;
       for (const e of ents) bytes += entryBytes(e);
       pr.inflights.add(last, bytes);
+      pr.msgAppFlowPaused = pr.inflights.isFull();
     } else if (pr.state === 'probe') {
-      pr.probeSent = true;
+      pr.msgAppFlowPaused = true;
     }
     return true;
   }
@@ -764,7 +765,7 @@ export class Raft {
 
   private handleHeartbeatResponse(m: Message, pr: Progress): void {
     pr.recentActive = true;
-    pr.probeSent = false;
+    pr.msgAppFlowPaused = false;
     if (pr.match < this.log.lastIndex()) this.sendAppend(m.from, true);
     if (m.context > pr.ackedRound && m.context <= this.heartbeatRound) {
       pr.ackedRound = m.context;
@@ -1050,6 +1051,6 @@ export class Raft {
     if (!ok) pr.pendingSnapshot = 0;
     // Wait for the follower's append response (or the next heartbeat) before sending more.
     pr.becomeProbe();
-    pr.probeSent = true;
+    pr.msgAppFlowPaused = true;
   }
 }

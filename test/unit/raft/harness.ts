@@ -7,7 +7,7 @@
 import { SeededRand } from '../../../src/base/rand.js';
 import type { RaftOptions } from '../../../src/raft/config.js';
 import { MemoryLogStorage } from '../../../src/raft/log-storage.js';
-import type { ConfState, Entry, Message, MessageType, NodeId } from '../../../src/raft/messages.js';
+import type { Entry, Message, MessageType, NodeId } from '../../../src/raft/messages.js';
 import type { Raft, RaftInit } from '../../../src/raft/raft.js';
 import { RawNode } from '../../../src/raft/raw-node.js';
 import type { ReadState } from '../../../src/raft/ready.js';
@@ -45,15 +45,11 @@ export class Network {
   constructor(opts: HarnessOptions) {
     this.opts = opts;
     this.rand = new SeededRand(opts.seed ?? 1);
-    const cs: ConfState = {
-      voters: opts.voters.slice().sort(),
-      votersOutgoing: [],
-      learners: (opts.learners ?? []).slice().sort(),
-      learnersNext: [],
-      autoLeave: false,
-    };
-    for (const id of [...opts.voters, ...(opts.learners ?? [])])
-      this.addNode(id, new MemoryLogStorage(cs));
+    for (const id of [...opts.voters, ...(opts.learners ?? [])]) {
+      this.addNode(id, MemoryLogStorage.bootstrap(opts.voters, opts.learners ?? []));
+    }
+    // Apply the bootstrap configuration everywhere before the test starts.
+    this.processReadies();
     for (const id of opts.extra ?? []) this.addNode(id, new MemoryLogStorage());
   }
 

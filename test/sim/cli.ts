@@ -1,0 +1,76 @@
+/**
+ * `npm run sim -- --seeds N [--from S]` runs N seeds; `npm run sim -- --seed S` replays one and
+ * prints its fault counts and the tail of its trace. Exit code 1 on any violation.
+ */
+import { parseArgs } from 'node:util';
+import { checkSimHistory } from './history-check.js';
+import { runSim, type SimResult } from './cluster-sim.js';
+
+const { values } = parseArgs({
+  options: {
+    seed: { type: 'string' },
+    seeds: { type: 'string' },
+    from: { type: 'string' },
+    'safety-ms': { type: 'string' },
+    verbose: { type: 'boolean', default: false },
+  },
+});
+
+function runOne(seed: number): SimResult & { linearizable: string } {
+  const res = runSim({
+    seed,
+    ...(values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {}),
+  });
+  const lin = res.ok ? checkSimHistory(res.history) : { outcome: 'skipped', detail: '' };
+  const linearizable = lin.outcome;
+  if (res.ok && lin.outcome === 'illegal') {
+    return {
+      ...res,
+      ok: false,
+      violation: `history not linearizable: ${lin.detail}`,
+      linearizable,
+    };
+  }
+  return { ...res, linearizable };
+}
+
+function report(res: SimResult): void {
+  console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);
+  console.error(`replay: npm run sim -- --seed ${res.seed}`);
+  console.error('trace tail:');
+  for (const line of res.traceTail) console.error(`  ${line}`);
+}
+
+if (values.seed !== undefined) {
+  const res = runOne(Number(values.seed));
+  console.log(
+    `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} events=${res.events} hash=${res.traceHash.slice(0, 16)} linearizable=${res.linearizable}`,
+  );
+  console.log(JSON.stringify(res.faults));
+  if (values.verbose || !res.ok) for (const line of res.traceTail) console.log(`  ${line}`);
+  if (!res.ok) report(res);
+  process.exitCode = res.ok ? 0 : 1;
+} else {
+  const n = Number(values.seeds ?? '100');
+  const from = Number(values.from ?? String(Date.now() % 1_000_000_000));
+  const started = performance.now();
+  const totals: Record<string, number> = {};
+  const lin: Record<string, number> = {};
+  let failed = 0;
+  for (let s = from; s < from + n; s++) {
+    const res = runOne(s);
+    for (const [k, v] of Object.entries(res.faults)) totals[k] = (totals[k] ?? 0) + v;
+    lin[res.linearizable] = (lin[res.linearizable] ?? 0) + 1;
+    if (!res.ok) {
+      failed++;
+      report(res);
+    }
+  }
+  const secs = (performance.now() - started) / 1000;
+  console.log(
+    `seeds ${from}..${from + n - 1}: ${n - failed} passed, ${failed} failed in ${secs.toFixed(1)} s`,
+  );
+  console.log(`linearizability: ${JSON.stringify(lin)}`);
+  console.log(`fault totals: ${JSON.stringify(totals)}`);
+  process.exitCode = failed === 0 ? 0 : 1;
+}

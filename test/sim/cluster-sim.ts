@@ -1,0 +1,803 @@
+/**
+ * The deterministic cluster simulator. One seed drives everything: the fault profile (swarm
+ * testing: each seed draws its own probabilities), per-node clock rates, the network, crashes
+ * and torn writes, partitions, leadership transfers, membership changes, and the clients'
+ * workload. Time is virtual; a run is a pure function of its options.
+ *
+ * A run has two phases. Safety: faults on, invariants checked after every event. Liveness:
+ * faults healed, every node restarted, then a leader must appear within a bound and every
+ * proposal made after that must commit. Finally the clients' history is checked for
+ * linearizability per key.
+ *
+ * Trace format, one line per event: `<virtual ms, 3 decimals> <node|sim> <what>`; ticks and
+ * heartbeats are hashed but not kept in the readable tail.
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { SeededRand } from '../../src/base/rand.js';
+import { MemoryLogStorage } from '../../src/raft/log-storage.js';
+import { isJoint } from '../../src/raft/conf-change.js';
+import type { ConfChange, Entry, Message, NodeId } from '../../src/raft/messages.js';
+import type { Raft, RaftInit } from '../../src/raft/raft.js';
+import type { Ready } from '../../src/raft/ready.js';
+import { EventQueue } from './event-queue.js';
+import { encodeCommand, type KvCommand } from './kv.js';
+import {
+  CALM_NETWORK,
+  SimNetwork,
+  type NetworkProfile,
+  type PartitionShape,
+} from './sim-network.js';
+import {
+  SimNode,
+  type ClientOp,
+  type InboxItem,
+  type NodeHooks,
+  type OpOutcome,
+} from './sim-node.js';
+
+export interface SimOptions {
+  readonly seed: number;
+  /** Virtual milliseconds of the fault phase. @default 5000 */
+  readonly safetyMs?: number;
+  /** Virtual milliseconds allowed for the liveness phase. @default 4000 */
+  readonly livenessMs?: number;
+  /** Test seam: a Raft with a deliberately broken rule. */
+  readonly makeRaft?: (init: RaftInit) => Raft;
+  /** Disable faults (for determinism and baseline tests). */
+  readonly calm?: boolean;
+  /** Keep this many readable trace lines for the failure report. @default 80 */
+  readonly traceTail?: number;
+}
+
+export interface FaultCounts {
+  crashes: number;
+  tornWrites: number;
+  restarts: number;
+  partitions: number;
+  heals: number;
+  transfers: number;
+  confChanges: number;
+  dropped: number;
+  duplicated: number;
+  delivered: number;
+  snapshotsTaken: number;
+  snapshotsInstalled: number;
+  clientOps: number;
+  clientOk: number;
+  clientUnknown: number;
+}
+
+export interface HistoryOp {
+  readonly clientId: number;
+  readonly key: string;
+  readonly input: KvCommand | { op: 'get'; key: string };
+  output: unknown;
+  readonly call: number;
+  ret: number;
+  status: 'pending' | 'ok' | 'fail' | 'unknown';
+}
+
+export interface SimResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly violation: string | undefined;
+  readonly traceHash: string;
+  readonly traceTail: readonly string[];
+  readonly faults: FaultCounts;
+  readonly history: readonly HistoryOp[];
+  readonly events: number;
+  readonly endMs: number;
+  readonly finalLeader: NodeId | undefined;
+}
+
+export class InvariantViolation extends Error {
+  override readonly name = 'InvariantViolation';
+}
+
+type SimEvent =
+  | { kind: 'node'; node: NodeId; item: InboxItem }
+  | { kind: 'tick'; node: NodeId; incarnation: number }
+  | { kind: 'persisted'; node: NodeId; incarnation: number }
+  | { kind: 'fault' }
+  | { kind: 'heal-partition' }
+  | { kind: 'restart'; node: NodeId }
+  | { kind: 'client'; clientId: number }
+  | { kind: 'client-timeout'; opId: number };
+
+const TICK_MS = 10;
+const ELECTION_TICKS = 10;
+const HEARTBEAT_TICKS = 2;
+const CLIENT_TIMEOUT_MS = 400;
+const KEYS = ['a', 'b', 'c'];
+
+interface Profile {
+  net: NetworkProfile;
+  crashP: number;
+  partitionP: number;
+  transferP: number;
+  confP: number;
+  tornP: number;
+  driftMax: number;
+  clients: number;
+  initialVoters: number;
+}
+
+export class ClusterSim {
+  readonly rand: SeededRand;
+  private readonly q = new EventQueue<SimEvent>();
+  readonly net: SimNetwork;
+  readonly nodes = new Map<NodeId, SimNode>();
+  private readonly clockRate = new Map<NodeId, number>();
+  private now = 0;
+  private events = 0;
+  private readonly hash: Hash = createHash('sha256');
+  private readonly tail: string[] = [];
+  private readonly tailMax: number;
+  readonly faults: FaultCounts = {
+    crashes: 0,
+    tornWrites: 0,
+    restarts: 0,
+    partitions: 0,
+    heals: 0,
+    transfers: 0,
+    confChanges: 0,
+    dropped: 0,
+    duplicated: 0,
+    delivered: 0,
+    snapshotsTaken: 0,
+    snapshotsInstalled: 0,
+    clientOps: 0,
+    clientOk: 0,
+    clientUnknown: 0,
+  };
+  private readonly profile: Profile;
+  private phase: 'safety' | 'liveness' = 'safety';
+  private nextNodeNumber = 1;
+  readonly history: HistoryOp[] = [];
+  private readonly opsById = new Map<number, HistoryOp>();
+  private readonly clientBusy = new Map<number, number>();
+  private nextOpId = 1;
+  private clientLeaderHint = new Map<number, NodeId>();
+  private readonly livenessOps = new Map<number, OpOutcome['status'] | 'pending'>();
+
+  // Invariant state.
+  private readonly leaderOfTerm = new Map<number, NodeId>();
+  private readonly committed = new Map<number, number>();
+  private readonly appliedAt = new Map<number, string>();
+
+  constructor(private readonly opts: SimOptions) {
+    this.rand = new SeededRand(opts.seed);
+    this.tailMax = opts.traceTail ?? 80;
+    this.profile = this.drawProfile();
+    this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
+  }
+
+  /** Swarm testing: each seed weights the faults differently, some not at all. */
+  private drawProfile(): Profile {
+    const r = this.rand;
+    const maybe = (p: number, max: number): number => (r.chance(p) ? r.float() * max : 0);
+    return {
+      net: {
+        dropP: maybe(0.7, 0.15),
+        duplicateP: maybe(0.5, 0.1),
+        delayMinMs: 1,
+        delayMaxMs: 2 + r.int(20),
+        longDelayP: maybe(0.5, 0.05),
+        longDelayMs: 200,
+      },
+      crashP: maybe(0.7, 0.15),
+      partitionP: maybe(0.7, 0.2),
+      transferP: maybe(0.5, 0.1),
+      confP: maybe(0.6, 0.15),
+      tornP: r.float(),
+      driftMax: 0.01 * r.float(),
+      clients: 2 + r.int(3),
+      initialVoters: r.chance(0.5) ? 3 : 5,
+    };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Trace
+
+  private trace(who: string, line: string, keep = true): void {
+    const text = `${this.now.toFixed(3)} ${who} ${line}`;
+    this.hash.update(text);
+    this.hash.update('\n');
+    if (!keep) return;
+    this.tail.push(text);
+    if (this.tail.length > this.tailMax) this.tail.shift();
+  }
+
+  private fail(what: string): never {
+    throw new InvariantViolation(what);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Nodes
+
+  private newNodeId(): NodeId {
+    return `n${this.nextNodeNumber++}`;
+  }
+
+  private hooks(): NodeHooks {
+    return {
+      send: (from, m) => this.send(from, m),
+      complete: (op, outcome) => this.complete(op, outcome),
+      persistDelayMs: () => 0.2 + this.rand.float() * 3,
+      now: () => this.now,
+      trace: (node, line) => this.trace(node, line),
+      onReady: (node, rd) => this.checkReady(node, rd),
+      onApplied: (node, e) => this.checkApplied(node, e),
+      onAdvanced: (node) => this.checkAdvanced(node),
+      schedulePersisted: (node, incarnation, delay) =>
+        this.q.push(this.now + delay, { kind: 'persisted', node: node.id, incarnation }),
+    };
+  }
+
+  private addNode(initialVoters: readonly NodeId[] | undefined): SimNode {
+    const id = this.newNodeId();
+    const disk = initialVoters ? MemoryLogStorage.bootstrap(initialVoters) : new MemoryLogStorage();
+    const node = new SimNode(
+      {
+        id,
+        rand: this.rand.fork(),
+        hooks: this.hooks(),
+        electionTimeoutTicks: ELECTION_TICKS,
+        heartbeatTicks: HEARTBEAT_TICKS,
+        snapshotEveryEntries: 40,
+        makeRaft: this.opts.makeRaft,
+      },
+      disk,
+    );
+    this.nodes.set(id, node);
+    const drift = this.profile.driftMax;
+    this.clockRate.set(id, 1 + (this.rand.float() * 2 - 1) * drift);
+    this.scheduleTick(node, this.rand.float() * TICK_MS);
+    return node;
+  }
+
+  private scheduleTick(node: SimNode, delay?: number): void {
+    const rate = this.clockRate.get(node.id) ?? 1;
+    this.q.push(this.now + (delay ?? TICK_MS / rate), {
+      kind: 'tick',
+      node: node.id,
+      incarnation: node.incarnation,
+    });
+  }
+
+  private send(from: SimNode, m: Message): void {
+    const delays = this.net.plan(m.from, m.to);
+    this.trace(
+      m.from,
+      `send ${describeMessage(m)} ${delays.length === 0 ? 'LOST' : delays.map((d) => d.toFixed(2)).join('+')}`,
+      !isChatter(m),
+    );
+    for (const d of delays)
+      this.q.push(this.now + d, { kind: 'node', node: m.to, item: { kind: 'msg', m } });
+    if (m.type === 'snap') {
+      // The transport reports a snapshot's fate back to the sender's Raft.
+      const ok = delays.length > 0;
+      const at = this.now + (delays[0] ?? 5);
+      this.q.push(at, { kind: 'node', node: from.id, item: { kind: 'report-snap', to: m.to, ok } });
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Invariants
+
+  private checkReady(node: SimNode, rd: Ready): void {
+    const r = node.raft;
+    if (rd.softState?.role === 'leader') {
+      const prior = this.leaderOfTerm.get(r.term);
+      if (prior !== undefined && prior !== node.id) {
+        this.fail(`two leaders in term ${r.term}: ${prior} and ${node.id}`);
+      }
+      this.leaderOfTerm.set(r.term, node.id);
+      this.trace(
+        node.id,
+        `became leader t${r.term} last=${r.log.lastIndex()} commit=${r.log.committed}`,
+      );
+      // Leader completeness: every committed entry is in the new leader's log.
+      const first = r.log.firstIndex();
+      for (const [index, term] of this.committed) {
+        if (index < first) continue;
+        const have = r.log.term(index);
+        if (have !== term) {
+          this.fail(
+            `leader ${node.id} of t${r.term} lacks committed entry ${index} (t${term}); has t${have}`,
+          );
+        }
+      }
+    }
+    // Persist-before-send: what the messages claim must be durable once this Ready is written,
+    // and nothing in them may rest on state the previous Readys did not persist.
+    const hs = rd.hardState ?? node.disk.hardStateNow();
+    for (const m of rd.messages) {
+      if (m.term > hs.term && m.type !== 'pre-vote' && m.type !== 'pre-vote-resp') {
+        this.fail(`${node.id} sends ${m.type} in t${m.term} but persists t${hs.term}`);
+      }
+      if (m.type === 'vote-resp' && !m.reject && hs.vote !== m.to) {
+        this.fail(`${node.id} grants its vote to ${m.to} but persists vote ${hs.vote || 'none'}`);
+      }
+    }
+  }
+
+  private checkApplied(node: SimNode, e: Entry): void {
+    if (e.index <= node.lastApplied)
+      this.fail(`${node.id} applies ${e.index} after ${node.lastApplied}`);
+    if (e.index !== node.lastApplied + 1) {
+      this.fail(`${node.id} applies ${e.index} with a gap after ${node.lastApplied}`);
+    }
+    const key = `${e.term}:${e.type}:${Buffer.from(e.data).toString('base64')}`;
+    const prior = this.appliedAt.get(e.index);
+    if (prior !== undefined && prior !== key) {
+      this.fail(`${node.id} applied a different entry at ${e.index}: ${key} vs ${prior}`);
+    }
+    this.appliedAt.set(e.index, key);
+    this.recordCommitted(node.id, e.index, e.term);
+  }
+
+  private recordCommitted(who: NodeId, index: number, term: number): void {
+    const prior = this.committed.get(index);
+    if (prior !== undefined && prior !== term) {
+      this.fail(`${who} committed t${term} at ${index} where t${prior} was committed`);
+    }
+    this.committed.set(index, term);
+  }
+
+  private checkAdvanced(node: SimNode): void {
+    const r = node.raft;
+    if (r.log.committed < node.lastCommit) {
+      this.fail(`${node.id} commit went back from ${node.lastCommit} to ${r.log.committed}`);
+    }
+    for (let i = Math.max(node.lastCommit + 1, r.log.firstIndex()); i <= r.log.committed; i++) {
+      const t = r.log.term(i);
+      if (t !== undefined) this.recordCommitted(node.id, i, t);
+    }
+    node.lastCommit = r.log.committed;
+    if (r.log.applied < node.lastApplied) {
+      this.fail(`${node.id} applied index went back from ${node.lastApplied} to ${r.log.applied}`);
+    }
+  }
+
+  /** Log matching: logs that agree on (index, term) agree on every entry before it. */
+  checkLogMatching(): void {
+    const live = [...this.nodes.values()].filter((n) => n.up);
+    for (let a = 0; a < live.length; a++) {
+      for (let b = a + 1; b < live.length; b++) {
+        const x = live[a]!.raft.log;
+        const y = live[b]!.raft.log;
+        const lo = Math.max(x.firstIndex(), y.firstIndex());
+        const hi = Math.min(x.lastIndex(), y.lastIndex());
+        let agreeFrom = -1;
+        for (let i = hi; i >= lo; i--) {
+          if (x.term(i) === y.term(i)) {
+            agreeFrom = i;
+            break;
+          }
+        }
+        if (agreeFrom < lo) continue;
+        const xs = x.slice(lo, agreeFrom + 1, Infinity);
+        const ys = y.slice(lo, agreeFrom + 1, Infinity);
+        if (!xs || !ys) continue;
+        for (let k = 0; k < xs.length; k++) {
+          const e = xs[k]!;
+          const f = ys[k]!;
+          if (e.term !== f.term || !sameBytes(e.data, f.data)) {
+            this.fail(
+              `log matching broken between ${live[a]!.id} and ${live[b]!.id} at ${e.index} (agree at ${agreeFrom})`,
+            );
+          }
+        }
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Clients
+
+  private clientStep(clientId: number): void {
+    if (this.clientBusy.has(clientId)) return;
+    const key = KEYS[this.rand.int(KEYS.length)]!;
+    const opId = this.nextOpId++;
+    const roll = this.rand.float();
+    let input: HistoryOp['input'];
+    let kind: 'read' | 'write' = 'write';
+    if (roll < 0.35) {
+      input = { op: 'get', key };
+      kind = 'read';
+    } else if (roll < 0.6) {
+      input = { op: 'put', key, value: `v${opId}`, opId };
+    } else if (roll < 0.8) {
+      input = { op: 'append', key, value: `.${opId}`, opId };
+    } else {
+      const expect = this.rand.chance(0.5) ? null : `v${this.rand.int(opId) + 1}`;
+      input = { op: 'cas', key, expect, value: `v${opId}`, opId };
+    }
+    const op: ClientOp = {
+      opId,
+      clientId,
+      kind,
+      key,
+      data: kind === 'write' ? encodeCommand(input as KvCommand) : undefined,
+    };
+    const h: HistoryOp = {
+      clientId,
+      key,
+      input,
+      output: undefined,
+      call: this.now,
+      ret: Infinity,
+      status: 'pending',
+    };
+    this.history.push(h);
+    this.opsById.set(opId, h);
+    this.clientBusy.set(clientId, opId);
+    this.faults.clientOps++;
+    const target = this.pickNodeForClient(clientId);
+    this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${target}`);
+    this.q.push(this.now + 0.5, { kind: 'node', node: target, item: { kind: 'client', op } });
+    this.q.push(this.now + CLIENT_TIMEOUT_MS, { kind: 'client-timeout', opId });
+  }
+
+  private pickNodeForClient(clientId: number): NodeId {
+    const hint = this.clientLeaderHint.get(clientId);
+    if (hint && this.nodes.get(hint)?.up && !this.rand.chance(0.1)) return hint;
+    const ids = [...this.nodes.keys()];
+    return ids[this.rand.int(ids.length)]!;
+  }
+
+  private complete(op: ClientOp, outcome: OpOutcome): void {
+    if (op.opId < 0) {
+      this.livenessOps.set(op.opId, outcome.status);
+      this.trace('sim', `liveness op ${op.opId} ${outcome.status}`);
+      return;
+    }
+    const h = this.opsById.get(op.opId);
+    if (!h || h.status !== 'pending') return;
+    this.clientBusy.delete(op.clientId);
+    if (outcome.status === 'ok') {
+      h.status = 'ok';
+      h.output = outcome.output;
+      h.ret = this.now;
+      this.faults.clientOk++;
+    } else if (outcome.status === 'fail') {
+      h.status = 'fail';
+      h.ret = this.now;
+      if (outcome.leaderHint) this.clientLeaderHint.set(op.clientId, outcome.leaderHint);
+      else this.clientLeaderHint.delete(op.clientId);
+    } else {
+      h.status = 'unknown';
+      this.faults.clientUnknown++;
+    }
+    this.trace(
+      `c${op.clientId}`,
+      `complete #${op.opId} ${outcome.status} ${JSON.stringify(outcome.status === 'ok' ? outcome.output : outcome.reason)}`,
+    );
+    this.q.push(this.now + 1 + this.rand.float() * 20, { kind: 'client', clientId: op.clientId });
+  }
+
+  private clientTimeout(opId: number): void {
+    const h = this.opsById.get(opId);
+    if (!h || h.status !== 'pending') return;
+    // Timed out: the operation may or may not take effect, at any point after its call.
+    h.status = 'unknown';
+    this.faults.clientUnknown++;
+    this.clientBusy.delete(h.clientId);
+    this.clientLeaderHint.delete(h.clientId);
+    this.trace(`c${h.clientId}`, `timeout #${opId}`);
+    this.q.push(this.now + 1, { kind: 'client', clientId: h.clientId });
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Faults
+
+  private leader(): SimNode | undefined {
+    let best: SimNode | undefined;
+    for (const n of this.nodes.values()) {
+      if (n.up && n.raft.role === 'leader' && (!best || n.raft.term > best.raft.term)) best = n;
+    }
+    return best;
+  }
+
+  private members(): NodeId[] {
+    const l = this.leader();
+    const cs = l?.raft.confState;
+    if (!cs) return [...this.nodes.keys()];
+    return [...new Set([...cs.voters, ...cs.votersOutgoing, ...cs.learners, ...cs.learnersNext])];
+  }
+
+  private faultStep(): void {
+    const p = this.profile;
+    const r = this.rand;
+    const ids = [...this.nodes.values()].filter((n) => n.up).map((n) => n.id);
+    if (r.chance(p.crashP) && ids.length > 0) {
+      const victim = this.nodes.get(ids[r.int(ids.length)]!)!;
+      const torn = r.chance(p.tornP);
+      const what = victim.crash(torn ? r : new SeededRand(0));
+      this.faults.crashes++;
+      if (what.startsWith('torn')) this.faults.tornWrites++;
+      this.trace('sim', `crash ${victim.id} (${what})`);
+      this.q.push(this.now + 50 + r.float() * 1500, { kind: 'restart', node: victim.id });
+    }
+    if (r.chance(p.partitionP)) {
+      const shapes: PartitionShape[] = [
+        'isolate-one',
+        'halves',
+        'one-way',
+        'bridge',
+        'random-links',
+      ];
+      const shape = shapes[r.int(shapes.length)]!;
+      const what = this.net.partition(shape, [...this.nodes.keys()]);
+      this.faults.partitions++;
+      this.trace('sim', `partition ${what}`);
+      this.q.push(this.now + 100 + r.float() * 1500, { kind: 'heal-partition' });
+    }
+    const lead = this.leader();
+    if (lead && r.chance(p.transferP)) {
+      const voters = lead.raft.confState.voters.filter((v) => v !== lead.id);
+      if (voters.length > 0) {
+        const to = voters[r.int(voters.length)]!;
+        this.faults.transfers++;
+        this.q.push(this.now, { kind: 'node', node: lead.id, item: { kind: 'transfer', to } });
+      }
+    }
+    if (lead && r.chance(p.confP)) {
+      const cc = this.planConfChange(lead);
+      if (cc) {
+        this.faults.confChanges++;
+        this.q.push(this.now, { kind: 'node', node: lead.id, item: { kind: 'conf', cc } });
+      }
+    }
+  }
+
+  /** Picks a membership change that keeps 3 to 5 voters; new nodes get fresh ids. */
+  private planConfChange(lead: SimNode): ConfChange | undefined {
+    const cs = lead.raft.confState;
+    const r = this.rand;
+    if (isJoint(cs)) return cs.autoLeave ? undefined : { transition: 'explicit', changes: [] };
+    const voters = cs.voters;
+    const roll = r.float();
+    if (cs.learners.length > 0 && roll < 0.5) {
+      const learner = cs.learners[r.int(cs.learners.length)]!;
+      if (voters.length >= 5) {
+        // Replace a voter (possibly the leader) atomically: joint consensus.
+        const out = voters[r.int(voters.length)]!;
+        return {
+          transition: r.chance(0.7) ? 'auto' : 'explicit',
+          changes: [
+            { type: 'add-voter', nodeId: learner },
+            { type: 'remove-node', nodeId: out },
+          ],
+        };
+      }
+      return {
+        transition: r.chance(0.5) ? 'simple' : 'auto',
+        changes: [{ type: 'add-voter', nodeId: learner }],
+      };
+    }
+    if (roll < 0.75 && cs.learners.length === 0 && this.nodes.size < 9) {
+      const node = this.addNode(undefined);
+      this.trace('sim', `new empty node ${node.id}`);
+      return { transition: 'simple', changes: [{ type: 'add-learner', nodeId: node.id }] };
+    }
+    if (voters.length > 3) {
+      const out = voters[r.int(voters.length)]!;
+      return {
+        transition: r.chance(0.5) ? 'simple' : 'auto',
+        changes: [{ type: 'remove-node', nodeId: out }],
+      };
+    }
+    return undefined;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Main loop
+
+  private dispatch(ev: SimEvent): void {
+    switch (ev.kind) {
+      case 'node': {
+        const n = this.nodes.get(ev.node);
+        if (!n || !n.up) return;
+        if (ev.item.kind === 'msg') {
+          this.faults.delivered++;
+          this.trace(n.id, `recv ${describeMessage(ev.item.m)}`, !isChatter(ev.item.m));
+        }
+        n.deliver(ev.item);
+        return;
+      }
+      case 'tick': {
+        const n = this.nodes.get(ev.node);
+        if (!n || !n.up || n.incarnation !== ev.incarnation) return;
+        this.trace(n.id, 'tick', false);
+        n.deliver({ kind: 'tick' });
+        this.scheduleTick(n);
+        return;
+      }
+      case 'persisted': {
+        const n = this.nodes.get(ev.node);
+        if (!n) return;
+        n.persisted(ev.incarnation);
+        return;
+      }
+      case 'fault':
+        if (this.phase !== 'safety') return;
+        this.faultStep();
+        this.q.push(this.now + 100, { kind: 'fault' });
+        return;
+      case 'heal-partition':
+        if (this.phase !== 'safety') return;
+        this.net.heal();
+        this.faults.heals++;
+        this.trace('sim', 'heal partitions');
+        return;
+      case 'restart': {
+        const n = this.nodes.get(ev.node);
+        if (!n || n.up) return;
+        n.restart();
+        this.faults.restarts++;
+        this.trace('sim', `restart ${n.id} (term ${n.raft.term}, commit ${n.raft.log.committed})`);
+        this.scheduleTick(n, this.rand.float() * TICK_MS);
+        return;
+      }
+      case 'client':
+        if (this.phase !== 'safety') return;
+        this.clientStep(ev.clientId);
+        return;
+      case 'client-timeout':
+        this.clientTimeout(ev.opId);
+        return;
+    }
+  }
+
+  private runUntil(endMs: number, checkEvery = 25): void {
+    for (;;) {
+      const at = this.q.peekTime();
+      if (at === undefined || at > endMs) break;
+      const ev = this.q.pop()!;
+      this.now = ev.at;
+      this.events++;
+      this.dispatch(ev.event);
+      if (this.events % checkEvery === 0) this.checkLogMatching();
+    }
+    this.now = endMs;
+  }
+
+  run(): SimResult {
+    let violation: string | undefined;
+    try {
+      const ids: NodeId[] = [];
+      for (let i = 0; i < this.profile.initialVoters; i++) ids.push(`n${i + 1}`);
+      for (let i = 0; i < ids.length; i++) this.addNode(ids);
+      this.trace('sim', `seed ${this.opts.seed} profile ${JSON.stringify(this.profile)}`);
+      if (!this.opts.calm) this.q.push(200, { kind: 'fault' });
+      for (let c = 0; c < this.profile.clients; c++)
+        this.q.push(50 + c, { kind: 'client', clientId: c });
+      const safetyEnd = this.opts.safetyMs ?? 5000;
+      this.runUntil(safetyEnd);
+      this.checkLogMatching();
+      this.liveness(safetyEnd);
+      this.checkLogMatching();
+    } catch (err) {
+      if (!(err instanceof Error)) throw err;
+      violation = `${err.name}: ${err.message}`;
+      this.trace('sim', `VIOLATION ${violation}`);
+    }
+    Object.assign(this.faults, {
+      dropped: this.net.dropped,
+      duplicated: this.net.duplicated,
+      snapshotsTaken: sum([...this.nodes.values()].map((n) => n.snapshotsTaken)),
+      snapshotsInstalled: sum([...this.nodes.values()].map((n) => n.snapshotsInstalled)),
+    });
+    return {
+      seed: this.opts.seed,
+      ok: violation === undefined,
+      violation,
+      traceHash: this.hash.digest('hex'),
+      traceTail: this.tail.slice(),
+      faults: this.faults,
+      history: this.history,
+      events: this.events,
+      endMs: this.now,
+      finalLeader: this.leader()?.id,
+    };
+  }
+
+  /** Heal everything, then require a leader and progress within bounds. */
+  private liveness(start: number): void {
+    this.phase = 'liveness';
+    this.net.heal();
+    this.net.profile = CALM_NETWORK;
+    for (const n of this.nodes.values()) {
+      if (!n.up) {
+        n.restart();
+        this.scheduleTick(n, this.rand.float() * TICK_MS);
+      }
+    }
+    this.trace('sim', 'liveness: healed, all nodes up');
+    const budget = this.opts.livenessMs ?? 4000;
+    const electionBound = start + budget / 2;
+    let lead: SimNode | undefined;
+    while (this.now < electionBound) {
+      this.runUntil(this.now + 50);
+      lead = this.stableLeader();
+      if (lead) break;
+    }
+    if (!lead) this.fail(`liveness: no stable leader ${budget / 2} ms after healing`);
+    this.trace('sim', `liveness: leader ${lead.id} t${lead.raft.term}`);
+    // Every proposal made from now on must commit and be applied on every member.
+    const count = 5;
+    for (let i = 0; i < count; i++) {
+      const opId = -1 - i;
+      const data = encodeCommand({ op: 'put', key: 'live', value: `l${i}`, opId });
+      const op: ClientOp = { opId, clientId: -1, kind: 'write', key: 'live', data };
+      this.livenessOps.set(opId, 'pending');
+      this.q.push(this.now, { kind: 'node', node: lead.id, item: { kind: 'client', op } });
+    }
+    const end = start + budget;
+    while (this.now < end) {
+      this.runUntil(this.now + 50);
+      const failed = [...this.livenessOps.entries()].filter(
+        ([, s]) => s !== 'pending' && s !== 'ok',
+      );
+      if (failed.length > 0)
+        this.fail(`liveness: proposal ${failed[0]![0]} ended ${failed[0]![1]}`);
+      if (![...this.livenessOps.values()].every((s) => s === 'ok')) continue;
+      const values = this.members().map((id) => this.nodes.get(id)?.kv.get('live'));
+      if (values.every((v) => v === `l${count - 1}`)) return;
+    }
+    const lag = this.members().map((id) => {
+      const n = this.nodes.get(id);
+      const pr = this.leader()?.raft.progress.get(id);
+      const r = n?.raft;
+      return `${id}:${r?.role}/t${r?.term}/lead=${r?.lead}/applied=${r?.log.applied}/last=${r?.log.lastIndex()} pr=${pr?.state}/m${pr?.match}/n${pr?.next}/active=${pr?.recentActive}/paused=${pr?.isPaused()}`;
+    });
+    const ops = [...this.livenessOps.entries()].map(([id, s]) => `${id}=${s}`).join(' ');
+    this.fail(`liveness: proposals not applied everywhere by ${end} ms (${ops}; ${lag.join(' ')})`);
+  }
+
+  private stableLeader(): SimNode | undefined {
+    const lead = this.leader();
+    if (!lead || lead.isBusy) return undefined;
+    // All members must follow it in its term.
+    for (const id of this.members()) {
+      const n = this.nodes.get(id);
+      if (!n || n.raft.term !== lead.raft.term || n.raft.lead !== lead.id) return undefined;
+    }
+    return lead;
+  }
+}
+
+function sum(xs: number[]): number {
+  return xs.reduce((a, b) => a + b, 0);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function isChatter(m: Message): boolean {
+  return m.type === 'heartbeat' || m.type === 'heartbeat-resp';
+}
+
+export function describeMessage(m: Message): string {
+  let s = `${m.type} ${m.from}>${m.to} t${m.term}`;
+  if (m.type === 'app' || m.type === 'app-resp' || m.type === 'vote' || m.type === 'pre-vote') {
+    s += ` i${m.index} lt${m.logTerm}`;
+  }
+  if (m.entries.length > 0)
+    s += ` e${m.entries[0]!.index}..${m.entries[m.entries.length - 1]!.index}`;
+  if (m.commit > 0) s += ` c${m.commit}`;
+  if (m.reject) s += ` REJECT hint${m.rejectHint}`;
+  if (m.snapshot) s += ` snap@${m.snapshot.meta.index}`;
+  if (m.context) s += ` ctx${m.context}`;
+  return s;
+}
+
+export function runSim(opts: SimOptions): SimResult {
+  return new ClusterSim(opts).run();
+}

@@ -1,0 +1,312 @@
+/**
+ * One simulated node: a RawNode, its disk (MemoryLogStorage that only changes when a simulated
+ * fsync completes), the key-value state machine, and the runtime loop the real node will run:
+ * drain the inbox → take a Ready → persist (taking simulated disk time; nothing else is stepped
+ * meanwhile) → send → apply → advance. A crash drops the Ready being persisted, or persists only
+ * a prefix of its entries (a torn tail), and loses all in-memory state.
+ */
+import type { SeededRand } from '../../src/base/rand.js';
+import { MemoryLogStorage } from '../../src/raft/log-storage.js';
+import type { ConfChange, Entry, Message, NodeId } from '../../src/raft/messages.js';
+import type { Raft, RaftInit } from '../../src/raft/raft.js';
+import { RawNode } from '../../src/raft/raw-node.js';
+import type { Ready } from '../../src/raft/ready.js';
+import { decodeCommand, KvStore } from './kv.js';
+
+export type InboxItem =
+  | { kind: 'msg'; m: Message }
+  | { kind: 'tick' }
+  | { kind: 'client'; op: ClientOp }
+  | { kind: 'report-snap'; to: NodeId; ok: boolean }
+  | { kind: 'transfer'; to: NodeId }
+  | { kind: 'conf'; cc: ConfChange };
+
+export interface ClientOp {
+  readonly opId: number;
+  readonly clientId: number;
+  readonly kind: 'write' | 'read';
+  readonly data: Uint8Array | undefined;
+  readonly key: string;
+}
+
+export type OpOutcome =
+  | { status: 'ok'; output: unknown }
+  | { status: 'fail'; reason: string; leaderHint?: NodeId }
+  | { status: 'unknown'; reason: string };
+
+export interface NodeHooks {
+  send(from: SimNode, m: Message): void;
+  complete(op: ClientOp, outcome: OpOutcome): void;
+  persistDelayMs(): number;
+  now(): number;
+  trace(node: NodeId, line: string): void;
+  onReady(node: SimNode, rd: Ready): void;
+  onApplied(node: SimNode, e: Entry): void;
+  onAdvanced(node: SimNode): void;
+  schedulePersisted(node: SimNode, incarnation: number, delayMs: number): void;
+}
+
+export interface SimNodeConfig {
+  readonly id: NodeId;
+  readonly rand: SeededRand;
+  readonly hooks: NodeHooks;
+  readonly electionTimeoutTicks: number;
+  readonly heartbeatTicks: number;
+  readonly snapshotEveryEntries: number;
+  readonly makeRaft: ((init: RaftInit) => Raft) | undefined;
+}
+
+export class SimNode {
+  readonly id: NodeId;
+  /** What survives a crash. */
+  disk: MemoryLogStorage;
+  node: RawNode;
+  kv: KvStore;
+  incarnation = 0;
+  up = true;
+  private inbox: InboxItem[] = [];
+  private persisting: Ready | undefined = undefined;
+  private readonly pendingWrites = new Map<number, { term: number; op: ClientOp }>();
+  private readonly pendingReads = new Map<number, ClientOp>();
+  private readonly waitingReads: { index: number; op: ClientOp }[] = [];
+  /** Per-incarnation monotonic cursors, checked by the invariants. */
+  lastApplied = 0;
+  lastCommit = 0;
+  snapshotsTaken = 0;
+  snapshotsInstalled = 0;
+
+  constructor(
+    private readonly cfg: SimNodeConfig,
+    disk: MemoryLogStorage,
+  ) {
+    this.id = cfg.id;
+    this.disk = disk;
+    this.kv = new KvStore();
+    this.node = this.boot();
+  }
+
+  private boot(): RawNode {
+    const snap = this.disk.snapshot();
+    this.kv = snap ? KvStore.restore(snap.data) : new KvStore();
+    const applied = snap?.meta.index ?? 0;
+    this.lastApplied = applied;
+    this.lastCommit = 0;
+    return new RawNode({
+      id: this.id,
+      storage: this.disk,
+      rand: this.cfg.rand.fork(),
+      options: {
+        electionTimeoutTicks: this.cfg.electionTimeoutTicks,
+        heartbeatTicks: this.cfg.heartbeatTicks,
+        maxInflightMsgs: 16,
+        maxMsgBytes: 4096,
+      },
+      applied,
+      ...(this.cfg.makeRaft ? { makeRaft: this.cfg.makeRaft } : {}),
+    });
+  }
+
+  get raft(): Raft {
+    return this.node.raft;
+  }
+
+  get isBusy(): boolean {
+    return this.persisting !== undefined;
+  }
+
+  deliver(item: InboxItem): void {
+    if (!this.up) return;
+    this.inbox.push(item);
+    if (!this.persisting) this.run();
+  }
+
+  /** Steps everything queued, then starts persisting the next Ready if there is one. */
+  private run(): void {
+    while (this.up && !this.persisting) {
+      const items = this.inbox;
+      this.inbox = [];
+      for (const item of items) this.handle(item);
+      if (!this.node.hasReady()) {
+        if (this.inbox.length === 0) return;
+        continue;
+      }
+      const rd = this.node.ready();
+      this.persisting = rd;
+      this.cfg.hooks.onReady(this, rd);
+      const delay = rd.mustSync ? this.cfg.hooks.persistDelayMs() : 0;
+      this.cfg.hooks.schedulePersisted(this, this.incarnation, delay);
+    }
+  }
+
+  private handle(item: InboxItem): void {
+    const n = this.node;
+    switch (item.kind) {
+      case 'msg':
+        n.step(item.m);
+        break;
+      case 'tick':
+        n.tick();
+        break;
+      case 'report-snap':
+        n.reportSnapshot(item.to, item.ok);
+        break;
+      case 'transfer': {
+        const r = n.transferLeader(item.to);
+        this.cfg.hooks.trace(
+          this.id,
+          `transfer-leader to ${item.to} ${r ? `refused ${r.ok ? '' : r.reason}` : 'started'}`,
+        );
+        break;
+      }
+      case 'conf': {
+        const r = n.proposeConfChange(item.cc);
+        this.cfg.hooks.trace(
+          this.id,
+          `propose-conf ${JSON.stringify(item.cc)} ${r.ok ? `at ${r.index}` : `refused ${r.reason} ${r.detail ?? ''}`}`,
+        );
+        break;
+      }
+      case 'client':
+        this.handleClient(item.op);
+        break;
+    }
+  }
+
+  private handleClient(op: ClientOp): void {
+    if (op.kind === 'read') {
+      this.pendingReads.set(op.opId, op);
+      this.node.readIndex(op.opId);
+      return;
+    }
+    const r = this.node.propose(op.data!);
+    if (r.ok) {
+      this.pendingWrites.set(r.index, { term: r.term, op });
+    } else {
+      this.cfg.hooks.complete(op, { status: 'fail', reason: r.reason, leaderHint: r.leaderHint });
+    }
+  }
+
+  /** The simulated fsync finished: the Ready is durable; send, apply, advance. */
+  persisted(incarnation: number, tornKeep?: number): void {
+    if (!this.up || incarnation !== this.incarnation || !this.persisting) return;
+    const rd = this.persisting;
+    this.writeToDisk(rd, tornKeep);
+    for (const m of rd.messages) this.cfg.hooks.send(this, m);
+    if (rd.snapshot) {
+      this.kv = KvStore.restore(rd.snapshot.data);
+      this.snapshotsInstalled++;
+      this.lastApplied = rd.snapshot.meta.index;
+      this.cfg.hooks.trace(
+        this.id,
+        `install-snapshot i${rd.snapshot.meta.index} t${rd.snapshot.meta.term}`,
+      );
+    }
+    for (const e of rd.committedEntries) this.apply(e);
+    for (const s of rd.readStates) {
+      const op = this.pendingReads.get(s.requestId);
+      if (!op) continue;
+      this.pendingReads.delete(s.requestId);
+      if (s.ok) this.waitingReads.push({ index: s.index, op });
+      else this.cfg.hooks.complete(op, { status: 'fail', reason: s.reason });
+    }
+    this.serveReads();
+    if (rd.softState && rd.softState.role !== 'leader') this.abandonPending('lost leadership');
+    this.persisting = undefined;
+    this.node.advance();
+    this.cfg.hooks.onAdvanced(this);
+    this.maybeSnapshot();
+    this.run();
+  }
+
+  private writeToDisk(rd: Ready, tornKeep?: number): void {
+    if (rd.snapshot) this.disk.applySnapshot(rd.snapshot);
+    const entries = tornKeep === undefined ? rd.entries : rd.entries.slice(0, tornKeep);
+    this.disk.append(entries);
+    if (rd.hardState && tornKeep === undefined) this.disk.setHardState(rd.hardState);
+  }
+
+  private apply(e: Entry): void {
+    this.cfg.hooks.onApplied(this, e);
+    this.lastApplied = e.index;
+    const pending = this.pendingWrites.get(e.index);
+    let result = true;
+    if (e.type === 'normal' && e.data.byteLength > 0) result = this.kv.apply(decodeCommand(e.data));
+    if (pending) {
+      this.pendingWrites.delete(e.index);
+      if (pending.term === e.term) {
+        this.cfg.hooks.complete(pending.op, { status: 'ok', output: result });
+      } else {
+        // Another entry was committed at our index: ours never will be.
+        this.cfg.hooks.complete(pending.op, { status: 'fail', reason: 'superseded' });
+      }
+    }
+  }
+
+  private serveReads(): void {
+    for (let i = 0; i < this.waitingReads.length;) {
+      const w = this.waitingReads[i]!;
+      if (this.lastApplied >= w.index) {
+        this.cfg.hooks.complete(w.op, { status: 'ok', output: this.kv.get(w.op.key) });
+        this.waitingReads.splice(i, 1);
+      } else {
+        i++;
+      }
+    }
+  }
+
+  private abandonPending(reason: string): void {
+    for (const { op } of this.pendingWrites.values()) {
+      this.cfg.hooks.complete(op, { status: 'unknown', reason });
+    }
+    this.pendingWrites.clear();
+  }
+
+  private maybeSnapshot(): void {
+    const applied = this.node.raft.log.applied;
+    if (applied - this.disk.firstIndex() + 1 < this.cfg.snapshotEveryEntries) return;
+    if (applied > this.disk.lastIndex()) return;
+    this.disk.createSnapshot(applied, this.node.raft.confState, this.kv.snapshot());
+    this.snapshotsTaken++;
+  }
+
+  /** kill -9: in-memory state is gone; a Ready being persisted is lost or torn. */
+  crash(rand: SeededRand): string {
+    let what = 'clean';
+    if (this.persisting) {
+      const rd = this.persisting;
+      if (rd.entries.length > 1 && rand.chance(0.5)) {
+        // Part of the entries reached the disk: any prefix is possible, the hard state is not.
+        const keep = rand.int(rd.entries.length);
+        this.writeToDisk(rd, keep);
+        what = `torn: kept ${keep}/${rd.entries.length} entries`;
+      } else {
+        what = `lost unsynced ready (${rd.entries.length} entries)`;
+      }
+    }
+    this.up = false;
+    this.persisting = undefined;
+    this.inbox = [];
+    for (const { op } of this.pendingWrites.values()) {
+      this.cfg.hooks.complete(op, { status: 'unknown', reason: 'node crashed' });
+    }
+    this.pendingWrites.clear();
+    for (const op of this.pendingReads.values())
+      this.cfg.hooks.complete(op, { status: 'fail', reason: 'crash' });
+    this.pendingReads.clear();
+    for (const w of this.waitingReads)
+      this.cfg.hooks.complete(w.op, { status: 'fail', reason: 'crash' });
+    this.waitingReads.length = 0;
+    return what;
+  }
+
+  restart(): void {
+    this.incarnation++;
+    this.up = true;
+    this.node = this.boot();
+  }
+
+  /** Everything in the log right now (durable and not), for the log-matching check. */
+  logTerm(i: number): number | undefined {
+    return this.node.raft.log.term(i);
+  }
+}

@@ -45,6 +45,8 @@ export interface SimOptions {
   readonly makeRaft?: (init: RaftInit) => Raft;
   /** Disable faults (for determinism and baseline tests). */
   readonly calm?: boolean;
+  /** Override parts of the seed's drawn fault profile (e.g. a harsher swarm for bug hunts). */
+  readonly profile?: Partial<FaultProfile>;
   /** Keep this many readable trace lines for the failure report. @default 80 */
   readonly traceTail?: number;
 }
@@ -110,7 +112,7 @@ const HEARTBEAT_TICKS = 2;
 const CLIENT_TIMEOUT_MS = 400;
 const KEYS = ['a', 'b', 'c'];
 
-interface Profile {
+export interface FaultProfile {
   net: NetworkProfile;
   crashP: number;
   partitionP: number;
@@ -120,6 +122,12 @@ interface Profile {
   driftMax: number;
   clients: number;
   initialVoters: number;
+  /** 1 = one entry per append message, which exposes more interleavings. */
+  maxMsgBytes: number;
+  /** Virtual ms between fault rolls. */
+  faultEveryMs: number;
+  /** Probability per roll of a fault aimed at the current leader (crash or isolate it). */
+  leaderFaultP: number;
 }
 
 export class ClusterSim {
@@ -150,7 +158,7 @@ export class ClusterSim {
     clientOk: 0,
     clientUnknown: 0,
   };
-  private readonly profile: Profile;
+  private readonly profile: FaultProfile;
   private phase: 'safety' | 'liveness' = 'safety';
   private nextNodeNumber = 1;
   readonly history: HistoryOp[] = [];
@@ -168,12 +176,12 @@ export class ClusterSim {
   constructor(private readonly opts: SimOptions) {
     this.rand = new SeededRand(opts.seed);
     this.tailMax = opts.traceTail ?? 80;
-    this.profile = this.drawProfile();
+    this.profile = { ...this.drawProfile(), ...opts.profile };
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
   }
 
   /** Swarm testing: each seed weights the faults differently, some not at all. */
-  private drawProfile(): Profile {
+  private drawProfile(): FaultProfile {
     const r = this.rand;
     const maybe = (p: number, max: number): number => (r.chance(p) ? r.float() * max : 0);
     return {
@@ -192,6 +200,9 @@ export class ClusterSim {
       tornP: r.float(),
       driftMax: 0.01 * r.float(),
       clients: 2 + r.int(3),
+      maxMsgBytes: r.chance(0.5) ? 1 : 4096,
+      faultEveryMs: 100,
+      leaderFaultP: maybe(0.6, 0.3),
       initialVoters: r.chance(0.5) ? 3 : 5,
     };
   }
@@ -245,6 +256,7 @@ export class ClusterSim {
         electionTimeoutTicks: ELECTION_TICKS,
         heartbeatTicks: HEARTBEAT_TICKS,
         snapshotEveryEntries: 40,
+        maxMsgBytes: this.profile.maxMsgBytes,
         makeRaft: this.opts.makeRaft,
       },
       disk,
@@ -285,7 +297,8 @@ export class ClusterSim {
   // -------------------------------------------------------------------------------------
   // Invariants
 
-  private checkReady(node: SimNode, rd: Ready): void {
+  /** Exposed for the checker-can-fail tests. */
+  checkReady(node: SimNode, rd: Ready): void {
     const r = node.raft;
     if (rd.softState?.role === 'leader') {
       const prior = this.leaderOfTerm.get(r.term);
@@ -322,7 +335,7 @@ export class ClusterSim {
     }
   }
 
-  private checkApplied(node: SimNode, e: Entry): void {
+  checkApplied(node: SimNode, e: Entry): void {
     if (e.index <= node.lastApplied)
       this.fail(`${node.id} applies ${e.index} after ${node.lastApplied}`);
     if (e.index !== node.lastApplied + 1) {
@@ -492,7 +505,7 @@ export class ClusterSim {
   // -------------------------------------------------------------------------------------
   // Faults
 
-  private leader(): SimNode | undefined {
+  leader(): SimNode | undefined {
     let best: SimNode | undefined;
     for (const n of this.nodes.values()) {
       if (n.up && n.raft.role === 'leader' && (!best || n.raft.term > best.raft.term)) best = n;
@@ -512,7 +525,10 @@ export class ClusterSim {
     const r = this.rand;
     const ids = [...this.nodes.values()].filter((n) => n.up).map((n) => n.id);
     if (r.chance(p.crashP) && ids.length > 0) {
-      const victim = this.nodes.get(ids[r.int(ids.length)]!)!;
+      // Half the time aim at a node in the middle of an fsync: that is where torn writes live.
+      const busy = ids.filter((id) => this.nodes.get(id)!.isBusy);
+      const pool = busy.length > 0 && r.chance(0.5) ? busy : ids;
+      const victim = this.nodes.get(pool[r.int(pool.length)]!)!;
       const torn = r.chance(p.tornP);
       const what = victim.crash(torn ? r : new SeededRand(0));
       this.faults.crashes++;
@@ -533,6 +549,21 @@ export class ClusterSim {
       this.faults.partitions++;
       this.trace('sim', `partition ${what}`);
       this.q.push(this.now + 100 + r.float() * 1500, { kind: 'heal-partition' });
+    }
+    const target = this.leader();
+    if (target?.up && r.chance(p.leaderFaultP)) {
+      // Jepsen's favourite: hit the leader itself, so leadership churns with uncommitted tails.
+      if (r.chance(0.5)) {
+        const what = target.crash(r);
+        this.faults.crashes++;
+        this.trace('sim', `crash leader ${target.id} (${what})`);
+        this.q.push(this.now + 20 + r.float() * 400, { kind: 'restart', node: target.id });
+      } else {
+        this.net.isolate(target.id, [...this.nodes.keys()]);
+        this.faults.partitions++;
+        this.trace('sim', `isolate leader ${target.id}`);
+        this.q.push(this.now + 50 + r.float() * 400, { kind: 'heal-partition' });
+      }
     }
     const lead = this.leader();
     if (lead && r.chance(p.transferP)) {
@@ -624,7 +655,7 @@ export class ClusterSim {
       case 'fault':
         if (this.phase !== 'safety') return;
         this.faultStep();
-        this.q.push(this.now + 100, { kind: 'fault' });
+        this.q.push(this.now + this.profile.faultEveryMs, { kind: 'fault' });
         return;
       case 'heal-partition':
         if (this.phase !== 'safety') return;
@@ -651,7 +682,7 @@ export class ClusterSim {
     }
   }
 
-  private runUntil(endMs: number, checkEvery = 25): void {
+  runUntil(endMs: number, checkEvery = 25): void {
     for (;;) {
       const at = this.q.peekTime();
       if (at === undefined || at > endMs) break;
@@ -664,16 +695,22 @@ export class ClusterSim {
     this.now = endMs;
   }
 
+  /** Creates the initial voters and schedules faults and clients (run() calls it). */
+  start(): void {
+    if (this.nodes.size > 0) return;
+    const ids: NodeId[] = [];
+    for (let i = 0; i < this.profile.initialVoters; i++) ids.push(`n${i + 1}`);
+    for (let i = 0; i < ids.length; i++) this.addNode(ids);
+    this.trace('sim', `seed ${this.opts.seed} profile ${JSON.stringify(this.profile)}`);
+    if (!this.opts.calm) this.q.push(200, { kind: 'fault' });
+    for (let c = 0; c < this.profile.clients; c++)
+      this.q.push(50 + c, { kind: 'client', clientId: c });
+  }
+
   run(): SimResult {
     let violation: string | undefined;
     try {
-      const ids: NodeId[] = [];
-      for (let i = 0; i < this.profile.initialVoters; i++) ids.push(`n${i + 1}`);
-      for (let i = 0; i < ids.length; i++) this.addNode(ids);
-      this.trace('sim', `seed ${this.opts.seed} profile ${JSON.stringify(this.profile)}`);
-      if (!this.opts.calm) this.q.push(200, { kind: 'fault' });
-      for (let c = 0; c < this.profile.clients; c++)
-        this.q.push(50 + c, { kind: 'client', clientId: c });
+      this.start();
       const safetyEnd = this.opts.safetyMs ?? 5000;
       this.runUntil(safetyEnd);
       this.checkLogMatching();
@@ -759,7 +796,8 @@ export class ClusterSim {
 
   private stableLeader(): SimNode | undefined {
     const lead = this.leader();
-    if (!lead || lead.isBusy) return undefined;
+    // A transfer still in progress legitimately refuses proposals: wait for it to settle.
+    if (!lead || lead.isBusy || lead.raft.leadTransferee !== '') return undefined;
     // All members must follow it in its term.
     for (const id of this.members()) {
       const n = this.nodes.get(id);

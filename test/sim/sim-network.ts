@@ -127,6 +127,15 @@ export class SimNetwork {
     }
   }
 
+  /** Cuts `id` off from every other node, both ways. */
+  isolate(id: NodeId, nodes: readonly NodeId[]): void {
+    for (const y of nodes) {
+      if (y === id) continue;
+      this.blocked.add(`${id}>${y}`);
+      this.blocked.add(`${y}>${id}`);
+    }
+  }
+
   heal(): void {
     this.blocked.clear();
   }

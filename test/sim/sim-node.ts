@@ -53,6 +53,7 @@ export interface SimNodeConfig {
   readonly electionTimeoutTicks: number;
   readonly heartbeatTicks: number;
   readonly snapshotEveryEntries: number;
+  readonly maxMsgBytes: number;
   readonly makeRaft: ((init: RaftInit) => Raft) | undefined;
 }
 
@@ -99,7 +100,7 @@ export class SimNode {
         electionTimeoutTicks: this.cfg.electionTimeoutTicks,
         heartbeatTicks: this.cfg.heartbeatTicks,
         maxInflightMsgs: 16,
-        maxMsgBytes: 4096,
+        maxMsgBytes: this.cfg.maxMsgBytes,
       },
       applied,
       ...(this.cfg.makeRaft ? { makeRaft: this.cfg.makeRaft } : {}),
@@ -274,7 +275,7 @@ export class SimNode {
     let what = 'clean';
     if (this.persisting) {
       const rd = this.persisting;
-      if (rd.entries.length > 1 && rand.chance(0.5)) {
+      if (rd.entries.length > 0 && rand.chance(0.5)) {
         // Part of the entries reached the disk: any prefix is possible, the hard state is not.
         const keep = rand.int(rd.entries.length);
         this.writeToDisk(rd, keep);

@@ -15,6 +15,7 @@ export const PURE_FOLDERS = [
   'src/scheduler/due-index*.ts',
   'src/scheduler/intent-planner*.ts',
   'src/placement/*-plan.ts',
+  'chaos/checkers/**/*.ts',
 ];
 
 /** The one place that may read the wall clock inside src/base. */

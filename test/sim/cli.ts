@@ -59,7 +59,9 @@ if (values.seed !== undefined) {
   let failed = 0;
   for (let s = from; s < from + n; s++) {
     const res = runOne(s);
-    for (const [k, v] of Object.entries(res.faults)) totals[k] = (totals[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(res.faults) as [string, number][]) {
+      totals[k] = (totals[k] ?? 0) + v;
+    }
     lin[res.linearizable] = (lin[res.linearizable] ?? 0) + 1;
     if (!res.ok) {
       failed++;

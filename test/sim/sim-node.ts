@@ -6,7 +6,7 @@
  * a prefix of its entries (a torn tail), and loses all in-memory state.
  */
 import type { SeededRand } from '../../src/base/rand.js';
-import { MemoryLogStorage } from '../../src/raft/log-storage.js';
+import type { MemoryLogStorage } from '../../src/raft/log-storage.js';
 import type { ConfChange, Entry, Message, NodeId } from '../../src/raft/messages.js';
 import type { Raft, RaftInit } from '../../src/raft/raft.js';
 import { RawNode } from '../../src/raft/raw-node.js';

@@ -6,6 +6,6 @@ What exists today:
       npm run sim -- --seeds 50      run 50 random seeds with faults
       npm run sim -- --seed 42       replay one seed and print its trace tail
   - schedule maths and a preview command that needs no cluster:
-      npx tickctl preview '*/15 * * * *' --tz Europe/Paris --count 5
+      npm run tickctl -- preview '*/15 * * * *' --tz Europe/Paris --count 5
 
 Once the durable node lands, this command builds and starts a local 3-node cluster.`);

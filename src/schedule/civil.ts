@@ -73,11 +73,6 @@ export function weekdayOfDays(days: number): number {
   return (((days + 4) % 7) + 7) % 7;
 }
 
-/** Floor division that also works for instants before 1970. */
-export function floorDiv(a: number, b: number): number {
-  return Math.floor(a / b);
-}
-
 function pad(value: number, width: number): string {
   return String(value).padStart(width, '0');
 }
@@ -87,7 +82,7 @@ function pad(value: number, width: number): string {
  * the spec and of `tickctl preview`), including the six-digit signed years outside 0000–9999.
  */
 export function formatInstant(ms: number): string {
-  const days = floorDiv(ms, DAY_MS);
+  const days = Math.floor(ms / DAY_MS);
   const msOfDay = ms - days * DAY_MS;
   const { year, month, day } = civilFromDays(days);
   const yearText =

@@ -266,6 +266,10 @@ function parseTerm(ctx: TermContext, acc: FieldAccumulator, term: string, offset
   } else {
     const dash = base.indexOf('-');
     if (dash >= 0) {
+      if (dash === 0 || dash === base.length - 1) {
+        ctx.fail(offset, base.length, `incomplete range '${base}': write a-b`);
+        return;
+      }
       lo = ctx.value(base.slice(0, dash), offset);
       hi = ctx.value(base.slice(dash + 1), offset + dash + 1);
       if (lo !== undefined && hi !== undefined && lo > hi) {

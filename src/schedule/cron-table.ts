@@ -162,10 +162,10 @@ function timeOfDayAtOrAfter(table: CronTable, secondOfDay: number): number {
 }
 
 /**
- * The smallest matching wall time ≥ `fromWallMs` (rounded up to a whole second), or -1 when no
- * wall time matches within a whole Gregorian cycle, which means none ever will.
+ * The smallest matching wall time ≥ `fromWallMs` (rounded up to a whole second), or undefined
+ * when no wall time matches within a whole Gregorian cycle, which means none ever will.
  */
-export function nextMatchingWallMs(table: CronTable, fromWallMs: number): number {
+export function nextMatchingWallMs(table: CronTable, fromWallMs: number): number | undefined {
   let days = Math.floor(fromWallMs / DAY_MS);
   let secondOfDay = Math.ceil((fromWallMs - days * DAY_MS) / SECOND_MS);
   if (secondOfDay >= SECONDS_PER_DAY) {
@@ -201,18 +201,5 @@ export function nextMatchingWallMs(table: CronTable, fromWallMs: number): number
     day = 1;
     secondOfDay = 0;
   }
-  return -1;
-}
-
-/** Whether one wall time matches every field: the plain definition, kept for tests. */
-export function matchesWallMs(table: CronTable, wallMs: number): boolean {
-  const days = Math.floor(wallMs / DAY_MS);
-  const secondOfDay = Math.floor((wallMs - days * DAY_MS) / SECOND_MS);
-  return timeOfDayAtOrAfter(table, secondOfDay) === secondOfDay && isDayMatch(table, days);
-}
-
-function isDayMatch(table: CronTable, days: number): boolean {
-  const { year, month, day } = civilFromDays(days);
-  if (((table.monthBits >>> month) & 1) === 0) return false;
-  return ((monthDayBits(table, year, month, days - (day - 1)) >>> day) & 1) === 1;
+  return undefined;
 }

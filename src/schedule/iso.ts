@@ -66,23 +66,31 @@ interface Part {
   readonly charIndex: number;
 }
 
-/**
- * Scans `text` (no surrounding whitespace). Structure errors stop the scan with one problem;
- * range errors (month 13, 25:00, 2025-02-29) are all collected.
- */
-export function parseIsoDateTime(text: string): IsoParseResult {
-  const s: Scanner = { text, index: 0 };
+/** The fields as scanned, before any range check. */
+interface Scanned {
+  readonly parts: readonly Part[];
+  readonly millisecond: number;
+  readonly offsetMs: number | undefined;
+}
+
+const DATE_TIME_LAYOUT: readonly (readonly [number, string, string])[] = [
+  [4, '', 'a 4-digit year'],
+  [2, '-', 'a 2-digit month'],
+  [2, '-', 'a 2-digit day'],
+  [2, 'T', 'a 2-digit hour'],
+  [2, ':', 'a 2-digit minute'],
+];
+
+function failAt(charIndex: number, charCount: number, reason: string): IsoParseResult {
+  return { ok: false, problems: [{ charIndex, charCount, reason }] };
+}
+
+/** Date, hour and minute, then optional seconds and fraction: parts are [Y, M, D, h, m, s]. */
+function scanDateTime(s: Scanner): { parts: Part[]; millisecond: number } | IsoParseResult {
   const parts: Part[] = [];
-  const layout: readonly (readonly [number, string, string])[] = [
-    [4, '', 'a 4-digit year'],
-    [2, '-', 'a 2-digit month'],
-    [2, '-', 'a 2-digit day'],
-    [2, 'T', 'a 2-digit hour'],
-    [2, ':', 'a 2-digit minute'],
-  ];
-  for (const [width, separator, what] of layout) {
+  for (const [width, separator, what] of DATE_TIME_LAYOUT) {
     if (separator !== '') {
-      const c = text[s.index];
+      const c = s.text[s.index];
       if (c !== separator && !(separator === 'T' && c === 't')) {
         return structureProblem(s, `'${separator}'`);
       }
@@ -93,87 +101,96 @@ export function parseIsoDateTime(text: string): IsoParseResult {
     if (value === undefined) return structureProblem(s, what);
     parts.push({ value, charIndex });
   }
-  let second: Part = { value: 0, charIndex: s.index };
   let millisecond = 0;
-  if (text[s.index] === ':') {
-    s.index++;
-    const charIndex = s.index;
-    const value = readDigits(s, 2);
-    if (value === undefined) return structureProblem(s, 'a 2-digit second');
-    second = { value, charIndex };
-    if (text[s.index] === '.') {
-      s.index++;
-      const start = s.index;
-      while (isDigit(text[s.index])) s.index++;
-      const digits = text.slice(start, s.index);
-      if (digits.length === 0) return structureProblem(s, 'fraction digits');
-      if (digits.length > 3) {
-        return {
-          ok: false,
-          problems: [
-            {
-              charIndex: start,
-              charCount: digits.length,
-              reason: 'finer than a millisecond: use at most 3 fraction digits',
-            },
-          ],
-        };
-      }
-      millisecond = Number(digits.padEnd(3, '0'));
-    }
+  if (s.text[s.index] !== ':') {
+    parts.push({ value: 0, charIndex: s.index });
+    return { parts, millisecond };
   }
-  let offsetMs: number | undefined;
-  const offsetStart = s.index;
-  const sign = text[s.index];
+  s.index++;
+  const charIndex = s.index;
+  const second = readDigits(s, 2);
+  if (second === undefined) return structureProblem(s, 'a 2-digit second');
+  parts.push({ value: second, charIndex });
+  if (s.text[s.index] === '.') {
+    s.index++;
+    const start = s.index;
+    while (isDigit(s.text[s.index])) s.index++;
+    const digits = s.text.slice(start, s.index);
+    if (digits.length === 0) return structureProblem(s, 'fraction digits');
+    if (digits.length > 3) {
+      return failAt(
+        start,
+        digits.length,
+        'finer than a millisecond: use at most 3 fraction digits',
+      );
+    }
+    millisecond = Number(digits.padEnd(3, '0'));
+  }
+  return { parts, millisecond };
+}
+
+/** `Z`, `±HH:MM` or nothing. */
+function scanOffset(s: Scanner): { offsetMs: number | undefined } | IsoParseResult {
+  const start = s.index;
+  const sign = s.text[s.index];
   if (sign === 'Z' || sign === 'z') {
-    offsetMs = 0;
     s.index++;
-  } else if (sign === '+' || sign === '-') {
-    s.index++;
-    const hours = readDigits(s, 2);
-    if (hours === undefined) return structureProblem(s, 'a 2-digit offset hour');
-    if (text[s.index] !== ':') return structureProblem(s, "':' in the offset (±HH:MM)");
-    s.index++;
-    const minutes = readDigits(s, 2);
-    if (minutes === undefined) return structureProblem(s, '2-digit offset minutes');
-    if (hours > 23 || minutes > 59) {
-      return {
-        ok: false,
-        problems: [
-          {
-            charIndex: offsetStart,
-            charCount: 6,
-            reason: `offset ${text.slice(offsetStart, s.index)} is out of range (at most ±23:59)`,
-          },
-        ],
-      };
-    }
-    offsetMs = (sign === '-' ? -1 : 1) * (hours * HOUR_MS + minutes * MINUTE_MS);
+    return { offsetMs: 0 };
   }
-  if (s.index !== text.length) {
-    return structureProblem(s, 'the end, Z or an offset ±HH:MM');
+  if (sign !== '+' && sign !== '-') return { offsetMs: undefined };
+  s.index++;
+  const hours = readDigits(s, 2);
+  if (hours === undefined) return structureProblem(s, 'a 2-digit offset hour');
+  if (s.text[s.index] !== ':') return structureProblem(s, "':' in the offset (±HH:MM)");
+  s.index++;
+  const minutes = readDigits(s, 2);
+  if (minutes === undefined) return structureProblem(s, '2-digit offset minutes');
+  if (hours > 23 || minutes > 59) {
+    const text = s.text.slice(start, s.index);
+    return failAt(start, s.index - start, `offset ${text} is out of range (at most ±23:59)`);
   }
-  const [yearPart, monthPart, dayPart, hourPart, minutePart] = parts;
-  if (!yearPart || !monthPart || !dayPart || !hourPart || !minutePart) {
-    return structureProblem(s, ISO_SHAPE);
+  return { offsetMs: (sign === '-' ? -1 : 1) * (hours * HOUR_MS + minutes * MINUTE_MS) };
+}
+
+function scan(text: string): Scanned | IsoParseResult {
+  const s: Scanner = { text, index: 0 };
+  const dateTime = scanDateTime(s);
+  if ('ok' in dateTime) return dateTime;
+  const offset = scanOffset(s);
+  if ('ok' in offset) return offset;
+  if (s.index !== text.length) return structureProblem(s, 'the end, Z or an offset ±HH:MM');
+  return { parts: dateTime.parts, millisecond: dateTime.millisecond, offsetMs: offset.offsetMs };
+}
+
+const pad2 = (value: number): string => String(value).padStart(2, '0');
+
+/**
+ * Scans `text` (no surrounding whitespace). Structure errors stop the scan with one problem;
+ * range errors (month 13, 25:00, 2025-02-29) are all collected.
+ */
+export function parseIsoDateTime(text: string): IsoParseResult {
+  const scanned = scan(text);
+  if ('ok' in scanned) return scanned;
+  const [year, month, day, hour, minute, second] = scanned.parts;
+  if (!year || !month || !day || !hour || !minute || !second) {
+    return failAt(0, text.length, `expected ${ISO_SHAPE}`);
   }
   const problems: IsoProblem[] = [];
   const check = (part: Part, ok: boolean, reason: string): void => {
     if (!ok) problems.push({ charIndex: part.charIndex, charCount: 2, reason });
   };
-  const month = monthPart.value;
-  check(monthPart, month >= 1 && month <= 12, `month ${month} is out of range 01-12`);
-  if (month >= 1 && month <= 12) {
-    const dim = daysInMonth(yearPart.value, month);
+  check(month, month.value >= 1 && month.value <= 12, `month ${month.value} is out of range 01-12`);
+  if (month.value >= 1 && month.value <= 12) {
+    const dim = daysInMonth(year.value, month.value);
+    const yearMonth = `${String(year.value).padStart(4, '0')}-${pad2(month.value)}`;
     check(
-      dayPart,
-      dayPart.value >= 1 && dayPart.value <= dim,
-      `day ${dayPart.value} does not exist in ${String(yearPart.value).padStart(4, '0')}-` +
-        `${String(month).padStart(2, '0')} (it has ${dim} days)`,
+      day,
+      day.value >= 1 && day.value <= dim,
+      `day ${day.value} does not exist in ${yearMonth} (it has ${dim} days)`,
     );
   }
-  check(hourPart, hourPart.value <= 23, `hour ${hourPart.value} is out of range 00-23`);
-  check(minutePart, minutePart.value <= 59, `minute ${minutePart.value} is out of range 00-59`);
+  check(hour, hour.value <= 23, `hour ${hour.value} is out of range 00-23`);
+  check(minute, minute.value <= 59, `minute ${minute.value} is out of range 00-59`);
   check(
     second,
     second.value <= 59,
@@ -183,14 +200,14 @@ export function parseIsoDateTime(text: string): IsoParseResult {
   return {
     ok: true,
     value: {
-      year: yearPart.value,
-      month,
-      day: dayPart.value,
-      hour: hourPart.value,
-      minute: minutePart.value,
+      year: year.value,
+      month: month.value,
+      day: day.value,
+      hour: hour.value,
+      minute: minute.value,
       second: second.value,
-      millisecond,
-      offsetMs,
+      millisecond: scanned.millisecond,
+      offsetMs: scanned.offsetMs,
     },
   };
 }

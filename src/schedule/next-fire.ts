@@ -34,13 +34,14 @@ export const SEARCH_HORIZON_MS = 146_097 * DAY_MS;
 /** Finds matching wall times, remembering the last answer: segments re-ask the same question. */
 class WallSearch {
   private fromMs = Infinity;
-  private foundMs = -1;
+  private foundMs: number | undefined;
 
   constructor(private readonly schedule: CronSchedule) {}
 
-  /** Smallest matching wall time ≥ fromMs, or -1 when none ever matches. */
-  next(fromMs: number): number {
-    if (fromMs >= this.fromMs && (fromMs <= this.foundMs || this.foundMs < 0)) {
+  /** Smallest matching wall time ≥ fromMs, or undefined when none ever matches. */
+  next(fromMs: number): number | undefined {
+    // No match in [this.fromMs, foundMs) means the answer for any start inside it is foundMs.
+    if (fromMs >= this.fromMs && (this.foundMs === undefined || fromMs <= this.foundMs)) {
       return this.foundMs;
     }
     this.fromMs = fromMs;
@@ -71,7 +72,7 @@ function nextCronFire(schedule: CronSchedule, afterMs: number): number | undefin
     // transition that starts this segment counts only when the cursor stands exactly on it.
     if (isFixed && cursorMs === segment.startMs && isDstLikeGap(deltaMs)) {
       const skipped = search.next(segment.startMs + segment.prevOffsetMs);
-      if (skipped >= 0 && skipped < segment.startMs + offsetMs) return cursorMs;
+      if (skipped !== undefined && skipped < segment.startMs + offsetMs) return cursorMs;
     }
     let fromWallMs = cursorMs + offsetMs;
     if (isFixed && isDstLikeOverlap(deltaMs)) {
@@ -79,7 +80,7 @@ function nextCronFire(schedule: CronSchedule, afterMs: number): number | undefin
       fromWallMs = Math.max(fromWallMs, segment.startMs + segment.prevOffsetMs);
     }
     const wallMs = search.next(fromWallMs);
-    if (wallMs < 0) return undefined;
+    if (wallMs === undefined) return undefined;
     if (wallMs < segment.endMs + offsetMs) {
       const slotMs = wallMs - offsetMs;
       return slotMs <= SLOT_MS_MAX ? slotMs : undefined;

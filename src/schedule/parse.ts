@@ -128,7 +128,9 @@ const validZones = new Map<string, string>();
  */
 export function checkTimezone(
   timezone: string,
-): { readonly ok: true; readonly timezone: string } | { readonly ok: false; readonly reason: string } {
+):
+  | { readonly ok: true; readonly timezone: string }
+  | { readonly ok: false; readonly reason: string } {
   const known = validZones.get(timezone);
   if (known !== undefined) return { ok: true, timezone: known };
   if (timezone.trim() === '') {
@@ -166,7 +168,9 @@ function parseCron(
         (MACROS.has(word)
           ? 'a macro must be the whole expression'
           : `supported: ${[...MACROS.keys()].join(', ')}`);
-      violations.push(violationAt('schedule', `unsupported macro '${word}': ${hint}`, 0, word.length, 0));
+      violations.push(
+        violationAt('schedule', `unsupported macro '${word}': ${hint}`, 0, word.length, 0),
+      );
       return undefined;
     }
     text = expansion;
@@ -370,18 +374,18 @@ function codeOf(kind: Schedule['kind'], violations: readonly ScheduleViolation[]
 export function tryParseSchedule(text: string, options: ParseScheduleOptions): ParseScheduleResult {
   const violations: ScheduleViolation[] = [];
   const zone = checkTimezone(options.timezone);
-  if (!zone.ok) violations.push({ field: 'timezone', reason: zone.reason });
   const timezone = zone.ok ? zone.timezone : undefined;
-
-  const lead = text.length - text.trimStart().length;
-  const expression = text.trim();
+  // Checked before any scanning, so oversized input costs nothing.
+  const isTooLong = text.length > EXPRESSION_CHARS_MAX;
+  const lead = isTooLong ? 0 : text.length - text.trimStart().length;
+  const expression = isTooLong ? '' : text.trim();
   const tokens = tokenize(expression);
   const keyword = tokens[0]?.text.toLowerCase();
   const kind: Schedule['kind'] =
     keyword === 'every' ? 'interval' : keyword === 'at' ? 'at' : 'cron';
 
   let schedule: Schedule | undefined;
-  if (text.length > EXPRESSION_CHARS_MAX) {
+  if (isTooLong) {
     violations.push({
       field: 'schedule',
       reason: `is ${text.length} characters long; the limit is ${EXPRESSION_CHARS_MAX}`,
@@ -404,6 +408,7 @@ export function tryParseSchedule(text: string, options: ParseScheduleOptions): P
     // A cron schedule cannot be compiled without its zone; still report its syntax problems.
     schedule = parseCron(expression, timezone ?? 'UTC', violations);
   }
+  if (!zone.ok) violations.push({ field: 'timezone', reason: zone.reason });
   if (violations.length > 0 || schedule === undefined || timezone === undefined) {
     const shifted = violations.map((v) =>
       v.position === undefined

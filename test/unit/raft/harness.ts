@@ -7,7 +7,7 @@
 import { SeededRand } from '../../../src/base/rand.js';
 import type { RaftOptions } from '../../../src/raft/config.js';
 import { MemoryLogStorage } from '../../../src/raft/log-storage.js';
-import type { Entry, Message, MessageType, NodeId } from '../../../src/raft/messages.js';
+import type { Entry, Message, MessageType, NodeId, Snapshot } from '../../../src/raft/messages.js';
 import type { Raft, RaftInit } from '../../../src/raft/raft.js';
 import { RawNode } from '../../../src/raft/raw-node.js';
 import type { ReadState } from '../../../src/raft/ready.js';
@@ -18,6 +18,8 @@ export interface HarnessNode {
   storage: MemoryLogStorage;
   applied: Entry[];
   readStates: ReadState[];
+  /** The last snapshot this node installed from a Ready (undefined if none). */
+  installed: Snapshot | undefined;
 }
 
 export interface HarnessOptions {
@@ -35,6 +37,7 @@ export class Network {
   private readonly cuts = new Set<string>();
   private readonly isolated = new Set<NodeId>();
   private readonly droppedTypes = new Set<MessageType>();
+  private readonly blockers: ((m: Message) => boolean)[] = [];
   /** Messages waiting for delivery (inspectable and editable by tests). */
   queue: Message[] = [];
   /** Every message ever sent, in order. */
@@ -61,7 +64,14 @@ export class Network {
       options: { electionTimeoutTicks: 10, heartbeatTicks: 1, ...this.opts.options },
       ...(this.opts.makeRaft ? { makeRaft: this.opts.makeRaft } : {}),
     });
-    const h: HarnessNode = { id, node, storage, applied: [], readStates: [] };
+    const h: HarnessNode = {
+      id,
+      node,
+      storage,
+      applied: [],
+      readStates: [],
+      installed: undefined,
+    };
     this.nodes.set(id, h);
     return h;
   }
@@ -104,10 +114,16 @@ export class Network {
     this.droppedTypes.add(type);
   }
 
+  /** Drops every message for which `pred` is true (evaluated at delivery time). */
+  blockIf(pred: (m: Message) => boolean): void {
+    this.blockers.push(pred);
+  }
+
   heal(): void {
     this.cuts.clear();
     this.isolated.clear();
     this.droppedTypes.clear();
+    this.blockers.length = 0;
   }
 
   private blocked(m: Message): boolean {
@@ -115,7 +131,8 @@ export class Network {
       this.isolated.has(m.from) ||
       this.isolated.has(m.to) ||
       this.cuts.has(`${m.from}>${m.to}`) ||
-      this.droppedTypes.has(m.type)
+      this.droppedTypes.has(m.type) ||
+      this.blockers.some((pred) => pred(m))
     );
   }
 
@@ -125,6 +142,7 @@ export class Network {
       while (h.node.hasReady()) {
         const rd = h.node.ready();
         if (rd.snapshot) {
+          h.installed = rd.snapshot;
           h.storage.applySnapshot(rd.snapshot);
           h.applied = h.applied.filter((e) => e.index <= rd.snapshot!.meta.index);
         }
@@ -210,5 +228,73 @@ export class Network {
     return this.get(id)
       .applied.filter((e) => e.type === 'normal' && e.data.byteLength > 0)
       .map((e) => new TextDecoder().decode(e.data));
+  }
+
+  /**
+   * Starts a fresh group led by `id`: every node ticks through its startup quiet period (during
+   * which it ignores vote requests) with nothing delivered, so nobody wins by chance; then `id`
+   * campaigns until it leads. Messages sent while ticking are discarded.
+   */
+  bootstrap(id: NodeId): void {
+    const et = this.raft(id).config.electionTimeoutTicks;
+    for (const h of this.nodes.values()) for (let i = 0; i < et; i++) h.node.tick();
+    this.processReadies();
+    this.queue = [];
+    for (let attempt = 0; attempt < 5 && this.raft(id).role !== 'leader'; attempt++) {
+      this.get(id).node.campaign();
+      this.stabilize();
+    }
+    if (this.raft(id).role !== 'leader') throw new Error(`${id} did not become leader`);
+  }
+
+  /**
+   * Like stabilize, but stops as soon as `pred` holds after a round of Ready processing (before
+   * the next delivery). Returns whether `pred` held.
+   */
+  runUntil(pred: () => boolean, maxRounds = 1000): boolean {
+    for (let i = 0; i < maxRounds; i++) {
+      this.processReadies();
+      if (pred()) return true;
+      if (this.queue.length === 0) return false;
+      this.deliverRound();
+    }
+    throw new Error('network did not stabilize');
+  }
+
+  /**
+   * Snapshots node `id`'s state machine at `index` (which it must have applied) into its
+   * MemoryLogStorage and compacts the log there. The data is the JSON list of applied texts (on
+   * top of any snapshot it installed before), so stateTexts() can rebuild it.
+   */
+  snapshotAt(id: NodeId, index: number): Snapshot {
+    const h = this.get(id);
+    const texts = this.stateTexts(id, index);
+    const data = new TextEncoder().encode(JSON.stringify(texts));
+    return h.storage.createSnapshot(index, h.node.raft.confState, data);
+  }
+
+  /**
+   * The application state of node `id` up to `upTo` (default: all it applied): the texts in the
+   * last snapshot it installed, followed by the texts it applied after that snapshot.
+   */
+  stateTexts(id: NodeId, upTo = Number.POSITIVE_INFINITY): string[] {
+    const h = this.get(id);
+    const base = h.installed
+      ? (JSON.parse(new TextDecoder().decode(h.installed.data)) as string[])
+      : [];
+    const after = h.installed ? h.installed.meta.index : 0;
+    const rest = h.applied
+      .filter((e) => e.index > after && e.index <= upTo && e.type === 'normal')
+      .filter((e) => e.data.byteLength > 0)
+      .map((e) => new TextDecoder().decode(e.data));
+    return [...base, ...rest];
+  }
+
+  /** The terms of node `id`'s log from its first index to its last, as [index, term] pairs. */
+  logTerms(id: NodeId): [number, number][] {
+    const log = this.raft(id).log;
+    const out: [number, number][] = [];
+    for (let i = log.firstIndex(); i <= log.lastIndex(); i++) out.push([i, log.term(i) ?? -1]);
+    return out;
   }
 }

@@ -1,0 +1,70 @@
+/**
+ * tickctl: the command-line tool. This file builds the commander program and maps its outcomes
+ * to exit codes; each noun lives in its own file under commands/ (preview today; jobs, runs,
+ * dlq and cluster later) and registers itself on the program.
+ *
+ * Exit codes: 0 success, 1 unexpected failure, 2 bad usage or invalid input.
+ */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { Command, CommanderError } from 'commander';
+import { SystemClock } from '../base/clock.js';
+import { registerPreviewCommand } from './commands/preview.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
+import type { CliIo, CliRun } from './io.js';
+
+const processIo: CliIo = {
+  writeOut: (text) => {
+    process.stdout.write(text);
+  },
+  writeErr: (text) => {
+    process.stderr.write(text);
+  },
+  clock: SystemClock,
+};
+
+export function buildProgram(run: CliRun): Command {
+  const program = new Command('tickctl')
+    .description('tickctl: inspect schedules and operate a tickraft cluster')
+    .configureOutput({ writeOut: run.io.writeOut, writeErr: run.io.writeErr })
+    .showHelpAfterError('(run with --help for usage)')
+    // Commander would call process.exit itself; throwing lets runTickctl pick the exit code.
+    .exitOverride();
+  registerPreviewCommand(program, run);
+  return program;
+}
+
+/** Runs tickctl with `argv` (without node and script) and returns the exit code. */
+export async function runTickctl(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const run: CliRun = { io, exitCode: EXIT_OK };
+  const program = buildProgram(run);
+  if (argv.length === 0) {
+    io.writeErr(program.helpInformation());
+    return EXIT_USAGE;
+  }
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return run.exitCode;
+  } catch (err) {
+    // Commander has already printed its message (usage errors) or the help/version text.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
+    io.writeErr(`tickctl: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return EXIT_FAILURE;
+  }
+}
+
+function isEntryModule(): boolean {
+  const entry = process.argv[1];
+  if (entry === undefined) return false;
+  try {
+    return pathToFileURL(realpathSync(entry)).href === import.meta.url;
+  } catch {
+    // An entry path that cannot be resolved is not this file.
+    return false;
+  }
+}
+
+// `node --import tsx src/cli/main.ts …` runs the tool directly; bin/tickctl imports it instead.
+if (isEntryModule()) {
+  process.exitCode = await runTickctl(process.argv.slice(2));
+}

@@ -69,7 +69,9 @@ export function compileRaftOptions(options: RaftOptions = {}): CompiledRaftConfi
     options.electionTimeoutTicks ?? 10,
   );
   const heartbeatTicks = positiveInt('heartbeatTicks', options.heartbeatTicks ?? 1);
-  if (heartbeatTicks >= electionTimeoutTicks) {
+  // Cross-field rules only make sense once the election timeout itself is valid.
+  const electionValid = Number.isSafeInteger(electionTimeoutTicks) && electionTimeoutTicks >= 1;
+  if (electionValid && heartbeatTicks >= electionTimeoutTicks) {
     violations.push({
       field: 'heartbeatTicks',
       reason: `must be less than electionTimeoutTicks (${electionTimeoutTicks})`,
@@ -77,10 +79,11 @@ export function compileRaftOptions(options: RaftOptions = {}): CompiledRaftConfi
   }
   const leaseSafetyTicks = positiveInt(
     'leaseSafetyTicks',
-    options.leaseSafetyTicks ?? Math.ceil(electionTimeoutTicks / 5),
+    options.leaseSafetyTicks ??
+      (electionTimeoutTicks >= 1 ? Math.ceil(electionTimeoutTicks / 5) : 0),
     0,
   );
-  if (leaseSafetyTicks >= electionTimeoutTicks) {
+  if (electionValid && leaseSafetyTicks >= electionTimeoutTicks) {
     violations.push({
       field: 'leaseSafetyTicks',
       reason: `must be less than electionTimeoutTicks (${electionTimeoutTicks})`,

@@ -111,6 +111,12 @@ export class Raft {
   private startupQuietTicks: number;
 
   leadTransferee: NodeId = NO_NODE;
+  /**
+   * Tick of the last TimeoutNow sent. Its target campaigns with votes that ignore leases, so
+   * no heartbeat round sent before this tick + electionTimeoutTicks can back a lease, even if
+   * the transfer was abandoned meanwhile.
+   */
+  private lastTimeoutNowTick = Number.NEGATIVE_INFINITY;
   /** Index of the latest conf change appended by this leader; one may be in flight at a time. */
   private pendingConfIndex = 0;
   private uncommittedBytes = 0;
@@ -211,6 +217,7 @@ export class Raft {
     this.randomizedElectionTimeout =
       this.config.electionTimeoutTicks + this.rand.int(this.config.electionTimeoutTicks);
     this.leadTransferee = NO_NODE;
+    this.lastTimeoutNowTick = Number.NEGATIVE_INFINITY;
     this.votes.clear();
     this.pendingConfIndex = 0;
     this.uncommittedBytes = 0;
@@ -774,6 +781,7 @@ export class Raft {
   }
 
   private sendTimeoutNow(to: NodeId): void {
+    this.lastTimeoutNowTick = this.ticks;
     this.send(message({ type: 'timeout-now', from: this.id, to, term: this.term }));
   }
 
@@ -789,11 +797,15 @@ export class Raft {
 
   /** Whether no other node can be leader now, by the drift assumption in the header. */
   isLeaseValid(): boolean {
+    // Without check-quorum, voters do not ignore candidates while a leader is alive, so
+    // nothing stops another election: there is no lease.
+    if (!this.config.checkQuorum) return false;
     if (this.role !== 'leader' || this.leadTransferee !== NO_NODE) return false;
     const round = this.quorumAckedRound();
     if (round === 0 || !Number.isFinite(round)) return false;
     const sentAt = this.roundTicks.get(round);
     if (sentAt === undefined) return false;
+    if (sentAt < this.lastTimeoutNowTick + this.config.electionTimeoutTicks) return false;
     const leaseTicks = this.config.electionTimeoutTicks - this.config.leaseSafetyTicks;
     return this.ticks < sentAt + leaseTicks;
   }

@@ -84,6 +84,7 @@ export class Network {
     const h = this.addNode(id, storage);
     // The applied state machine is rebuilt from the log in these tests: replay committed.
     h.applied = old.applied.filter((e) => e.index <= storage.hardStateNow().commit);
+    h.installed = old.installed;
     return h;
   }
 
@@ -235,7 +236,7 @@ export class Network {
    * which it ignores vote requests) with nothing delivered, so nobody wins by chance; then `id`
    * campaigns until it leads. Messages sent while ticking are discarded.
    */
-  bootstrap(id: NodeId): void {
+  startWithLeader(id: NodeId): void {
     const et = this.raft(id).config.electionTimeoutTicks;
     for (const h of this.nodes.values()) for (let i = 0; i < et; i++) h.node.tick();
     this.processReadies();

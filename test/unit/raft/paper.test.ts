@@ -500,7 +500,7 @@ t.test(
     for (const size of [3, 5]) {
       const voters = ['n1', 'n2', 'n3', 'n4', 'n5'].slice(0, size);
       const net = new Network({ voters });
-      net.bootstrap('n1');
+      net.startWithLeader('n1');
       const lead = net.raft('n1');
       const base = lead.log.committed;
       // Only n2 (and, for five, n3) receive appends for now.
@@ -621,7 +621,7 @@ t.test('the leader repairs divergent follower logs (Figure 7, §5.3)', (t) => {
     net.addNode('n2', build(terms, 7, 0));
     net.addNode('n3', build([], 7, 0));
     net.processReadies();
-    net.bootstrap('n1');
+    net.startWithLeader('n1');
     net.stabilize();
     const want = net.logTerms('n1');
     t.same(

@@ -17,7 +17,7 @@ const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 /** A network of `voters` (default n1..n3) with n1 elected leader. */
 function cluster(opts: Partial<HarnessOptions> = {}): Network {
   const net = new Network({ voters: ['n1', 'n2', 'n3'], ...opts });
-  net.bootstrap(opts.voters?.[0] ?? 'n1');
+  net.startWithLeader(opts.voters?.[0] ?? 'n1');
   return net;
 }
 
@@ -71,7 +71,7 @@ function figure8UpToC(t: Test, makeRaft?: (init: RaftInit) => Raft): Network {
     options: { preVote: false, checkQuorum: false, maxMsgBytes: 1 },
     ...(makeRaft ? { makeRaft } : {}),
   });
-  net.bootstrap('n1');
+  net.startWithLeader('n1');
   const base = net.raft('n1').log.lastIndex(); // 5 bootstrap entries + n1's no-op
   const A = base + 1;
   t.equal(net.raft('n1').log.committed, base, 'start: everything so far is committed');
@@ -414,7 +414,7 @@ t.test('a transfer to an unreachable node is abandoned after an election timeout
 // campaign (not even on TimeoutNow), and their acknowledgements do not count towards commit.
 t.test('a learner never votes nor counts for commit, but receives entries', (t) => {
   const net = new Network({ voters: ['n1', 'n2', 'n3'], learners: ['n4'] });
-  net.bootstrap('n1');
+  net.startWithLeader('n1');
   t.ok(net.raft('n1').progress.get('n4')?.isLearner, 'n4 is tracked as a learner');
   t.notOk(net.raft('n4').isVoter('n4'), 'n4 knows it is a learner');
 
@@ -608,7 +608,7 @@ t.test('a leader elected in the middle of an auto-leave joint change finishes it
 // ends with the same configuration, log and state; the quorum then counts it.
 t.test('adding a voter with a simple conf change; the new node catches up', (t) => {
   const net = new Network({ voters: ['n1', 'n2', 'n3'], extra: ['n4'] });
-  net.bootstrap('n1');
+  net.startWithLeader('n1');
   mustPropose(net, 'n1', 'before');
   net.stabilize();
   t.same(net.raft('n4').confState.voters, [], 'n4 starts outside any configuration');
@@ -649,7 +649,7 @@ t.test('adding a voter with a simple conf change; the new node catches up', (t) 
 // A voter added after the leader compacted its log is brought up by a snapshot.
 t.test('adding a voter after compaction: the new node starts from a snapshot', (t) => {
   const net = new Network({ voters: ['n1', 'n2', 'n3'], extra: ['n4'] });
-  net.bootstrap('n1');
+  net.startWithLeader('n1');
   for (let i = 0; i < 5; i++) mustPropose(net, 'n1', `s${i}`);
   net.stabilize();
   const h = net.get('n1');
@@ -1252,7 +1252,7 @@ t.test('proposals beyond maxUncommittedBytes are refused as queue-full without a
 // A single voter is its own majority: it elects itself, commits and serves reads alone.
 t.test('a single-node group commits alone', (t) => {
   const net = new Network({ voters: ['n1'] });
-  net.bootstrap('n1');
+  net.startWithLeader('n1');
   t.equal(net.raft('n1').role, 'leader');
   const idx = mustPropose(net, 'n1', 'solo');
   net.stabilize();

@@ -13,7 +13,8 @@
  * the leader (check-quorum), and a member that restarts ignores them for electionTimeoutTicks
  * after its start. The leader therefore holds its lease until tick S + electionTimeoutTicks -
  * leaseSafetyTicks. A leadership transfer voids the lease at once (the transferee campaigns
- * without waiting).
+ * without waiting, with votes that ignore leases), and so does any TimeoutNow sent less than an
+ * election timeout ago. Without check-quorum there is no lease.
  */
 import { assert } from '../base/assert.js';
 import type { Rand } from '../base/rand.js';

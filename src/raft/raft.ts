@@ -269,7 +269,20 @@ export class Raft {
   // ---------------------------------------------------------------------------------------
   // Ticks
 
-  tick(): void {
+  /**
+   * Advances time by `n` ticks. After a stall (GC, SIGSTOP) the runtime passes every elapsed
+   * tick at once: the lease clock must never fall behind real time, but one catch-up should
+   * cost one heartbeat, not `n`.
+   */
+  tick(n = 1): void {
+    assert(Number.isSafeInteger(n) && n >= 1, `tick count must be a positive integer, got ${n}`);
+    if (n > 1) {
+      const skipped = n - 1;
+      this.ticks += skipped;
+      this.startupQuietTicks = Math.max(0, this.startupQuietTicks - skipped);
+      this.electionElapsed += skipped;
+      this.heartbeatElapsed += skipped;
+    }
     this.ticks++;
     if (this.startupQuietTicks > 0) this.startupQuietTicks--;
     if (this.role === 'leader') this.tickHeartbeat();

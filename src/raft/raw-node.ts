@@ -63,9 +63,10 @@ export class RawNode {
     assert(this.inFlight === undefined, `${what} between ready() and advance()`);
   }
 
-  tick(): void {
+  /** Advances `n` ticks (all elapsed ticks after a stall; see Raft.tick). */
+  tick(n = 1): void {
     this.assertIdle('tick');
-    this.raft.tick();
+    this.raft.tick(n);
   }
 
   step(m: Message): void {

@@ -15,6 +15,9 @@ export const PURE_FOLDERS = [
   'src/scheduler/due-index*.ts',
   'src/scheduler/intent-planner*.ts',
   'src/placement/*-plan.ts',
+  'src/placement/meta-state.ts',
+  'src/placement/ring.ts',
+  'src/placement/hash.ts',
   'chaos/checkers/**/*.ts',
 ];
 

@@ -1,0 +1,166 @@
+/**
+ * `tickraft serve` options in three stages: NodeOptions (flags or a JSON config file, every field
+ * optional with a documented default) → compileNodeOptions() → CompiledNodeConfig (validated,
+ * frozen). Every violation names the flag and the rule, and all of them are reported at once.
+ */
+import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
+import type { NodeId } from '../raft/messages.js';
+
+export interface NodeOptions {
+  /** This node's id, e.g. n1. Required. */
+  id?: string;
+  /** Directory for the node's LevelDB. Required. */
+  dataDir?: string;
+  /** host:port of the client API. @default 127.0.0.1:7001 */
+  listen?: string;
+  /** host:port of the peer (Raft) transport. @default 127.0.0.1:7101 */
+  peerListen?: string;
+  /** id=host:port,… of every initial node's peer address; needed only to create a cluster. */
+  initialCluster?: string;
+  /** Data groups of a new cluster. @default 16 */
+  groups?: number;
+  /** Milliseconds per Raft tick. @default 50 */
+  tickMs?: number;
+  /** Ticks without a leader before an election. @default 10 */
+  electionTicks?: number;
+  /** Ticks between heartbeats. @default 2 */
+  heartbeatTicks?: number;
+  /** Applied entries between snapshots of a group. @default 10000 */
+  snapshotEntries?: number;
+  /** How long SIGTERM may take to hand leaderships over before exiting anyway. @default 5000 */
+  shutdownTimeoutMs?: number;
+}
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface CompiledNodeConfig {
+  readonly id: NodeId;
+  readonly dataDir: string;
+  readonly listen: HostPort;
+  readonly peerListen: HostPort;
+  readonly initialCluster: ReadonlyMap<NodeId, string> | undefined;
+  readonly groups: number;
+  readonly tickMs: number;
+  readonly raft: CompiledRaftConfig;
+  readonly snapshotEveryEntries: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+/** The flag each option is set by, used to name it in errors. */
+export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
+  id: '--id',
+  dataDir: '--data-dir',
+  listen: '--listen',
+  peerListen: '--peer-listen',
+  initialCluster: '--initial-cluster',
+  groups: '--groups',
+  tickMs: '--tick-ms',
+  electionTicks: '--election-ticks',
+  heartbeatTicks: '--heartbeat-ticks',
+  snapshotEntries: '--snapshot-entries',
+  shutdownTimeoutMs: '--shutdown-timeout-ms',
+};
+
+const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+export function parseHostPort(text: string): HostPort | string {
+  const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
+  if (!m) return `must be host:port, got '${text}'`;
+  const port = Number(m[2]);
+  if (port > 65535) return `port must be at most 65535, got ${port}`;
+  return { host: m[1]!, port };
+}
+
+export function formatHostPort(hp: HostPort): string {
+  return `${hp.host}:${hp.port}`;
+}
+
+export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
+  const violations: FieldViolation[] = [];
+  const bad = (key: keyof NodeOptions, reason: string): void => {
+    violations.push({ field: OPTION_FLAGS[key], reason });
+  };
+  const id = options.id ?? '';
+  if (id === '') bad('id', 'is required');
+  else if (!ID_PATTERN.test(id)) bad('id', `must match ${ID_PATTERN.source}, got '${id}'`);
+  const dataDir = options.dataDir ?? '';
+  if (dataDir === '') bad('dataDir', 'is required');
+  const address = (key: 'listen' | 'peerListen', fallback: string): HostPort => {
+    const parsed = parseHostPort(options[key] ?? fallback);
+    if (typeof parsed === 'string') {
+      bad(key, parsed);
+      return { host: '127.0.0.1', port: 0 };
+    }
+    return parsed;
+  };
+  const listen = address('listen', '127.0.0.1:7001');
+  const peerListen = address('peerListen', '127.0.0.1:7101');
+  if (listen.host === peerListen.host && listen.port === peerListen.port && listen.port !== 0) {
+    bad('peerListen', 'must differ from --listen');
+  }
+  const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
+  const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
+    if (!Number.isSafeInteger(value) || value < min || value > max) {
+      bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
+    }
+    return value;
+  };
+  const groups = int('groups', options.groups ?? 16, 1, 4096);
+  const tickMs = int('tickMs', options.tickMs ?? 50, 1, 10_000);
+  const electionTicks = int('electionTicks', options.electionTicks ?? 10, 2, 1000);
+  const heartbeatTicks = int('heartbeatTicks', options.heartbeatTicks ?? 2, 1, 1000);
+  if (heartbeatTicks >= electionTicks) bad('heartbeatTicks', 'must be less than --election-ticks');
+  const snapshotEveryEntries = int(
+    'snapshotEntries',
+    options.snapshotEntries ?? 10_000,
+    10,
+    10_000_000,
+  );
+  const shutdownTimeoutMs = int('shutdownTimeoutMs', options.shutdownTimeoutMs ?? 5000, 0, 600_000);
+  if (violations.length > 0) throw new ValidationError('CONFIG_INVALID', violations);
+  return Object.freeze({
+    id,
+    dataDir,
+    listen,
+    peerListen,
+    initialCluster,
+    groups,
+    tickMs,
+    raft: compileRaftOptions({ electionTimeoutTicks: electionTicks, heartbeatTicks }),
+    snapshotEveryEntries,
+    shutdownTimeoutMs,
+  });
+}
+
+function parseInitialCluster(
+  text: string | undefined,
+  selfId: string,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): Map<NodeId, string> | undefined {
+  if (text === undefined || text === '') return undefined;
+  const members = new Map<NodeId, string>();
+  for (const part of text.split(',')) {
+    const eq = part.indexOf('=');
+    const id = eq > 0 ? part.slice(0, eq) : '';
+    const addr = eq > 0 ? part.slice(eq + 1) : '';
+    if (!ID_PATTERN.test(id)) {
+      bad('initialCluster', `entry '${part}' must be id=host:port`);
+      continue;
+    }
+    const hp = parseHostPort(addr);
+    if (typeof hp === 'string') {
+      bad('initialCluster', `entry '${part}': address ${hp}`);
+      continue;
+    }
+    if (members.has(id)) bad('initialCluster', `node ${id} is listed twice`);
+    members.set(id, addr);
+  }
+  if (selfId !== '' && members.size > 0 && !members.has(selfId)) {
+    bad('initialCluster', `must include this node (${selfId})`);
+  }
+  return members;
+}

@@ -1,0 +1,307 @@
+/**
+ * The node runtime: hosts every group replica of this node and drives them through one loop.
+ *
+ * One loop turn: tick (all elapsed ticks) → drain each group's inbox, proposals and reads →
+ * collect every group's Ready → persist them all in ONE synced write (group commit) → send the
+ * messages, batched per peer → apply committed entries → advance → take snapshots where a log
+ * has grown past its bound. While a turn awaits the disk, inbound work only queues, so no
+ * replica is stepped between its ready() and advance() (the persist-before-send contract).
+ */
+import { assert } from '../base/assert.js';
+import type { Clock } from '../base/clock.js';
+import type { SeededRand } from '../base/rand.js';
+import type { CompiledRaftConfig } from '../raft/config.js';
+import { NotLeaderError } from '../raft/errors.js';
+import type { LogStorage } from '../raft/log-storage.js';
+import type { Entry, HardState, Message, NodeId, Snapshot } from '../raft/messages.js';
+import type { Ready } from '../raft/ready.js';
+import { GroupReplica, type GroupStateMachine, type InboxItem } from './group-replica.js';
+import { Ticker } from './ticker.js';
+
+export interface GroupMessage {
+  readonly groupId: number;
+  readonly message: Message;
+}
+
+export interface GroupUpdate {
+  readonly groupId: number;
+  readonly entries: readonly Entry[];
+  readonly hardState?: HardState;
+  readonly snapshot?: Snapshot;
+}
+
+export interface CommitStats {
+  readonly groups: number;
+  readonly entries: number;
+  readonly bytes: number;
+  readonly fsyncMs: number;
+}
+
+/** The durable store as the host uses it (src/storage's NodeStore). */
+export interface HostStore {
+  groupIds(): number[];
+  group(groupId: number): LogStorage | undefined;
+  createGroup(
+    groupId: number,
+    bootstrap: { voters: readonly NodeId[]; learners?: readonly NodeId[] } | undefined,
+  ): Promise<LogStorage>;
+  commit(updates: GroupUpdate[]): Promise<CommitStats>;
+  saveSnapshot(groupId: number, snapshot: Snapshot): Promise<void>;
+  deleteGroup(groupId: number): Promise<void>;
+}
+
+/** The peer transport as the host uses it (src/transport's PeerTransport). */
+export interface HostTransport {
+  send(to: NodeId, msgs: GroupMessage[]): void;
+}
+
+export interface HostOptions {
+  readonly nodeId: NodeId;
+  readonly store: HostStore;
+  readonly clock: Clock;
+  readonly rand: SeededRand;
+  readonly raft: CompiledRaftConfig;
+  readonly tickMs: number;
+  readonly makeStateMachine: (groupId: number) => GroupStateMachine;
+  /** Take a snapshot and compact once this many entries were applied since the last one. */
+  readonly snapshotEveryEntries: number;
+  /** Called once when the loop hits an error it cannot survive (a storage failure). */
+  readonly onFatal: (err: unknown) => void;
+}
+
+export interface LoopStats {
+  turns: number;
+  commits: number;
+  entriesPersisted: number;
+  fsyncMsTotal: number;
+  messagesSent: number;
+  snapshotsTaken: number;
+}
+
+export class MultiRaftHost {
+  readonly nodeId: NodeId;
+  readonly groups = new Map<number, GroupReplica>();
+  transport: HostTransport | undefined;
+  readonly stats: LoopStats = {
+    turns: 0,
+    commits: 0,
+    entriesPersisted: 0,
+    fsyncMsTotal: 0,
+    messagesSent: 0,
+    snapshotsTaken: 0,
+  };
+  private readonly ticker: Ticker;
+  private running = false;
+  private again = false;
+  private scheduled = false;
+  private interval: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private idleWaiters: (() => void)[] = [];
+  /** Hooks for layers above: called after each turn's apply (e.g. to react to role changes). */
+  afterTurn: (() => void) | undefined;
+
+  constructor(private readonly opts: HostOptions) {
+    this.nodeId = opts.nodeId;
+    this.ticker = new Ticker(opts.clock, opts.tickMs);
+  }
+
+  /** Loads every group the store holds. */
+  openGroups(): void {
+    for (const id of this.opts.store.groupIds()) this.attach(id);
+  }
+
+  private attach(groupId: number): GroupReplica {
+    const log = this.opts.store.group(groupId);
+    assert(log !== undefined, `group ${groupId} has no storage`);
+    const g = new GroupReplica(
+      groupId,
+      this.nodeId,
+      log,
+      this.opts.makeStateMachine(groupId),
+      this.opts.raft,
+      this.opts.rand.fork(),
+    );
+    this.groups.set(groupId, g);
+    return g;
+  }
+
+  /** Creates a replica: with `bootstrap` a member of a new group, without an empty joiner. */
+  async createGroup(
+    groupId: number,
+    bootstrap: { voters: readonly NodeId[]; learners?: readonly NodeId[] } | undefined,
+  ): Promise<GroupReplica> {
+    const existing = this.groups.get(groupId);
+    if (existing) return existing;
+    await this.opts.store.createGroup(groupId, bootstrap);
+    const g = this.attach(groupId);
+    this.wake();
+    return g;
+  }
+
+  isHosted(groupId: number): boolean {
+    return this.groups.has(groupId);
+  }
+
+  start(): void {
+    this.interval = setInterval(() => this.wake(), this.opts.tickMs);
+    this.wake();
+  }
+
+  /** Stops the loop after the current turn; pending work fails. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.interval) clearInterval(this.interval);
+    await this.idle();
+    for (const g of this.groups.values()) g.close('node stopping');
+  }
+
+  /** Resolves when no turn is running. */
+  idle(): Promise<void> {
+    if (!this.running && !this.scheduled) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Inputs
+
+  deliver(from: NodeId, msgs: readonly GroupMessage[]): void {
+    for (const { groupId, message } of msgs) {
+      const g = this.groups.get(groupId);
+      if (g) g.inbox.push({ kind: 'msg', message });
+    }
+    void from;
+    this.wake();
+  }
+
+  report(groupId: number, item: InboxItem): void {
+    const g = this.groups.get(groupId);
+    if (!g) return;
+    g.inbox.push(item);
+    this.wake();
+  }
+
+  propose(groupId: number, data: Uint8Array): Promise<unknown> {
+    const g = this.groups.get(groupId);
+    if (!g) return Promise.reject(new NotLeaderError(groupId, '', 'group not hosted on this node'));
+    const p = g.enqueueProposal(data);
+    this.wake();
+    return p;
+  }
+
+  /** Resolves once this replica has applied everything committed before the call (ReadIndex). */
+  read(groupId: number): Promise<void> {
+    const g = this.groups.get(groupId);
+    if (!g) return Promise.reject(new NotLeaderError(groupId, '', 'group not hosted on this node'));
+    const p = g.enqueueRead();
+    this.wake();
+    return p;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // The loop
+
+  wake(): void {
+    if (this.stopped && !this.running) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.loop().catch((err: unknown) => this.opts.onFatal(err));
+    });
+  }
+
+  private async loop(): Promise<void> {
+    this.running = true;
+    try {
+      do {
+        this.again = false;
+        await this.turn();
+      } while (this.again && !this.stopped);
+    } finally {
+      this.running = false;
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  private async turn(): Promise<void> {
+    this.stats.turns++;
+    const ticks = this.ticker.due();
+    const readies: [GroupReplica, Ready][] = [];
+    const updates: GroupUpdate[] = [];
+    for (const g of this.groups.values()) {
+      if (ticks > 0) g.node.tick(ticks);
+      g.drain();
+      if (!g.node.hasReady()) continue;
+      const rd = g.node.ready();
+      readies.push([g, rd]);
+      if (rd.entries.length > 0 || rd.hardState || rd.snapshot) {
+        updates.push({
+          groupId: g.groupId,
+          entries: rd.entries,
+          ...(rd.hardState ? { hardState: rd.hardState } : {}),
+          ...(rd.snapshot ? { snapshot: rd.snapshot } : {}),
+        });
+      }
+    }
+    if (readies.length === 0) return;
+    if (updates.length > 0) {
+      const s = await this.opts.store.commit(updates);
+      this.stats.commits++;
+      this.stats.entriesPersisted += s.entries;
+      this.stats.fsyncMsTotal += s.fsyncMs;
+    }
+    this.sendAll(readies);
+    for (const [g, rd] of readies) {
+      g.applyReady(rd);
+      g.node.advance();
+    }
+    await this.maybeSnapshot();
+    this.afterTurn?.();
+    // Advancing can produce more work (self-acknowledged commits, auto-leave): go again.
+    for (const [g] of readies) {
+      if (g.node.hasReady() || g.hasWork()) {
+        this.again = true;
+        break;
+      }
+    }
+  }
+
+  private sendAll(readies: readonly [GroupReplica, Ready][]): void {
+    const transport = this.transport;
+    const byPeer = new Map<NodeId, GroupMessage[]>();
+    for (const [g, rd] of readies) {
+      for (const message of rd.messages) {
+        let list = byPeer.get(message.to);
+        if (!list) byPeer.set(message.to, (list = []));
+        list.push({ groupId: g.groupId, message });
+      }
+    }
+    if (!transport) return;
+    for (const [peer, msgs] of byPeer) {
+      this.stats.messagesSent += msgs.length;
+      transport.send(peer, msgs);
+    }
+  }
+
+  private async maybeSnapshot(): Promise<void> {
+    for (const g of this.groups.values()) {
+      if (g.appliedIndex - g.snapshotIndex < this.opts.snapshotEveryEntries) continue;
+      const index = g.appliedIndex;
+      const term = g.log.term(index) ?? g.node.raft.log.term(index);
+      assert(term !== undefined, `group ${g.groupId}: no term for applied index ${index}`);
+      const snapshot: Snapshot = {
+        meta: { index, term, confState: g.node.raft.confState },
+        data: g.stateMachine.snapshot(),
+      };
+      await this.opts.store.saveSnapshot(g.groupId, snapshot);
+      g.snapshotIndex = index;
+      this.stats.snapshotsTaken++;
+    }
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The meta group's (group 0) replicated state machine: cluster members and the group map (ring
+ * range, replicas, epoch). Commands are JSON: rare, small, and readable in a log dump. Apply is
+ * deterministic and rejects what does not fit the current state with a result, never a throw.
+ */
+import type { Entry, NodeId } from '../raft/messages.js';
+import type { GroupStateMachine } from '../multiraft/group-replica.js';
+
+export type MemberState = 'active' | 'draining' | 'removed';
+
+export interface MemberRecord {
+  readonly id: NodeId;
+  readonly peerAddress: string;
+  readonly apiAddress: string;
+  readonly state: MemberState;
+}
+
+export interface GroupRecord {
+  readonly id: number;
+  readonly start: number;
+  readonly end: number;
+  readonly replicas: readonly NodeId[];
+  /** Bumped on every change of range or replicas; routing caches compare it. */
+  readonly epoch: number;
+}
+
+export type MetaCommand = {
+  readonly op: 'init';
+  readonly members: readonly Omit<MemberRecord, 'state'>[];
+  readonly groups: readonly Omit<GroupRecord, 'epoch'>[];
+};
+
+export type MetaResult = { ok: true } | { ok: false; code: string; reason: string };
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodeMetaCommand(c: MetaCommand): Uint8Array {
+  return encoder.encode(JSON.stringify(c));
+}
+
+export class MetaStateMachine implements GroupStateMachine {
+  initialized = false;
+  readonly members = new Map<NodeId, MemberRecord>();
+  readonly groups = new Map<number, GroupRecord>();
+
+  apply(entry: Entry): MetaResult {
+    const c = JSON.parse(decoder.decode(entry.data)) as MetaCommand;
+    switch (c.op) {
+      case 'init':
+        // Every initial node may propose the same init; the first committed one wins.
+        if (this.initialized)
+          return {
+            ok: false,
+            code: 'META_ALREADY_INITIALIZED',
+            reason: 'cluster already initialized',
+          };
+        for (const m of c.members) this.members.set(m.id, { ...m, state: 'active' });
+        for (const g of c.groups) this.groups.set(g.id, { ...g, epoch: 1 });
+        this.initialized = true;
+        return { ok: true };
+    }
+  }
+
+  snapshot(): Uint8Array {
+    return encoder.encode(
+      JSON.stringify({
+        initialized: this.initialized,
+        members: [...this.members.values()],
+        groups: [...this.groups.values()],
+      }),
+    );
+  }
+
+  restore(data: Uint8Array): void {
+    const s = JSON.parse(decoder.decode(data)) as {
+      initialized: boolean;
+      members: MemberRecord[];
+      groups: GroupRecord[];
+    };
+    this.initialized = s.initialized;
+    this.members.clear();
+    this.groups.clear();
+    for (const m of s.members) this.members.set(m.id, m);
+    for (const g of s.groups) this.groups.set(g.id, g);
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The test-only DebugService (proto/debug.proto) on the client API address: puts and reads over
+ * the data groups' key-value state machines, and a status dump. Keys are placed with the same
+ * ring as jobs will be. A call for a group this node does not lead fails with UNAVAILABLE and
+ * the leader's id in the `tickraft-leader` metadata, so a client can retry there.
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { fileURLToPath } from 'node:url';
+import { lookupRange } from '../placement/ring.js';
+import { hashShardKey } from '../placement/hash.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import { splitRing } from '../placement/ring.js';
+import { encodeKvPut } from './kv-state-machine.js';
+import type { TickraftNode } from './node.js';
+
+const PROTO_PATH = fileURLToPath(new URL('../../proto/debug.proto', import.meta.url));
+
+export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: false,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+};
+
+interface PutRequest {
+  key: string;
+  value: string;
+}
+
+/** Loads the DebugService definition; shared by the server and test clients. */
+export function loadDebugService(): grpc.ServiceClientConstructor {
+  const def = protoLoader.loadSync(PROTO_PATH, PROTO_LOADER_OPTIONS);
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    tickraft: { v1: { DebugService: grpc.ServiceClientConstructor } };
+  };
+  return pkg.tickraft.v1.DebugService;
+}
+
+export class DebugServer {
+  private server: grpc.Server | undefined;
+
+  constructor(private readonly node: TickraftNode) {}
+
+  /** The group that owns `key`: from the meta group's map once known, else the flag plan. */
+  private groupFor(key: string): number {
+    const hash = hashShardKey(key);
+    const groups = [...this.node.meta.groups.values()].sort((a, b) => a.start - b.start);
+    if (groups.length > 0)
+      return lookupRange(
+        groups.map((g) => ({ groupId: g.id, start: g.start, end: g.end })),
+        hash,
+      ).groupId;
+    return lookupRange(splitRing(this.node.config.groups, META_GROUP_ID + 1), hash).groupId;
+  }
+
+  private notLeader(groupId: number): grpc.ServiceError {
+    const g = this.node.host.groups.get(groupId);
+    const md = new grpc.Metadata();
+    md.set('tickraft-leader', g?.leaderId ?? '');
+    return Object.assign(new Error(`node ${this.node.id} does not lead group ${groupId}`), {
+      code: grpc.status.UNAVAILABLE,
+      details: `not leader of group ${groupId}`,
+      metadata: md,
+    });
+  }
+
+  private async put(req: PutRequest): Promise<number> {
+    const groupId = this.groupFor(req.key);
+    const g = this.node.host.groups.get(groupId);
+    if (!g || !g.isLeader) throw this.notLeader(groupId);
+    await this.node.host.propose(groupId, encodeKvPut({ k: req.key, v: req.value }));
+    return groupId;
+  }
+
+  async start(address: string): Promise<number> {
+    const service = loadDebugService();
+    const server = new grpc.Server();
+    server.addService(service.service, {
+      put: (call: grpc.ServerUnaryCall<PutRequest, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        this.put(call.request).then(
+          (groupId) => cb(null, { groupId }),
+          (err: unknown) => cb(toServiceError(err)),
+        );
+      },
+      putBatch: (
+        call: grpc.ServerUnaryCall<{ puts: PutRequest[] }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        Promise.all(call.request.puts.map((p) => this.put(p))).then(
+          (ids) => cb(null, { committed: ids.length }),
+          (err: unknown) => cb(toServiceError(err)),
+        );
+      },
+      get: (
+        call: grpc.ServerUnaryCall<{ key: string }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        const groupId = this.groupFor(call.request.key);
+        const sm = this.node.kv.get(groupId);
+        if (!sm) {
+          cb(this.notLeader(groupId));
+          return;
+        }
+        this.node.host.read(groupId).then(
+          () => {
+            const value = sm.get(call.request.key);
+            cb(null, { found: value !== undefined, value: value ?? '', groupId });
+          },
+          (err: unknown) => cb(toServiceError(err)),
+        );
+      },
+      status: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        cb(null, this.status());
+      },
+    });
+    this.server = server;
+    return new Promise((resolve, reject) => {
+      server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err) reject(err);
+        else resolve(port);
+      });
+    });
+  }
+
+  status(): Record<string, unknown> {
+    const groups = [...this.node.host.groups.values()].map((g) => {
+      const st = g.node.status();
+      return {
+        groupId: g.groupId,
+        role: st.role,
+        term: st.term,
+        leader: st.lead,
+        commit: st.commit,
+        applied: st.applied,
+        lastIndex: st.lastIndex,
+        voters: [...st.confState.voters],
+        keys: this.node.kv.get(g.groupId)?.data.size ?? 0,
+      };
+    });
+    return {
+      nodeId: this.node.id,
+      metaInitialized: this.node.meta.initialized,
+      groups,
+      metaMembers: this.node.meta.members.size,
+      metaGroups: this.node.meta.groups.size,
+      snapshotsInstalled: [...this.node.host.groups.values()].reduce(
+        (n, g) => n + g.snapshotsInstalled,
+        0,
+      ),
+      snapshotsTaken: this.node.host.stats.snapshotsTaken,
+    };
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, 1000);
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+  }
+}
+
+function toServiceError(err: unknown): grpc.ServiceError {
+  if (isServiceError(err)) return err;
+  const code = (err as { code?: unknown }).code;
+  const status =
+    code === 'RAFT_NOT_LEADER' || code === 'RAFT_PROPOSAL_UNKNOWN' || code === 'RAFT_READ_FAILED'
+      ? grpc.status.UNAVAILABLE
+      : code === 'RAFT_PROPOSAL_DROPPED'
+        ? grpc.status.UNAVAILABLE
+        : grpc.status.INTERNAL;
+  const message = err instanceof Error ? err.message : String(err);
+  const md = new grpc.Metadata();
+  if (typeof code === 'string') md.set('tickraft-error-code', code);
+  return Object.assign(new Error(message), { code: status, details: message, metadata: md });
+}
+
+function isServiceError(err: unknown): err is grpc.ServiceError {
+  return (
+    err instanceof Error &&
+    typeof (err as { code?: unknown }).code === 'number' &&
+    'metadata' in err
+  );
+}

@@ -1,0 +1,180 @@
+/**
+ * `tickraft serve`: parse flags (or a JSON config file), start the node, and handle signals.
+ * SIGTERM and SIGINT hand leaderships over, flush and exit 0 within --shutdown-timeout-ms;
+ * SIGKILL needs no handling because every acknowledged write is already on disk.
+ * Exit codes: 0 clean stop, 2 bad flags or config, 1 anything else.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { pino } from 'pino';
+import { ValidationError } from '../base/errors.js';
+import {
+  compileNodeOptions,
+  formatHostPort,
+  OPTION_FLAGS,
+  type NodeOptions,
+} from '../config/node-config.js';
+import { DebugServer } from './debug-service.js';
+import { TickraftNode } from './node.js';
+
+const EXIT_USAGE = 2;
+
+function int(value: string): number {
+  return /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
+}
+
+function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
+  const program = new Command('tickraft')
+    .description('tickraft: a Raft-replicated job scheduler cluster')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  program
+    .command('serve')
+    .description(
+      'run a tickraft node (creates a cluster with --initial-cluster, or restarts on --data-dir)',
+    )
+    .option('--config <file>', 'JSON file with the options below (camelCase keys); flags win')
+    .option('--id <id>', 'this node id, e.g. n1 (required)')
+    .option('--data-dir <dir>', "directory for this node's LevelDB (required)")
+    .option('--listen <host:port>', 'client API address (default 127.0.0.1:7001)')
+    .option('--peer-listen <host:port>', 'peer transport address (default 127.0.0.1:7101)')
+    .option('--initial-cluster <list>', 'id=host:port,… peer addresses of the initial nodes')
+    .addOption(
+      new Option('--groups <n>', 'data groups of a new cluster (default 16)').argParser(int),
+    )
+    .addOption(
+      new Option('--tick-ms <ms>', 'milliseconds per Raft tick (default 50)').argParser(int),
+    )
+    .addOption(
+      new Option('--election-ticks <n>', 'election timeout in ticks (default 10)').argParser(int),
+    )
+    .addOption(
+      new Option('--heartbeat-ticks <n>', 'heartbeat interval in ticks (default 2)').argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--snapshot-entries <n>',
+        'applied entries between snapshots (default 10000)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option('--shutdown-timeout-ms <ms>', 'bound on a graceful stop (default 5000)').argParser(
+        int,
+      ),
+    )
+    .action(async (flags: Record<string, unknown>) => {
+      process.exitCode = await run(mergeConfig(flags));
+    });
+  return program;
+}
+
+function mergeConfig(flags: Record<string, unknown>): NodeOptions {
+  let fromFile: NodeOptions = {};
+  if (typeof flags['config'] === 'string') {
+    const path = flags['config'];
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new ValidationError('CONFIG_INVALID', [
+        { field: '--config', reason: `cannot read ${path}: ${(err as Error).message}` },
+      ]);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      throw new ValidationError('CONFIG_INVALID', [
+        { field: '--config', reason: `${path} is not JSON: ${(err as Error).message}` },
+      ]);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new ValidationError('CONFIG_INVALID', [
+        { field: '--config', reason: 'must hold a JSON object' },
+      ]);
+    }
+    const unknown = Object.keys(parsed).filter((k) => !(k in OPTION_FLAGS));
+    if (unknown.length > 0) {
+      throw new ValidationError(
+        'CONFIG_INVALID',
+        unknown.map((k) => ({ field: `--config ${k}`, reason: 'unknown option' })),
+      );
+    }
+    // Keys were checked above; values are checked by compileNodeOptions.
+    fromFile = parsed;
+  }
+  const merged: Record<string, unknown> = { ...fromFile };
+  for (const key of Object.keys(OPTION_FLAGS)) {
+    if (flags[key] !== undefined) merged[key] = flags[key];
+  }
+  return merged;
+}
+
+function serve(options: NodeOptions): Promise<number> {
+  const config = compileNodeOptions(options);
+  const log = pino({ base: { node: config.id } });
+  const node = new TickraftNode(config, log);
+  const debug = new DebugServer(node);
+  let stopping = false;
+  const done = new Promise<number>((resolve) => {
+    const stop = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'stopping: handing leaderships over');
+      const hardStop = setTimeout(() => {
+        log.error({}, 'graceful stop overran its bound; exiting');
+        resolve(1);
+      }, config.shutdownTimeoutMs + 3000);
+      node
+        .shutdown()
+        .then(async (r) => {
+          await debug.close();
+          clearTimeout(hardStop);
+          log.info(r, 'stopped');
+          resolve(0);
+        })
+        .catch((err: unknown) => {
+          log.error({ err: String(err) }, 'error while stopping');
+          resolve(1);
+        });
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    node
+      .start((err) => {
+        // The loop cannot continue (e.g. the disk failed): exit and let a restart recover.
+        log.error({ err: String(err) }, 'fatal');
+        process.exit(1);
+      })
+      .then(async () => {
+        const port = await debug.start(formatHostPort(config.listen));
+        log.info({ listen: `${config.listen.host}:${port}` }, 'serving');
+      })
+      .catch((err: unknown) => {
+        const code = (err as { code?: unknown }).code;
+        const text = `${typeof code === 'string' ? `${code}: ` : ''}${err instanceof Error ? err.message : String(err)}`;
+        log.error({ err: text }, 'cannot start');
+        process.stderr.write(`tickraft: cannot start: ${text}\n`);
+        resolve(1);
+      });
+  });
+  return done;
+}
+
+export async function runTickraft(argv: readonly string[]): Promise<number> {
+  const program = buildProgram(serve);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof ValidationError) {
+      for (const v of err.violations) process.stderr.write(`tickraft: ${v.field}: ${v.reason}\n`);
+      return EXIT_USAGE;
+    }
+    process.stderr.write(`tickraft: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}

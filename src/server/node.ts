@@ -1,0 +1,255 @@
+/**
+ * The composition root of `tickraft serve`: the only place that wires real I/O together.
+ * Opens the node's LevelDB, creates the groups of a new cluster (or reopens those on disk),
+ * starts the peer transport and the loop, initializes the meta group, nudges each group's
+ * preferred leader to campaign, and on shutdown hands leaderships over before it stops.
+ */
+import { SystemClock } from '../base/clock.js';
+import { SeededRand } from '../base/rand.js';
+import type { CompiledNodeConfig } from '../config/node-config.js';
+import { formatHostPort } from '../config/node-config.js';
+import { MultiRaftHost } from '../multiraft/host.js';
+import { planBootstrap, META_GROUP_ID, type BootstrapPlan } from '../placement/bootstrap-plan.js';
+import { encodeMetaCommand, MetaStateMachine } from '../placement/meta-state.js';
+import { NodeStore } from '../storage/node-store.js';
+import { PeerTransport } from '../transport/peer-transport.js';
+import type { NodeId } from '../raft/messages.js';
+import { KvStateMachine } from './kv-state-machine.js';
+
+export interface NodeLogger {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+  error(fields: Record<string, unknown>, msg: string): void;
+}
+
+export class TickraftNode {
+  readonly meta = new MetaStateMachine();
+  readonly kv = new Map<number, KvStateMachine>();
+  host!: MultiRaftHost;
+  private store!: NodeStore;
+  private transport!: PeerTransport;
+  private plan: BootstrapPlan | undefined;
+  private metaInitProposed = false;
+  private campaignTimer: NodeJS.Timeout | undefined;
+  private fatal: ((err: unknown) => void) | undefined;
+  private readonly balanced = new Set<number>();
+  private stopping = false;
+
+  constructor(
+    readonly config: CompiledNodeConfig,
+    private readonly log: NodeLogger,
+  ) {}
+
+  get id(): NodeId {
+    return this.config.id;
+  }
+
+  /** Resolves once the node serves; rejects on a bad data directory or an unusable address. */
+  async start(onFatal: (err: unknown) => void): Promise<void> {
+    this.fatal = onFatal;
+    const cfg = this.config;
+    this.store = await NodeStore.open(cfg.dataDir);
+    // Seeded from the node id and the clock: election jitter only needs to differ across nodes.
+    const rand = new SeededRand(hashString(cfg.id) ^ (Date.now() & 0xffffffff));
+    this.host = new MultiRaftHost({
+      nodeId: cfg.id,
+      store: this.store,
+      clock: SystemClock,
+      rand,
+      raft: cfg.raft,
+      tickMs: cfg.tickMs,
+      snapshotEveryEntries: cfg.snapshotEveryEntries,
+      makeStateMachine: (groupId) => {
+        if (groupId === META_GROUP_ID) return this.meta;
+        const sm = new KvStateMachine();
+        this.kv.set(groupId, sm);
+        return sm;
+      },
+      onFatal: (err) => this.die(err),
+    });
+    this.host.openGroups();
+    const fresh = this.store.groupIds().length === 0;
+    if (fresh) await this.bootstrap();
+    else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    this.transport = new PeerTransport({
+      nodeId: cfg.id,
+      listen: formatHostPort(cfg.peerListen),
+      peers: this.initialPeers(),
+      onMessages: (from, msgs) => this.host.deliver(from, msgs),
+      onSnapshotStatus: (groupId, to, ok) =>
+        this.host.report(groupId, { kind: 'snapshot-status', to, ok }),
+      onUnreachable: (to, groupIds) => {
+        for (const g of groupIds) this.host.report(g, { kind: 'unreachable', to });
+      },
+      isGroupHosted: (groupId) => this.host.isHosted(groupId),
+    });
+    await this.transport.start();
+    this.host.transport = this.transport;
+    this.host.afterTurn = () => this.afterTurn();
+    this.host.start();
+    // Preferred leaders campaign once the startup quiet period is over, so leadership starts
+    // balanced; anyone else would time out later and only then campaign.
+    const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
+    this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
+    this.log.info(
+      { groups: this.host.groups.size, fresh, peerListen: formatHostPort(cfg.peerListen) },
+      'node started',
+    );
+  }
+
+  private planFromFlags(): BootstrapPlan | undefined {
+    const ids = [...(this.config.initialCluster?.keys() ?? [])];
+    return ids.length > 0 ? planBootstrap(ids, this.config.groups) : undefined;
+  }
+
+  private initialPeers(): Map<NodeId, string> {
+    const peers = new Map<NodeId, string>();
+    for (const [id, addr] of this.config.initialCluster ?? [])
+      if (id !== this.config.id) peers.set(id, addr);
+    for (const m of this.meta.members.values()) {
+      if (m.id !== this.config.id) peers.set(m.id, m.peerAddress);
+    }
+    return peers;
+  }
+
+  private async bootstrap(): Promise<void> {
+    const plan = this.planFromFlags();
+    if (!plan) {
+      throw new Error(
+        'empty data directory and no --initial-cluster: nothing to start (give --initial-cluster to create a cluster)',
+      );
+    }
+    this.plan = plan;
+    await this.host.createGroup(META_GROUP_ID, { voters: plan.metaVoters });
+    for (const g of plan.groups) {
+      if (g.replicas.includes(this.config.id))
+        await this.host.createGroup(g.groupId, { voters: g.replicas });
+    }
+  }
+
+  private campaignPreferred(): void {
+    const plan = this.plan;
+    if (!plan) return;
+    if (plan.metaVoters[0] === this.config.id)
+      this.host.report(META_GROUP_ID, { kind: 'campaign' });
+    for (const g of plan.groups) {
+      if (g.replicas[0] === this.config.id) this.host.report(g.groupId, { kind: 'campaign' });
+    }
+  }
+
+  private afterTurn(): void {
+    this.balanceLeaders();
+    const meta = this.host.groups.get(META_GROUP_ID);
+    if (!meta || this.meta.initialized || this.metaInitProposed || !meta.isLeader || !this.plan)
+      return;
+    this.metaInitProposed = true;
+    const plan = this.plan;
+    const cmd = encodeMetaCommand({
+      op: 'init',
+      members: plan.metaVoters.map((id) => ({
+        id,
+        peerAddress: this.config.initialCluster?.get(id) ?? '',
+        apiAddress: id === this.config.id ? formatHostPort(this.config.listen) : '',
+      })),
+      groups: plan.groups.map((g) => ({
+        id: g.groupId,
+        start: g.start,
+        end: g.end,
+        replicas: g.replicas,
+      })),
+    });
+    this.host.propose(META_GROUP_ID, cmd).then(
+      () => this.log.info({}, 'meta group initialized'),
+      (err: unknown) => {
+        // Lost leadership or similar: let the next meta leader try again.
+        this.metaInitProposed = false;
+        this.log.warn({ err: String(err) }, 'meta init not committed; will retry');
+      },
+    );
+  }
+
+  /**
+   * Start-up leader balancing: a group this node leads but whose planned preferred leader is
+   * another node is handed to that node, once per group per process, unless we are stopping.
+   */
+  private balanceLeaders(): void {
+    const plan = this.plan;
+    if (!plan || this.stopping) return;
+    for (const g of plan.groups) {
+      if (this.balanced.has(g.groupId)) continue;
+      const replica = this.host.groups.get(g.groupId);
+      if (!replica?.isLeader) continue;
+      this.balanced.add(g.groupId);
+      const preferred = g.replicas[0];
+      if (preferred && preferred !== this.config.id) {
+        this.host.report(g.groupId, { kind: 'transfer-leader', to: preferred });
+      }
+    }
+  }
+
+  /**
+   * Graceful stop: hand every leadership to another voter, wait (bounded) until none is left
+   * here, then stop the loop and close the transport and the store.
+   */
+  async shutdown(): Promise<{ transferred: number; remaining: number }> {
+    this.stopping = true;
+    if (this.campaignTimer) clearTimeout(this.campaignTimer);
+    const deadline = Date.now() + this.config.shutdownTimeoutMs;
+    let transferred = 0;
+    const led = () => [...this.host.groups.values()].filter((g) => g.isLeader);
+    for (let round = 0; led().length > 0 && Date.now() < deadline; round++) {
+      let asked = 0;
+      for (const g of led()) {
+        const target = this.bestTransferTarget(g.groupId);
+        if (target) {
+          this.host.report(g.groupId, { kind: 'transfer-leader', to: target });
+          asked++;
+          if (round === 0) transferred++;
+        }
+      }
+      // Groups with no other voter (a single-node cluster) have nobody to hand over to.
+      if (asked === 0) break;
+      await sleep(Math.min(200, this.config.tickMs * 4));
+    }
+    const remaining = led().length;
+    await this.host.stop();
+    await this.transport.close();
+    await this.store.close();
+    return { transferred, remaining };
+  }
+
+  private bestTransferTarget(groupId: number): NodeId | undefined {
+    const g = this.host.groups.get(groupId);
+    if (!g) return undefined;
+    const st = g.node.status();
+    let best: NodeId | undefined;
+    let bestMatch = -1;
+    for (const id of st.confState.voters) {
+      if (id === this.config.id) continue;
+      const pr = st.progress.get(id);
+      if (pr && pr.match > bestMatch) {
+        best = id;
+        bestMatch = pr.match;
+      }
+    }
+    return best;
+  }
+
+  private die(err: unknown): void {
+    this.log.error(
+      { err: err instanceof Error ? err.stack : String(err) },
+      'fatal error in the raft loop',
+    );
+    this.fatal?.(err);
+  }
+}
+
+function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

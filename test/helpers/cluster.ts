@@ -1,0 +1,289 @@
+/**
+ * Real `tickraft serve` processes on loopback for integration tests: free ports, temp data
+ * dirs, a DebugService client per node, waiting on status (never on sleeps), kill -9 and
+ * restart, and cleanup registered with tap's teardown so no process outlives a failed test.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadDebugService } from '../../src/server/debug-service.js';
+
+const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface GroupStatus {
+  groupId: number;
+  role: string;
+  term: number;
+  leader: string;
+  commit: number;
+  applied: number;
+  lastIndex: number;
+  voters: string[];
+  keys: number;
+}
+
+export interface NodeStatus {
+  nodeId: string;
+  metaInitialized: boolean;
+  groups: GroupStatus[];
+  metaMembers: number;
+  metaGroups: number;
+  snapshotsInstalled: number;
+  snapshotsTaken: number;
+}
+
+type Unary<Req, Res> = (
+  req: Req,
+  md: grpc.Metadata,
+  opts: grpc.CallOptions,
+  cb: (err: grpc.ServiceError | null, res: Res) => void,
+) => void;
+
+interface DebugClient extends grpc.Client {
+  put: Unary<{ key: string; value: string }, { groupId: number }>;
+  putBatch: Unary<{ puts: { key: string; value: string }[] }, { committed: number }>;
+  get: Unary<{ key: string }, { found: boolean; value: string; groupId: number }>;
+  status: Unary<Record<string, never>, NodeStatus>;
+}
+
+function call<Req, Res>(
+  fn: Unary<Req, Res>,
+  client: grpc.Client,
+  req: Req,
+  timeoutMs: number,
+): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    fn.call(client, req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+      if (err) reject(err);
+      else resolve(res);
+    });
+  });
+}
+
+export class ProcNode {
+  proc: ChildProcess | undefined;
+  client: DebugClient;
+  stderr = '';
+  stdout = '';
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly apiPort: number,
+    readonly peerPort: number,
+    readonly dataDir: string,
+    private readonly args: () => string[],
+  ) {
+    const Ctor = loadDebugService();
+    this.client = new Ctor(
+      `127.0.0.1:${apiPort}`,
+      grpc.credentials.createInsecure(),
+    ) as unknown as DebugClient;
+  }
+
+  start(extraArgs: string[] = []): void {
+    this.stderr = '';
+    this.stdout = '';
+    const proc = spawn(process.execPath, [BIN, 'serve', ...this.args(), ...extraArgs], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    proc.stdout.on('data', (d: Buffer) => {
+      this.stdout += d.toString();
+      if (this.stdout.length > 200_000) this.stdout = this.stdout.slice(-100_000);
+    });
+    proc.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    this.exit = new Promise((resolve) =>
+      proc.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    this.proc = proc;
+  }
+
+  get running(): boolean {
+    return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  async kill9(): Promise<void> {
+    if (!this.running) return;
+    this.proc!.kill('SIGKILL');
+    await this.exit;
+  }
+
+  async term(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (!this.running) return (await this.exit) ?? { code: null, signal: null };
+    this.proc!.kill('SIGTERM');
+    return this.exit!;
+  }
+
+  status(timeoutMs = 2000): Promise<NodeStatus> {
+    return call(this.client.status, this.client, {}, timeoutMs);
+  }
+
+  put(key: string, value: string, timeoutMs = 3000): Promise<{ groupId: number }> {
+    return call(this.client.put, this.client, { key, value }, timeoutMs);
+  }
+
+  get(key: string, timeoutMs = 3000): Promise<{ found: boolean; value: string; groupId: number }> {
+    return call(this.client.get, this.client, { key }, timeoutMs);
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+export interface ClusterOptions {
+  nodes?: number;
+  groups?: number;
+  extraArgs?: string[];
+}
+
+export class ProcCluster {
+  readonly nodes: ProcNode[] = [];
+  readonly root: string;
+
+  private constructor(root: string) {
+    this.root = root;
+  }
+
+  static async create(opts: ClusterOptions = {}): Promise<ProcCluster> {
+    const n = opts.nodes ?? 3;
+    const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
+    const cluster = new ProcCluster(root);
+    const ports: { api: number; peer: number }[] = [];
+    for (let i = 0; i < n; i++) ports.push({ api: await freePort(), peer: await freePort() });
+    const initial = ports.map((p, i) => `n${i + 1}=127.0.0.1:${p.peer}`).join(',');
+    for (let i = 0; i < n; i++) {
+      const id = `n${i + 1}`;
+      const p = ports[i]!;
+      const dataDir = join(root, id);
+      const args = (): string[] => [
+        '--id',
+        id,
+        '--data-dir',
+        dataDir,
+        '--listen',
+        `127.0.0.1:${p.api}`,
+        '--peer-listen',
+        `127.0.0.1:${p.peer}`,
+        '--initial-cluster',
+        initial,
+        '--groups',
+        String(opts.groups ?? 16),
+        ...(opts.extraArgs ?? []),
+      ];
+      cluster.nodes.push(new ProcNode(id, p.api, p.peer, dataDir, args));
+    }
+    return cluster;
+  }
+
+  node(id: string): ProcNode {
+    const n = this.nodes.find((x) => x.id === id);
+    if (!n) throw new Error(`no node ${id}`);
+    return n;
+  }
+
+  startAll(): void {
+    for (const n of this.nodes) n.start();
+  }
+
+  /** Every running node reports every group it hosts with a leader, and the meta group is set. */
+  async waitReady(timeoutMs = 30_000): Promise<NodeStatus[]> {
+    return eventually(async () => {
+      const all: NodeStatus[] = [];
+      for (const n of this.nodes.filter((x) => x.running)) {
+        const st = await n.status(1000);
+        if (!st.metaInitialized) throw new Error(`${n.id}: meta not initialized`);
+        for (const g of st.groups)
+          if (!g.leader) throw new Error(`${n.id}: group ${g.groupId} has no leader`);
+        all.push(st);
+      }
+      return all;
+    }, timeoutMs);
+  }
+
+  /** The current leader of each group, as seen by the nodes that lead. */
+  async leaders(): Promise<Map<number, string>> {
+    const out = new Map<number, string>();
+    for (const n of this.nodes.filter((x) => x.running)) {
+      const st = await n.status(1000).catch(() => undefined);
+      for (const g of st?.groups ?? []) if (g.role === 'leader') out.set(g.groupId, n.id);
+    }
+    return out;
+  }
+
+  /** Puts through whichever node leads the key's group, following leader hints. */
+  async put(key: string, value: string, timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let target = this.nodes.find((n) => n.running) ?? this.nodes[0]!;
+    let lastErr: unknown;
+    while (Date.now() < deadline) {
+      try {
+        await target.put(key, value, Math.max(100, deadline - Date.now()));
+        return;
+      } catch (err) {
+        lastErr = err;
+        const hint = (err as grpc.ServiceError).metadata?.get('tickraft-leader')[0];
+        const hinted =
+          typeof hint === 'string' ? this.nodes.find((n) => n.id === hint && n.running) : undefined;
+        const running = this.nodes.filter((n) => n.running);
+        target = hinted ?? running[Math.floor(Math.random() * running.length)] ?? target;
+        await sleep(hinted ? 0 : 50);
+      }
+    }
+    throw lastErr instanceof Error ? lastErr : new Error('put failed');
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.kill9()));
+    for (const n of this.nodes) n.close();
+  }
+
+  cleanup(): void {
+    for (const n of this.nodes) {
+      if (n.running) n.proc!.kill('SIGKILL');
+      n.close();
+    }
+    rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+export async function eventually<T>(
+  fn: () => Promise<T>,
+  timeoutMs: number,
+  everyMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      return await fn();
+    } catch (err) {
+      lastErr = err;
+      await sleep(everyMs);
+    }
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms: ${lastErr instanceof Error ? lastErr.message : String(lastErr)}`,
+  );
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

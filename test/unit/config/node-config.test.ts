@@ -1,0 +1,85 @@
+// compileNodeOptions: defaults, and a table of rejected options where each must be named by its
+// flag with the reason, all at once, and nothing half-compiled.
+import t from 'tap';
+import { ValidationError } from '../../../src/base/errors.js';
+import { compileNodeOptions, type NodeOptions } from '../../../src/config/node-config.js';
+
+const base: NodeOptions = { id: 'n1', dataDir: '/tmp/d' };
+
+t.test('defaults', (t) => {
+  const c = compileNodeOptions(base);
+  t.equal(c.groups, 16);
+  t.same(c.listen, { host: '127.0.0.1', port: 7001 });
+  t.same(c.peerListen, { host: '127.0.0.1', port: 7101 });
+  t.equal(c.initialCluster, undefined);
+  t.equal(c.raft.electionTimeoutTicks, 10);
+  t.ok(Object.isFrozen(c));
+  t.end();
+});
+
+const rejected: [string, NodeOptions, string, RegExp][] = [
+  ['missing id', { dataDir: '/d' }, '--id', /required/],
+  ['bad id', { ...base, id: 'n 1' }, '--id', /must match/],
+  ['missing data dir', { id: 'n1' }, '--data-dir', /required/],
+  ['listen without port', { ...base, listen: 'localhost' }, '--listen', /host:port/],
+  ['port too large', { ...base, peerListen: '127.0.0.1:70000' }, '--peer-listen', /65535/],
+  [
+    'same addresses',
+    { ...base, listen: '127.0.0.1:9', peerListen: '127.0.0.1:9' },
+    '--peer-listen',
+    /differ/,
+  ],
+  ['groups zero', { ...base, groups: 0 }, '--groups', /integer in/],
+  ['groups not integer', { ...base, groups: 1.5 }, '--groups', /integer in/],
+  ['tick ms', { ...base, tickMs: 0 }, '--tick-ms', /integer in/],
+  [
+    'heartbeat >= election',
+    { ...base, heartbeatTicks: 10, electionTicks: 10 },
+    '--heartbeat-ticks',
+    /less than/,
+  ],
+  [
+    'cluster entry',
+    { ...base, initialCluster: 'n1=127.0.0.1:1,broken' },
+    '--initial-cluster',
+    /id=host:port/,
+  ],
+  [
+    'cluster twice',
+    { ...base, initialCluster: 'n1=127.0.0.1:1,n1=127.0.0.1:2' },
+    '--initial-cluster',
+    /twice/,
+  ],
+  [
+    'cluster without self',
+    { ...base, initialCluster: 'n2=127.0.0.1:1' },
+    '--initial-cluster',
+    /this node/,
+  ],
+];
+
+for (const [name, opts, field, reason] of rejected) {
+  t.test(`rejects ${name}`, (t) => {
+    try {
+      compileNodeOptions(opts);
+      t.fail('accepted');
+    } catch (err) {
+      t.ok(err instanceof ValidationError);
+      const v = (err as ValidationError).violations.find((x) => x.field === field);
+      t.ok(v, `names ${field}: ${JSON.stringify((err as ValidationError).violations)}`);
+      t.match(v?.reason ?? '', reason);
+    }
+    t.end();
+  });
+}
+
+t.test('all violations at once', (t) => {
+  try {
+    compileNodeOptions({ groups: -1, tickMs: 0 });
+    t.fail('accepted');
+  } catch (err) {
+    const fields = (err as ValidationError).violations.map((v) => v.field).sort();
+    t.same(fields, ['--data-dir', '--groups', '--id', '--tick-ms']);
+  }
+  t.end();
+});

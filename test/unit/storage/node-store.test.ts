@@ -1,0 +1,370 @@
+// NodeStore against a real LevelDB in a temp dir. Goal: what commit, saveSnapshot, createGroup and
+// deleteGroup report is what a reopened store finds, with the semantics of ready.ts (snapshot,
+// then entries that replace any stored suffix, then hard state), and a change the Raft rules
+// forbid is refused before anything reaches the disk. Method: drive one store, compare the groups
+// before close with the groups after reopen (dumpGroup renders everything LogStorage answers),
+// and for deletions look at the raw keys left in the database.
+import t, { type Test } from 'tap';
+import { AssertionError } from '../../../src/base/assert.js';
+import { bootstrapEntries } from '../../../src/raft/bootstrap.js';
+import type { ConfState, Snapshot } from '../../../src/raft/messages.js';
+import { SNAPSHOT_CHUNK_BYTES_MAX, decodeKey } from '../../../src/storage/keys.js';
+import { NodeStore } from '../../../src/storage/node-store.js';
+import {
+  allKeys,
+  dumpGroup,
+  ent,
+  ents,
+  hashBytes,
+  hs,
+  openRaw,
+  openStore,
+  scratchDir,
+} from './helpers.js';
+
+const cs: ConfState = {
+  voters: ['n1', 'n2', 'n3'],
+  votersOutgoing: [],
+  learners: [],
+  learnersNext: [],
+  autoLeave: false,
+};
+
+function snapshotOf(index: number, term: number, bytes: number, seed = 1): Snapshot {
+  const data = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = (i * 13 + seed * 101 + (i >>> 10)) & 0xff;
+  return { meta: { index, term, confState: cs }, data };
+}
+
+function mustGroup(store: NodeStore, id: number) {
+  const g = store.group(id);
+  if (g === undefined) throw new Error(`group ${id} missing`);
+  return g;
+}
+
+async function reopen(t: Test, store: NodeStore): Promise<NodeStore> {
+  await store.close();
+  return openStore(t, store.dir);
+}
+
+t.test('a new store is empty and survives reopen', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  t.same(store.groupIds(), []);
+  t.equal(store.group(1), undefined);
+  const again = await reopen(t, store);
+  t.same(again.groupIds(), []);
+});
+
+t.test(
+  'createGroup with members writes the bootstrap log; without, an empty replica',
+  async (t) => {
+    const store = await openStore(t, scratchDir(t));
+    const g1 = await store.createGroup(1, { voters: ['n1', 'n2'], learners: ['n3'] });
+    const g2 = await store.createGroup(2, undefined);
+    const boot = bootstrapEntries(['n1', 'n2'], ['n3']);
+    t.equal(g1.lastIndex(), 3);
+    t.same(g1.hardState(), { term: 1, vote: '', commit: 3 });
+    t.same(g1.entries(1, 4, Infinity), boot);
+    t.same(g1.bootstrap, { voters: ['n1', 'n2'], learners: ['n3'] });
+    t.same([g2.firstIndex(), g2.lastIndex(), g2.term(0)], [1, 0, 0]);
+    t.same(g2.hardState(), { term: 0, vote: '', commit: 0 });
+    t.equal(g2.bootstrap, undefined);
+    await t.rejects(store.createGroup(1, undefined), AssertionError, 'a group is created once');
+
+    const again = await reopen(t, store);
+    t.same(again.groupIds(), [1, 2]);
+    t.same(dumpGroup(mustGroup(again, 1)), dumpGroup(g1));
+    t.same(dumpGroup(mustGroup(again, 2)), dumpGroup(g2));
+    t.same(mustGroup(again, 1).bootstrap, { voters: ['n1', 'n2'], learners: ['n3'] });
+    t.equal(mustGroup(again, 2).bootstrap, undefined);
+  },
+);
+
+t.test('one commit of several groups comes back identically after reopen', async (t) => {
+  const store = await openStore(t, scratchDir(t));
+  for (const id of [1, 2, 3, 70_000]) await store.createGroup(id, undefined);
+  const stats = await store.commit([
+    { groupId: 1, entries: ents(1, 5, 1), hardState: hs(1, 3, 'n1') },
+    { groupId: 2, entries: ents(1, 2, 4, 300), hardState: hs(4, 0) },
+    { groupId: 3, entries: [], snapshot: snapshotOf(10, 3, 5000), hardState: hs(3, 10) },
+    {
+      groupId: 70_000,
+      entries: [{ index: 1, term: 2, type: 'conf-change', data: Uint8Array.of(7) }],
+      hardState: hs(2, 1, 'n2'),
+    },
+  ]);
+  t.equal(stats.groups, 4);
+  t.equal(stats.entries, 8);
+  t.ok(stats.bytes > 5000 + 300 * 2, 'bytes count keys and values');
+  t.ok(stats.fsyncMs >= 0);
+
+  const before = store.groupIds().map((id) => dumpGroup(mustGroup(store, id)));
+  t.same(mustGroup(store, 3).snapshot()?.meta, { index: 10, term: 3, confState: cs });
+  t.same([mustGroup(store, 3).firstIndex(), mustGroup(store, 3).term(10)], [11, 3]);
+  const again = await reopen(t, store);
+  t.same(
+    again.groupIds().map((id) => dumpGroup(mustGroup(again, id))),
+    before,
+  );
+  t.equal(hashBytes(mustGroup(again, 3).snapshot()!.data), hashBytes(snapshotOf(10, 3, 5000).data));
+});
+
+t.test('a conflicting append at 6 replaces 6..10: no stale entries after reopen', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  await store.createGroup(1, undefined);
+  await store.commit([{ groupId: 1, entries: ents(1, 10, 1), hardState: hs(1, 5) }]);
+  await store.commit([{ groupId: 1, entries: ents(6, 7, 2), hardState: hs(2, 5) }]);
+  const g = mustGroup(store, 1);
+  t.equal(g.lastIndex(), 7);
+  t.same(
+    g.entries(1, 8, Infinity)?.map((e) => [e.index, e.term]),
+    [1, 2, 3, 4, 5]
+      .map((i) => [i, 1])
+      .concat([
+        [6, 2],
+        [7, 2],
+      ]),
+  );
+  await store.close();
+
+  const raw = await openRaw(t, dir);
+  const indexes = (await allKeys(raw))
+    .map((k) => decodeKey(k))
+    .flatMap((k) => (k?.kind === 'entry' ? [k.index] : []));
+  t.same(indexes, [1, 2, 3, 4, 5, 6, 7], 'entries 8..10 were deleted in the same batch');
+  await raw.close();
+
+  const again = await openStore(t, dir);
+  t.same(dumpGroup(mustGroup(again, 1)), dumpGroup(g));
+});
+
+t.test('saveSnapshot compacts; multi-MiB data is chunked and comes back', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  await store.createGroup(4, undefined);
+  await store.commit([{ groupId: 4, entries: ents(1, 20, 2), hardState: hs(2, 15) }]);
+  const bytes = 2 * SNAPSHOT_CHUNK_BYTES_MAX + 12_345;
+  const snap = snapshotOf(12, 2, bytes, 5);
+  await store.saveSnapshot(4, snap);
+  const g = mustGroup(store, 4);
+  t.same([g.firstIndex(), g.lastIndex(), g.term(12), g.term(11)], [13, 20, 2, undefined]);
+  t.equal(g.entries(12, 14, Infinity), undefined, 'compacted entries are gone');
+  t.equal(g.snapshot(), snap);
+
+  await store.close();
+  const raw = await openRaw(t, dir);
+  const kinds = (await allKeys(raw)).map((k) => decodeKey(k));
+  t.equal(kinds.filter((k) => k?.kind === 'snapshot-chunk').length, 3, 'three chunks of ≤ 1 MiB');
+  t.same(
+    kinds.flatMap((k) => (k?.kind === 'entry' ? [k.index] : [])),
+    [13, 14, 15, 16, 17, 18, 19, 20],
+  );
+  await raw.close();
+
+  const again = await openStore(t, dir);
+  const back = mustGroup(again, 4);
+  t.same([back.firstIndex(), back.lastIndex(), back.term(12)], [13, 20, 2]);
+  t.same(back.snapshot()?.meta, snap.meta);
+  t.equal(hashBytes(back.snapshot()!.data), hashBytes(snap.data));
+  t.same(dumpGroup(back), dumpGroup(g));
+
+  // A smaller later snapshot leaves no stale chunks behind.
+  await again.saveSnapshot(4, snapshotOf(14, 2, 10, 6));
+  await again.close();
+  const raw2 = await openRaw(t, dir);
+  const chunks = (await allKeys(raw2)).filter((k) => decodeKey(k)?.kind === 'snapshot-chunk');
+  t.equal(chunks.length, 1);
+  await raw2.close();
+  const third = await openStore(t, dir);
+  t.same(mustGroup(third, 4).snapshot()?.meta.index, 14);
+  t.equal(mustGroup(third, 4).snapshot()?.data.byteLength, 10);
+});
+
+t.test('saveSnapshot at or below the stored snapshot writes nothing', async (t) => {
+  const store = await openStore(t, scratchDir(t));
+  await store.createGroup(1, undefined);
+  await store.commit([{ groupId: 1, entries: ents(1, 10, 1), hardState: hs(1, 10) }]);
+  const snap = snapshotOf(8, 1, 100);
+  await store.saveSnapshot(1, snap);
+  await store.saveSnapshot(1, snapshotOf(5, 1, 100, 2));
+  await store.saveSnapshot(1, snapshotOf(8, 1, 100, 3));
+  t.equal(mustGroup(store, 1).snapshot(), snap);
+  t.equal(mustGroup(store, 1).firstIndex(), 9);
+});
+
+t.test('saveSnapshot refuses an index that is not applied state', async (t) => {
+  const store = await openStore(t, scratchDir(t));
+  await store.createGroup(1, undefined);
+  await store.commit([{ groupId: 1, entries: ents(1, 10, 1), hardState: hs(1, 6) }]);
+  await t.rejects(store.saveSnapshot(1, snapshotOf(7, 1, 1)), AssertionError, 'past commit');
+  await t.rejects(store.saveSnapshot(1, snapshotOf(11, 1, 1)), AssertionError, 'past last');
+  await t.rejects(store.saveSnapshot(1, snapshotOf(5, 2, 1)), AssertionError, 'wrong term');
+  t.equal(mustGroup(store, 1).firstIndex(), 1, 'nothing changed');
+});
+
+t.test('a follower installing a snapshot by commit replaces its whole log', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  await store.createGroup(1, { voters: ['n1'] });
+  await store.commit([{ groupId: 1, entries: ents(2, 9, 1), hardState: hs(1, 4) }]);
+  const snap = snapshotOf(20, 3, 1000);
+  await store.commit([
+    { groupId: 1, entries: ents(21, 22, 3), snapshot: snap, hardState: hs(3, 20, 'n2') },
+  ]);
+  const g = mustGroup(store, 1);
+  t.same(
+    [g.firstIndex(), g.lastIndex(), g.term(20), g.term(21), g.term(9)],
+    [21, 22, 3, 3, undefined],
+  );
+  t.same(g.hardState(), hs(3, 20, 'n2'));
+  t.same(g.initialState().confState, cs);
+  await store.close();
+
+  const raw = await openRaw(t, dir);
+  t.same(
+    (await allKeys(raw)).flatMap((k) => {
+      const d = decodeKey(k);
+      return d?.kind === 'entry' ? [d.index] : [];
+    }),
+    [21, 22],
+    'entries 1..9 were deleted',
+  );
+  await raw.close();
+  const again = await openStore(t, dir);
+  t.same(dumpGroup(mustGroup(again, 1)), dumpGroup(g));
+});
+
+t.test('deleteGroup leaves no key of that group and the others intact', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  for (const id of [6, 7, 8]) {
+    await store.createGroup(id, { voters: ['n1'] });
+    await store.commit([{ groupId: id, entries: ents(2, 30, 1), hardState: hs(1, 25) }]);
+    await store.saveSnapshot(id, snapshotOf(20, 1, SNAPSHOT_CHUNK_BYTES_MAX + 1));
+  }
+  const before = [6, 8].map((id) => dumpGroup(mustGroup(store, id)));
+  await store.deleteGroup(7);
+  t.same(store.groupIds(), [6, 8]);
+  t.equal(store.group(7), undefined);
+  await t.rejects(store.deleteGroup(7), AssertionError, 'a deleted group is unknown');
+  await store.close();
+
+  const raw = await openRaw(t, dir);
+  const owners = (await allKeys(raw)).map((k) => {
+    const d = decodeKey(k);
+    return d !== undefined && 'groupId' in d ? d.groupId : -1;
+  });
+  t.notOk(owners.includes(7), 'no key of group 7');
+  t.ok(owners.includes(6) && owners.includes(8));
+  await raw.close();
+
+  const again = await openStore(t, dir);
+  t.same(again.groupIds(), [6, 8]);
+  t.same(
+    [6, 8].map((id) => dumpGroup(mustGroup(again, id))),
+    before,
+  );
+  await again.createGroup(7, undefined);
+  t.equal(mustGroup(again, 7).lastIndex(), 0, 'the id can be reused for a new replica');
+});
+
+t.test('writes queue in call order even when nobody awaits in between', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  const created = store.createGroup(1, undefined);
+  const writes = [];
+  for (let i = 1; i <= 50; i++) {
+    writes.push(store.commit([{ groupId: 1, entries: [ent(i, 1)], hardState: hs(1, i - 1) }]));
+  }
+  const snap = store.saveSnapshot(1, snapshotOf(30, 1, 64));
+  const more = store.commit([{ groupId: 1, entries: [ent(51, 2)], hardState: hs(2, 40) }]);
+  const closed = store.close();
+  await Promise.all([created, ...writes, snap, more, closed]);
+  const again = await openStore(t, dir);
+  const g = mustGroup(again, 1);
+  t.same([g.firstIndex(), g.lastIndex(), g.term(51), g.hardState().commit], [31, 51, 2, 40]);
+});
+
+t.test('a change Raft forbids is refused and nothing reaches the disk', async (t) => {
+  const dir = scratchDir(t);
+  const store = await openStore(t, dir);
+  await store.createGroup(1, undefined);
+  await store.createGroup(2, undefined);
+  await store.commit([{ groupId: 1, entries: ents(1, 10, 2), hardState: hs(2, 6) }]);
+  const before = dumpGroup(mustGroup(store, 1));
+  const bad: [string, Parameters<NodeStore['commit']>[0]][] = [
+    ['a gap after the last entry', [{ groupId: 1, entries: [ent(12, 2)] }]],
+    ['non-contiguous entries', [{ groupId: 1, entries: [ent(11, 2), ent(13, 2)] }]],
+    ['a term going down', [{ groupId: 1, entries: [ent(11, 1)] }]],
+    ['overwriting a committed entry', [{ groupId: 1, entries: [ent(6, 3)] }]],
+    ['commit past the last index', [{ groupId: 1, entries: [], hardState: hs(2, 11) }]],
+    ['an unknown group', [{ groupId: 9, entries: [ent(1, 1)] }]],
+    [
+      'the same group twice',
+      [
+        { groupId: 2, entries: [ent(1, 1)] },
+        { groupId: 2, entries: [ent(2, 1)] },
+      ],
+    ],
+    [
+      'a good update beside a bad one',
+      [
+        { groupId: 2, entries: [ent(1, 1)], hardState: hs(1, 1) },
+        { groupId: 1, entries: [ent(5, 9)] },
+      ],
+    ],
+    [
+      'a snapshot without a commit that covers it',
+      [{ groupId: 2, entries: [], snapshot: snapshotOf(5, 1, 1) }],
+    ],
+  ];
+  for (const [name, updates] of bad) {
+    await t.rejects(store.commit(updates), AssertionError, name);
+  }
+  t.same(dumpGroup(mustGroup(store, 1)), before);
+  t.equal(mustGroup(store, 2).lastIndex(), 0);
+  // The store is still usable: assertions stop the bad call before any write.
+  await store.commit([{ groupId: 1, entries: [ent(11, 2)], hardState: hs(2, 11) }]);
+  const again = await reopen(t, store);
+  t.equal(mustGroup(again, 1).lastIndex(), 11);
+  t.equal(mustGroup(again, 2).lastIndex(), 0);
+});
+
+t.test('entries() follows the LogStorage contract', async (t) => {
+  const store = await openStore(t, scratchDir(t));
+  await store.createGroup(1, undefined);
+  await store.commit([{ groupId: 1, entries: ents(1, 10, 1, 100), hardState: hs(1, 8) }]);
+  await store.saveSnapshot(1, snapshotOf(3, 1, 10));
+  const g = mustGroup(store, 1);
+  t.equal(g.entries(3, 5, Infinity), undefined, 'compacted start');
+  t.same(g.entries(4, 4, Infinity), [], 'empty range');
+  t.same(g.entries(4, 11, 0)?.length, 1, 'at least one entry whatever the byte bound');
+  t.same(g.entries(4, 11, 2 * 116)?.length, 2, 'stops before the byte bound is passed');
+  t.throws(() => g.entries(4, 12, Infinity), AssertionError, 'past the last index');
+});
+
+t.test('a second open of the same directory fails with STORAGE_IO', async (t) => {
+  const dir = scratchDir(t);
+  await openStore(t, dir);
+  await t.rejects(NodeStore.open(dir), { name: 'StorageError', code: 'STORAGE_IO' });
+});
+
+t.test('a failed write makes the store refuse every later write with STORAGE_IO', async (t) => {
+  const store = await openStore(t, scratchDir(t));
+  await store.createGroup(1, undefined);
+  // Fault injection: close the LevelDB handle underneath the store (a private field), so the
+  // next write fails the way a dead disk would.
+  await (store as unknown as { db: { close(): Promise<void> } }).db.close();
+  await t.rejects(store.commit([{ groupId: 1, entries: [ent(1, 1)] }]), {
+    name: 'StorageError',
+    code: 'STORAGE_IO',
+    message: /commit in .* failed/,
+  });
+  t.equal(store.group(1)?.lastIndex(), 0, 'the mirror did not change');
+  await t.rejects(store.commit([{ groupId: 1, entries: [ent(1, 1)] }]), { code: 'STORAGE_IO' });
+  await t.rejects(store.createGroup(2, undefined), { code: 'STORAGE_IO' });
+  await store.close();
+  t.pass('close still resolves');
+});

@@ -28,6 +28,10 @@ export interface NodeOptions {
   heartbeatTicks?: number;
   /** Applied entries between snapshots of a group. @default 10000 */
   snapshotEntries?: number;
+  /** Applied entry bytes between snapshots of a group. @default 67108864 (64 MiB) */
+  snapshotBytes?: number;
+  /** Idle ticks before a data group quiesces (stops heartbeating); 0 never. @default 20 */
+  quiesceTicks?: number;
   /** How long SIGTERM may take to hand leaderships over before exiting anyway. @default 5000 */
   shutdownTimeoutMs?: number;
 }
@@ -47,6 +51,7 @@ export interface CompiledNodeConfig {
   readonly tickMs: number;
   readonly raft: CompiledRaftConfig;
   readonly snapshotEveryEntries: number;
+  readonly snapshotEveryBytes: number;
   readonly shutdownTimeoutMs: number;
 }
 
@@ -62,6 +67,8 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   electionTicks: '--election-ticks',
   heartbeatTicks: '--heartbeat-ticks',
   snapshotEntries: '--snapshot-entries',
+  quiesceTicks: '--quiesce-ticks',
+  snapshotBytes: '--snapshot-bytes',
   shutdownTimeoutMs: '--shutdown-timeout-ms',
 };
 
@@ -114,6 +121,13 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const electionTicks = int('electionTicks', options.electionTicks ?? 10, 2, 1000);
   const heartbeatTicks = int('heartbeatTicks', options.heartbeatTicks ?? 2, 1, 1000);
   if (heartbeatTicks >= electionTicks) bad('heartbeatTicks', 'must be less than --election-ticks');
+  const snapshotEveryBytes = int(
+    'snapshotBytes',
+    options.snapshotBytes ?? 64 * 1024 * 1024,
+    1024,
+    2 ** 40,
+  );
+  const quiesceTicks = int('quiesceTicks', options.quiesceTicks ?? 20, 0, 1_000_000);
   const snapshotEveryEntries = int(
     'snapshotEntries',
     options.snapshotEntries ?? 10_000,
@@ -130,8 +144,13 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     initialCluster,
     groups,
     tickMs,
-    raft: compileRaftOptions({ electionTimeoutTicks: electionTicks, heartbeatTicks }),
+    raft: compileRaftOptions({
+      electionTimeoutTicks: electionTicks,
+      heartbeatTicks,
+      quiesceAfterTicks: quiesceTicks,
+    }),
     snapshotEveryEntries,
+    snapshotEveryBytes,
     shutdownTimeoutMs,
   });
 }

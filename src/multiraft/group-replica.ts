@@ -56,6 +56,8 @@ export class GroupReplica {
   appliedIndex: number;
   snapshotIndex: number;
   snapshotsInstalled = 0;
+  /** Entry bytes applied since the last snapshot (the size bound of the log). */
+  bytesSinceSnapshot = 0;
 
   constructor(
     readonly groupId: number,
@@ -142,11 +144,13 @@ export class GroupReplica {
       this.appliedIndex = rd.snapshot.meta.index;
       this.snapshotIndex = rd.snapshot.meta.index;
       this.snapshotsInstalled++;
+      this.bytesSinceSnapshot = 0;
     }
     for (const e of rd.committedEntries) {
       let result: unknown = undefined;
       if (e.type === 'normal' && e.data.byteLength > 0) result = this.stateMachine.apply(e);
       this.appliedIndex = e.index;
+      this.bytesSinceSnapshot += e.data.byteLength;
       const waiter = this.inFlight.get(e.index);
       if (!waiter) continue;
       this.inFlight.delete(e.index);

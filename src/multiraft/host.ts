@@ -45,7 +45,7 @@ export interface HostStore {
     groupId: number,
     bootstrap: { voters: readonly NodeId[]; learners?: readonly NodeId[] } | undefined,
   ): Promise<LogStorage>;
-  commit(updates: GroupUpdate[]): Promise<CommitStats>;
+  commit(updates: GroupUpdate[], options?: { sync?: boolean }): Promise<CommitStats>;
   saveSnapshot(groupId: number, snapshot: Snapshot): Promise<void>;
   deleteGroup(groupId: number): Promise<void>;
 }
@@ -61,10 +61,14 @@ export interface HostOptions {
   readonly clock: Clock;
   readonly rand: SeededRand;
   readonly raft: CompiledRaftConfig;
+  /** Per-group override of the Raft config (e.g. the meta group never quiesces). */
+  readonly raftFor?: (groupId: number) => CompiledRaftConfig;
   readonly tickMs: number;
   readonly makeStateMachine: (groupId: number) => GroupStateMachine;
-  /** Take a snapshot and compact once this many entries were applied since the last one. */
+  /** Take a snapshot and compact once this many entries were applied since the last one, */
   readonly snapshotEveryEntries: number;
+  /** … or once this many entry bytes were. */
+  readonly snapshotEveryBytes: number;
   /** Called once when the loop hits an error it cannot survive (a storage failure). */
   readonly onFatal: (err: unknown) => void;
 }
@@ -118,7 +122,7 @@ export class MultiRaftHost {
       this.nodeId,
       log,
       this.opts.makeStateMachine(groupId),
-      this.opts.raft,
+      this.opts.raftFor?.(groupId) ?? this.opts.raft,
       this.opts.rand.fork(),
     );
     this.groups.set(groupId, g);
@@ -251,7 +255,8 @@ export class MultiRaftHost {
     }
     if (readies.length === 0) return;
     if (updates.length > 0) {
-      const s = await this.opts.store.commit(updates);
+      const sync = readies.some(([, rd]) => rd.mustSync);
+      const s = await this.opts.store.commit(updates, { sync });
       this.stats.commits++;
       this.stats.entriesPersisted += s.entries;
       this.stats.fsyncMsTotal += s.fsyncMs;
@@ -291,7 +296,10 @@ export class MultiRaftHost {
 
   private async maybeSnapshot(): Promise<void> {
     for (const g of this.groups.values()) {
-      if (g.appliedIndex - g.snapshotIndex < this.opts.snapshotEveryEntries) continue;
+      const due =
+        g.appliedIndex - g.snapshotIndex >= this.opts.snapshotEveryEntries ||
+        (g.bytesSinceSnapshot >= this.opts.snapshotEveryBytes && g.appliedIndex > g.snapshotIndex);
+      if (!due) continue;
       const index = g.appliedIndex;
       const term = g.log.term(index) ?? g.node.raft.log.term(index);
       assert(term !== undefined, `group ${g.groupId}: no term for applied index ${index}`);
@@ -301,6 +309,7 @@ export class MultiRaftHost {
       };
       await this.opts.store.saveSnapshot(g.groupId, snapshot);
       g.snapshotIndex = index;
+      g.bytesSinceSnapshot = 0;
       this.stats.snapshotsTaken++;
     }
   }

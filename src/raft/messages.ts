@@ -90,7 +90,9 @@ export type MessageType =
   | 'snap'
   | 'timeout-now'
   | 'read-index'
-  | 'read-index-resp';
+  | 'read-index-resp'
+  /** Leader → follower: the group is idle and caught up at (index, logTerm); stop timing out. */
+  | 'quiesce';
 
 export interface Message {
   readonly type: MessageType;

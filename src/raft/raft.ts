@@ -122,6 +122,16 @@ export class Raft {
   private pendingConfIndex = 0;
   private uncommittedBytes = 0;
 
+  /**
+   * Quiescence: an idle, caught-up group stops heartbeating and its followers stop their
+   * election timers. Leader: ticks since the last activity. Followers wake on any message from
+   * the leader, or when the runtime calls wakeUp (the leader's node looks dead).
+   */
+  quiesced = false;
+  private idleTicks = 0;
+  /** Heartbeat round in progress when the commit index last moved. */
+  private commitRound = 0;
+
   private heartbeatRound = 0;
   private readonly roundTicks = new Map<number, number>();
   private pendingReads: PendingRead[] = [];
@@ -224,6 +234,9 @@ export class Raft {
     this.uncommittedBytes = 0;
     this.heartbeatRound = 0;
     this.roundTicks.clear();
+    this.quiesced = false;
+    this.idleTicks = 0;
+    this.commitRound = 0;
     const last = this.log.lastIndex();
     for (const [id, pr] of this.progress) {
       const fresh = this.newProgress(pr.isLearner);
@@ -289,8 +302,27 @@ export class Raft {
     else this.tickElection();
   }
 
+  /** Ticks between a quiesced leader's beacons. */
+  private get beaconTicks(): number {
+    return this.config.electionTimeoutTicks * 3;
+  }
+
+  /** Ticks a quiesced follower waits without a beacon before it campaigns. */
+  private get quiescedTimeoutTicks(): number {
+    return this.beaconTicks * 3;
+  }
+
   private tickElection(): void {
     this.electionElapsed++;
+    if (this.quiesced) {
+      // Three beacons missed: the leader is gone or cut off. Wake up and run an election.
+      if (this.electionElapsed >= this.quiescedTimeoutTicks + this.randomizedElectionTimeout) {
+        this.quiesced = false;
+        this.electionElapsed = 0;
+        this.hup('pre-election');
+      }
+      return;
+    }
     if (this.isPromotable() && this.electionElapsed >= this.randomizedElectionTimeout) {
       this.electionElapsed = 0;
       this.hup('pre-election');
@@ -298,6 +330,17 @@ export class Raft {
   }
 
   private tickHeartbeat(): void {
+    if (this.quiesced) {
+      // No check-quorum while quiet (and no lease either: no heartbeat round is acknowledged).
+      if (++this.heartbeatElapsed >= this.beaconTicks) {
+        this.heartbeatElapsed = 0;
+        this.sendQuiesce();
+      }
+      return;
+    }
+    if (this.config.quiesceAfterTicks > 0 && ++this.idleTicks >= this.config.quiesceAfterTicks) {
+      if (this.maybeQuiesce()) return;
+    }
     this.heartbeatElapsed++;
     this.electionElapsed++;
     if (this.electionElapsed >= this.config.electionTimeoutTicks) {
@@ -412,14 +455,20 @@ export class Raft {
         const inLease =
           this.config.checkQuorum &&
           this.lead !== NO_NODE &&
-          this.electionElapsed < this.config.electionTimeoutTicks;
+          this.electionElapsed <
+            (this.quiesced ? this.quiescedTimeoutTicks : this.config.electionTimeoutTicks);
         // Heard from a live leader recently (or just restarted): a disruptive candidate is
         // ignored, which is what makes the leader lease sound.
         if (!force && (inLease || this.startupQuietTicks > 0)) return;
       }
       if (m.type === 'pre-vote' || (m.type === 'pre-vote-resp' && !m.reject)) {
         // Pre-vote traffic never changes our term.
-      } else if (m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap') {
+      } else if (
+        m.type === 'app' ||
+        m.type === 'heartbeat' ||
+        m.type === 'snap' ||
+        m.type === 'quiesce'
+      ) {
         this.becomeFollower(m.term, m.from);
       } else {
         this.becomeFollower(m.term, NO_NODE);
@@ -465,6 +514,9 @@ export class Raft {
   }
 
   private stepLeader(m: Message): void {
+    // While quiesced no heartbeat is outstanding, so a heartbeat response is a follower asking
+    // to be caught up (see handleQuiesce): that wakes the group too.
+    if (m.type !== 'heartbeat-resp' || this.quiesced) this.noteActivity();
     if (m.type === 'read-index') {
       this.handleReadRequest(m.context, m.from);
       return;
@@ -503,6 +555,10 @@ export class Raft {
         this.becomeFollower(m.term, m.from);
         this.handleSnapshot(m);
         break;
+      case 'quiesce':
+        this.becomeFollower(m.term, m.from);
+        this.handleQuiesce(m);
+        break;
       case 'pre-vote-resp':
       case 'vote-resp': {
         const expected = this.role === 'pre-candidate' ? 'pre-vote-resp' : 'vote-resp';
@@ -523,6 +579,11 @@ export class Raft {
   }
 
   private stepFollower(m: Message): void {
+    if (m.type === 'quiesce') {
+      this.handleQuiesce(m);
+      return;
+    }
+    if (m.from === this.lead) this.quiesced = false;
     switch (m.type) {
       case 'app':
         this.electionElapsed = 0;
@@ -742,6 +803,7 @@ export class Raft {
     if (index <= this.log.committed || !this.isCommittable(index)) return false;
     const before = this.log.committed;
     this.log.commitTo(index);
+    this.commitRound = this.heartbeatRound;
     this.releaseUncommitted(before, index);
     this.releaseReadsAwaitingCommit();
     return true;
@@ -836,6 +898,7 @@ export class Raft {
   }
 
   readIndex(requestId: number): void {
+    this.noteActivity();
     if (this.role === 'leader') {
       this.handleReadRequest(requestId, this.id);
     } else if (this.lead !== NO_NODE && this.role === 'follower') {
@@ -945,6 +1008,7 @@ export class Raft {
   // Proposals, transfer, membership
 
   propose(datas: readonly Uint8Array[]): ProposeResult {
+    this.noteActivity();
     const refused = this.checkProposal();
     if (refused) return refused;
     let bytes = 0;
@@ -970,6 +1034,7 @@ export class Raft {
   }
 
   proposeConfChange(cc: ConfChange): ProposeResult {
+    this.noteActivity();
     const refused = this.checkProposal();
     if (refused) return refused;
     if (this.pendingConfIndex > this.log.applied) {
@@ -1005,6 +1070,7 @@ export class Raft {
 
   /** Starts a leadership transfer to `to`. Returns a rejection when it cannot start. */
   transferLeader(to: NodeId): ProposeResult | undefined {
+    this.noteActivity();
     if (this.role !== 'leader') return this.reject('not-leader');
     if (to === this.id) return undefined;
     const pr = this.progress.get(to);
@@ -1057,6 +1123,94 @@ export class Raft {
     const self = this.progress.get(this.id);
     if (!self) return;
     if (self.maybeUpdate(index) && this.maybeCommit()) this.bcastAppend();
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Quiescence
+
+  /** Leader: something happened; leave quiescence and restart the idle count. */
+  private noteActivity(): void {
+    this.idleTicks = 0;
+    if (!this.quiesced || this.role !== 'leader') return;
+    this.quiesced = false;
+    // A fresh check-quorum window: nobody could have been heard from while quiet.
+    this.electionElapsed = 0;
+    for (const pr of this.progress.values()) pr.recentActive = true;
+    this.bcastHeartbeat();
+  }
+
+  /**
+   * Quiesces when the group is idle and provably caught up: everything is committed, every
+   * member holds the whole log, and every member acknowledged a heartbeat round sent after the
+   * last commit (so it knows the commit index). Returns whether it quiesced.
+   */
+  private maybeQuiesce(): boolean {
+    const last = this.log.lastIndex();
+    if (this.leadTransferee !== NO_NODE || isJoint(this.confState)) return false;
+    if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0) return false;
+    if (this.log.committed !== last || this.uncommittedBytes > 0) return false;
+    for (const [id, pr] of this.progress) {
+      if (id === this.id) continue;
+      if (pr.match !== last || pr.ackedRound <= this.commitRound) return false;
+    }
+    this.quiesced = true;
+    this.heartbeatElapsed = 0;
+    this.sendQuiesce();
+    return true;
+  }
+
+  /** The quiesce beacon: where the group stands, so followers can check they are caught up. */
+  private sendQuiesce(): void {
+    const last = this.log.lastIndex();
+    const lastTerm = this.log.lastTerm();
+    for (const id of this.progress.keys()) {
+      if (id === this.id) continue;
+      this.send(
+        message({
+          type: 'quiesce',
+          from: this.id,
+          to: id,
+          term: this.term,
+          index: last,
+          logTerm: lastTerm,
+          commit: this.log.committed,
+        }),
+      );
+    }
+  }
+
+  /** Follower: quiesce only if our log and commit are exactly the leader's. */
+  private handleQuiesce(m: Message): void {
+    if (m.from !== this.lead) this.lead = m.from;
+    if (
+      this.log.lastIndex() === m.index &&
+      this.log.matchTerm(m.index, m.logTerm) &&
+      this.log.committed === m.commit
+    ) {
+      this.quiesced = true;
+      this.electionElapsed = 0;
+      return;
+    }
+    // Behind (e.g. restarted and lost its commit index, or missed entries): ask the leader to
+    // wake up and catch us up. A heartbeat response is what a quiesced leader wakes on.
+    this.quiesced = false;
+    this.electionElapsed = 0;
+    this.send(message({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term }));
+  }
+
+  /**
+   * Runtime hint that the leader's node looks dead. A quiesced follower leaves quiescence with
+   * its election timer already run down, so it campaigns on the next tick (pre-vote still asks
+   * the others, who only agree if they have not heard from a leader either).
+   */
+  wakeUp(): void {
+    if (this.role === 'leader') {
+      this.noteActivity();
+      return;
+    }
+    if (!this.quiesced) return;
+    this.quiesced = false;
+    this.electionElapsed = this.randomizedElectionTimeout;
   }
 
   // ---------------------------------------------------------------------------------------

@@ -112,6 +112,16 @@ export class RawNode {
     this.raft.reportSnapshot(to, ok);
   }
 
+  /** The leader of this group looks dead (runtime liveness): leave quiescence and campaign. */
+  wakeUp(): void {
+    this.assertIdle('wakeUp');
+    this.raft.wakeUp();
+  }
+
+  isQuiesced(): boolean {
+    return this.raft.quiesced;
+  }
+
   isLeaseValid(): boolean {
     return this.raft.isLeaseValid();
   }

@@ -137,6 +137,7 @@ export class DebugServer {
         lastIndex: st.lastIndex,
         voters: [...st.confState.voters],
         keys: this.node.kv.get(g.groupId)?.data.size ?? 0,
+        quiesced: g.node.isQuiesced(),
       };
     });
     return {

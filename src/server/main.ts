@@ -58,6 +58,18 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       ).argParser(int),
     )
     .addOption(
+      new Option(
+        '--snapshot-bytes <n>',
+        'applied entry bytes between snapshots (default 67108864)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--quiesce-ticks <n>',
+        'idle ticks before a data group quiesces; 0 never (default 20)',
+      ).argParser(int),
+    )
+    .addOption(
       new Option('--shutdown-timeout-ms <ms>', 'bound on a graceful stop (default 5000)').argParser(
         int,
       ),

@@ -57,8 +57,12 @@ export class TickraftNode {
       clock: SystemClock,
       rand,
       raft: cfg.raft,
+      // The meta group stays awake: its traffic is the cluster's pulse and it must fail over fast.
+      raftFor: (groupId) =>
+        groupId === META_GROUP_ID ? { ...cfg.raft, quiesceAfterTicks: 0 } : cfg.raft,
       tickMs: cfg.tickMs,
       snapshotEveryEntries: cfg.snapshotEveryEntries,
+      snapshotEveryBytes: cfg.snapshotEveryBytes,
       makeStateMachine: (groupId) => {
         if (groupId === META_GROUP_ID) return this.meta;
         const sm = new KvStateMachine();

@@ -192,7 +192,10 @@ export class NodeStore {
    * batch. Per group: snapshot, then entries, then hard state. Each group appears at most once.
    * When the promise resolves the updates are durable and visible through group(id).
    */
-  commit(updates: readonly GroupUpdate[]): Promise<CommitStats> {
+  commit(updates: readonly GroupUpdate[], options: { sync?: boolean } = {}): Promise<CommitStats> {
+    // A Ready without new entries, snapshot, term or vote (mustSync false: only the commit
+    // index moved) may skip the fsync: a lost commit index is learnt again from the leader.
+    const sync = options.sync ?? true;
     return this.enqueue('commit', async () => {
       const batch = this.db.batch();
       const sink = new CountingSink(batch);
@@ -206,7 +209,7 @@ export class NodeStore {
           applies.push(planGroupUpdate(this.mirror(u.groupId), u, sink));
           entryCount += u.entries.length;
         }
-        const fsyncMs = sink.opCount === 0 ? 0 : await this.write(batch, 'group commit');
+        const fsyncMs = sink.opCount === 0 ? 0 : await this.write(batch, 'group commit', sync);
         for (const apply of applies) apply();
         return { groups: updates.length, entries: entryCount, bytes: sink.putBytes, fsyncMs };
       } finally {
@@ -311,8 +314,8 @@ export class NodeStore {
   }
 
   /** Writes a batch with sync; returns how long the write took. */
-  private write(batch: Batch, what: string): Promise<number> {
-    return writeSynced(batch, what, this.dir);
+  private write(batch: Batch, what: string, sync = true): Promise<number> {
+    return writeBatch(batch, what, this.dir, sync);
   }
 
   /** Turns LevelDB read errors during an iteration into STORAGE_IO. */
@@ -342,7 +345,7 @@ async function ensureFormat(db: Db, dir: string): Promise<void> {
     }
     const batch = db.batch();
     batch.put(formatKey(), encodeChecked('format', FORMAT, encodeFormat, decodeFormat, sameFormat));
-    await writeSynced(batch, 'creating the node store', dir);
+    await writeBatch(batch, 'creating the node store', dir, true);
     return;
   }
   let format: FormatRecord;
@@ -368,10 +371,10 @@ function sameFormat(a: FormatRecord, b: FormatRecord): boolean {
 }
 
 /** Writes a chained batch with `sync: true`; returns how long the write took. */
-async function writeSynced(batch: Batch, what: string, dir: string): Promise<number> {
+async function writeBatch(batch: Batch, what: string, dir: string, sync: boolean): Promise<number> {
   const startMs = performance.now();
   try {
-    await batch.write({ sync: true });
+    await batch.write({ sync });
   } catch (cause) {
     throw ioError(what, dir, cause);
   }

@@ -190,6 +190,7 @@ const MESSAGE_TYPE_TO_PROTO = {
   'timeout-now': 'MESSAGE_TYPE_TIMEOUT_NOW',
   'read-index': 'MESSAGE_TYPE_READ_INDEX',
   'read-index-resp': 'MESSAGE_TYPE_READ_INDEX_RESP',
+  quiesce: 'MESSAGE_TYPE_QUIESCE',
 } as const satisfies Record<MessageType, string>;
 
 const MESSAGE_TYPE_FROM_PROTO: ReadonlyMap<string, MessageType> = new Map(

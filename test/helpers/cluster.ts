@@ -37,6 +37,7 @@ export interface GroupStatus {
   lastIndex: number;
   voters: string[];
   keys: number;
+  quiesced: boolean;
 }
 
 export interface NodeStatus {
@@ -101,9 +102,15 @@ export class ProcNode {
   start(extraArgs: string[] = []): void {
     this.stderr = '';
     this.stdout = '';
-    const proc = spawn(process.execPath, [BIN, 'serve', ...this.args(), ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    // TICKRAFT_NODE_ARGS passes flags to the node processes' `node`, e.g. --cpu-prof for benches.
+    const nodeArgs = (process.env['TICKRAFT_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '');
+    const proc = spawn(
+      process.execPath,
+      [...nodeArgs, BIN, 'serve', ...this.args(), ...extraArgs],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     proc.stdout.on('data', (d: Buffer) => {
       this.stdout += d.toString();
       if (this.stdout.length > 200_000) this.stdout = this.stdout.slice(-100_000);

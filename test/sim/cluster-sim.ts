@@ -102,6 +102,7 @@ type SimEvent =
   | { kind: 'persisted'; node: NodeId; incarnation: number }
   | { kind: 'fault' }
   | { kind: 'heal-partition' }
+  | { kind: 'isolate'; node: NodeId }
   | { kind: 'restart'; node: NodeId }
   | { kind: 'client'; clientId: number }
   | { kind: 'client-timeout'; opId: number };
@@ -128,6 +129,10 @@ export interface FaultProfile {
   faultEveryMs: number;
   /** Probability per roll of a fault aimed at the current leader (crash or isolate it). */
   leaderFaultP: number;
+  /** Raft quiesceAfterTicks: 0 (off) or a small number, so idle spells quiesce the group. */
+  quiesceAfterTicks: number;
+  /** Probability of isolating a node within 3 ms of it becoming leader. */
+  newLeaderFaultP: number;
 }
 
 export class ClusterSim {
@@ -203,6 +208,8 @@ export class ClusterSim {
       maxMsgBytes: r.chance(0.5) ? 1 : 4096,
       faultEveryMs: 100,
       leaderFaultP: maybe(0.6, 0.3),
+      quiesceAfterTicks: r.chance(0.5) ? 5 + r.int(20) : 0,
+      newLeaderFaultP: maybe(0.4, 0.5),
       initialVoters: r.chance(0.5) ? 3 : 5,
     };
   }
@@ -257,6 +264,7 @@ export class ClusterSim {
         heartbeatTicks: HEARTBEAT_TICKS,
         snapshotEveryEntries: 40,
         maxMsgBytes: this.profile.maxMsgBytes,
+        quiesceAfterTicks: this.profile.quiesceAfterTicks,
         makeRaft: this.opts.makeRaft,
       },
       disk,
@@ -277,7 +285,13 @@ export class ClusterSim {
     });
   }
 
+  /** Scenario hook: sees every message before the network does (it may cut links). */
+  beforeSend: ((m: Message) => void) | undefined;
+  /** Scenario hook: a node just became leader (before its first messages leave). */
+  onLeader: ((node: SimNode) => void) | undefined;
+
   private send(from: SimNode, m: Message): void {
+    this.beforeSend?.(m);
     const delays = this.net.plan(m.from, m.to);
     this.trace(
       m.from,
@@ -310,6 +324,12 @@ export class ClusterSim {
         node.id,
         `became leader t${r.term} last=${r.log.lastIndex()} commit=${r.log.committed}`,
       );
+      this.onLeader?.(node);
+      // A nemesis for fresh leaders: cut one off before its no-op spreads, leaving an
+      // uncommitted tail of its own term behind (the material of Figure 8).
+      if (this.phase === 'safety' && this.rand.chance(this.profile.newLeaderFaultP)) {
+        this.q.push(this.now + this.rand.float() * 3, { kind: 'isolate', node: node.id });
+      }
       // Leader completeness: every committed entry is in the new leader's log.
       const first = r.log.firstIndex();
       for (const [index, term] of this.committed) {
@@ -487,7 +507,9 @@ export class ClusterSim {
       `c${op.clientId}`,
       `complete #${op.opId} ${outcome.status} ${JSON.stringify(outcome.status === 'ok' ? outcome.output : outcome.reason)}`,
     );
-    this.q.push(this.now + 1 + this.rand.float() * 20, { kind: 'client', clientId: op.clientId });
+    if (op.clientId < this.profile.clients) {
+      this.q.push(this.now + 1 + this.rand.float() * 20, { kind: 'client', clientId: op.clientId });
+    }
   }
 
   private clientTimeout(opId: number): void {
@@ -657,6 +679,13 @@ export class ClusterSim {
         this.faultStep();
         this.q.push(this.now + this.profile.faultEveryMs, { kind: 'fault' });
         return;
+      case 'isolate':
+        if (this.phase !== 'safety') return;
+        this.net.isolate(ev.node, [...this.nodes.keys()]);
+        this.faults.partitions++;
+        this.trace('sim', `isolate new leader ${ev.node}`);
+        this.q.push(this.now + 30 + this.rand.float() * 300, { kind: 'heal-partition' });
+        return;
       case 'heal-partition':
         if (this.phase !== 'safety') return;
         this.net.heal();
@@ -693,6 +722,47 @@ export class ClusterSim {
       if (this.events % checkEvery === 0) this.checkLogMatching();
     }
     this.now = endMs;
+  }
+
+  /** Scenario DSL: kill -9 a node now. */
+  crashNode(id: NodeId): void {
+    const n = this.nodes.get(id);
+    if (!n?.up) return;
+    const what = n.crash(this.rand);
+    this.faults.crashes++;
+    this.trace('sim', `crash ${id} (${what}) [scenario]`);
+  }
+
+  /** Scenario DSL: restart a crashed node now. */
+  restartNode(id: NodeId): void {
+    this.q.push(this.now, { kind: 'restart', node: id });
+  }
+
+  /** Scenario DSL: a client write of key=value handed to node `id`. */
+  write(id: NodeId, key: string, value: string): void {
+    const opId = this.nextOpId++;
+    const input: KvCommand = { op: 'put', key, value, opId };
+    const op: ClientOp = { opId, clientId: 99, kind: 'write', key, data: encodeCommand(input) };
+    const h: HistoryOp = {
+      clientId: 99,
+      key,
+      input,
+      output: undefined,
+      call: this.now,
+      ret: Infinity,
+      status: 'pending',
+    };
+    this.history.push(h);
+    this.opsById.set(opId, h);
+    this.q.push(this.now, { kind: 'node', node: id, item: { kind: 'client', op } });
+  }
+
+  traceTailNow(): string[] {
+    return this.tail.slice();
+  }
+
+  get nowMs(): number {
+    return this.now;
   }
 
   /** Creates the initial voters and schedules faults and clients (run() calls it). */
@@ -763,26 +833,33 @@ export class ClusterSim {
     }
     if (!lead) this.fail(`liveness: no stable leader ${budget / 2} ms after healing`);
     this.trace('sim', `liveness: leader ${lead.id} t${lead.raft.term}`);
-    // Every proposal made from now on must commit and be applied on every member.
+    // From now on the cluster must make progress: each write (idempotent, so a retry after an
+    // unknown outcome is harmless) must commit within the budget, retried at the current leader
+    // when it ends without success (e.g. the leader removes itself by a conf change in flight).
     const count = 5;
+    const end = start + budget;
+    let retries = 0;
     for (let i = 0; i < count; i++) {
       const opId = -1 - i;
       const data = encodeCommand({ op: 'put', key: 'live', value: `l${i}`, opId });
       const op: ClientOp = { opId, clientId: -1, kind: 'write', key: 'live', data };
-      this.livenessOps.set(opId, 'pending');
-      this.q.push(this.now, { kind: 'node', node: lead.id, item: { kind: 'client', op } });
+      for (;;) {
+        if (this.now >= end)
+          this.fail(`liveness: write ${i} not committed by ${end} ms (${retries} retries)`);
+        const target = this.leader() ?? lead;
+        this.livenessOps.set(opId, 'pending');
+        this.q.push(this.now, { kind: 'node', node: target.id, item: { kind: 'client', op } });
+        while (this.livenessOps.get(opId) === 'pending' && this.now < end)
+          this.runUntil(this.now + 10);
+        if (this.livenessOps.get(opId) === 'ok') break;
+        retries++;
+        this.runUntil(this.now + 20);
+      }
     }
-    const end = start + budget;
     while (this.now < end) {
-      this.runUntil(this.now + 50);
-      const failed = [...this.livenessOps.entries()].filter(
-        ([, s]) => s !== 'pending' && s !== 'ok',
-      );
-      if (failed.length > 0)
-        this.fail(`liveness: proposal ${failed[0]![0]} ended ${failed[0]![1]}`);
-      if (![...this.livenessOps.values()].every((s) => s === 'ok')) continue;
       const values = this.members().map((id) => this.nodes.get(id)?.kv.get('live'));
       if (values.every((v) => v === `l${count - 1}`)) return;
+      this.runUntil(this.now + 50);
     }
     const lag = this.members().map((id) => {
       const n = this.nodes.get(id);

@@ -136,6 +136,11 @@ export class SimNetwork {
     }
   }
 
+  /** Blocks one direction of one link. */
+  cut(from: NodeId, to: NodeId): void {
+    this.blocked.add(`${from}>${to}`);
+  }
+
   heal(): void {
     this.blocked.clear();
   }

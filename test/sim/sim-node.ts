@@ -54,6 +54,7 @@ export interface SimNodeConfig {
   readonly heartbeatTicks: number;
   readonly snapshotEveryEntries: number;
   readonly maxMsgBytes: number;
+  readonly quiesceAfterTicks: number;
   readonly makeRaft: ((init: RaftInit) => Raft) | undefined;
 }
 
@@ -101,6 +102,7 @@ export class SimNode {
         heartbeatTicks: this.cfg.heartbeatTicks,
         maxInflightMsgs: 16,
         maxMsgBytes: this.cfg.maxMsgBytes,
+        quiesceAfterTicks: this.cfg.quiesceAfterTicks,
       },
       applied,
       ...(this.cfg.makeRaft ? { makeRaft: this.cfg.makeRaft } : {}),

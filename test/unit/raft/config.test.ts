@@ -32,6 +32,7 @@ t.test('defaults', (t) => {
     preVote: true,
     checkQuorum: true,
     readOnly: 'safe',
+    quiesceAfterTicks: 0,
   });
   t.ok(Object.isFrozen(c), 'the compiled config is frozen');
   t.equal(compileRaftOptions({ electionTimeoutTicks: 23 }).leaseSafetyTicks, 5, 'ceil(23 / 5)');

@@ -1,0 +1,64 @@
+// `npm start` as a newcomer runs it: three nodes come up and report ready with balanced
+// leaders, Ctrl-C (SIGINT) stops everything with exit 0 and no node left running, and a second
+// start resumes on the same data. Runs cluster/start.ts with ports and data dir moved aside.
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../helpers/cluster.js';
+
+const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
+
+async function startOnce(
+  home: string,
+  api: number,
+  peer: number,
+): Promise<{ out: string; code: number | null }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', START], {
+    env: {
+      ...process.env,
+      TICKRAFT_HOME: home,
+      TICKRAFT_API_PORT: String(api),
+      TICKRAFT_PEER_PORT: String(peer),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 60_000;
+  while (
+    !out.includes('Ctrl-C stops the cluster') &&
+    Date.now() < deadline &&
+    child.exitCode === null
+  ) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGINT');
+  const code = await exited;
+  return { out, code };
+}
+
+t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) => {
+  const home = mkdtempSync(join(tmpdir(), 'tickraft-start-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  // Port bases; the two ports after each are assumed free as well (ephemeral ports are sparse).
+  const api = await freePort();
+  const peer = await freePort();
+  const first = await startOnce(home, api, peer);
+  t.match(first.out, /3 nodes ready, 16 data groups/, 'reports ready');
+  const leads = [...first.out.matchAll(/leads (\d+) groups/g)].map((m) => Number(m[1]));
+  t.equal(
+    leads.reduce((a, b) => a + b, 0),
+    17,
+    'every group has a leader',
+  );
+  t.ok(Math.max(...leads) - Math.min(...leads) <= 2, `leaders balanced: ${leads.join('/')}`);
+  t.equal(first.code, 0, 'exit 0 after Ctrl-C');
+  const second = await startOnce(home, api, peer);
+  t.match(second.out, /3 nodes ready/, 'a second start resumes on the same data');
+  t.equal(second.code, 0);
+});

@@ -69,8 +69,19 @@ try {
     if (!s.metaInitialized || s.groups.some((g) => !g.leader)) throw new Error('not ready');
     return s;
   }, 60_000);
-  const leaders = new Map<string, number>();
-  for (const g of st.groups) leaders.set(g.leader, (leaders.get(g.leader) ?? 0) + 1);
+  // Leadership is handed to each group's preferred node right after start; give it a moment.
+  const countLeaders = (groups: { leader: string }[]): Map<string, number> => {
+    const m = new Map<string, number>();
+    for (const g of groups) m.set(g.leader, (m.get(g.leader) ?? 0) + 1);
+    return m;
+  };
+  let leaders = countLeaders(st.groups);
+  for (let i = 0; i < 50; i++) {
+    const counts = ids.map((id) => leaders.get(id) ?? 0);
+    if (Math.max(...counts) - Math.min(...counts) <= 1) break;
+    await new Promise((r) => setTimeout(r, 100));
+    leaders = countLeaders((await probe.status(1000)).groups);
+  }
   console.log(`tickraft: 3 nodes ready, ${st.metaGroups} data groups + the meta group`);
   for (const [i, id] of ids.entries()) {
     console.log(

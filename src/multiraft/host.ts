@@ -168,12 +168,12 @@ export class MultiRaftHost {
   // -------------------------------------------------------------------------------------
   // Inputs
 
-  deliver(from: NodeId, msgs: readonly GroupMessage[]): void {
+  /** Queues a received frame's messages for their groups (a frame of one peer: `from`). */
+  deliver(_from: NodeId, msgs: readonly GroupMessage[]): void {
     for (const { groupId, message } of msgs) {
       const g = this.groups.get(groupId);
       if (g) g.inbox.push({ kind: 'msg', message });
     }
-    void from;
     this.wake();
   }
 

@@ -35,6 +35,27 @@ export interface LogStorage {
 }
 
 /**
+ * `ents[from, to)`, stopping before the total passes `maxBytes` but always at least one entry:
+ * the size rule every LogStorage.entries() follows.
+ */
+export function takeWithinBytes(
+  ents: readonly Entry[],
+  from: number,
+  to: number,
+  maxBytes: number,
+): Entry[] {
+  const out: Entry[] = [];
+  let bytes = 0;
+  for (let i = from; i < to; i++) {
+    const e = ents[i]!;
+    bytes += entryBytes(e);
+    if (out.length > 0 && bytes > maxBytes) break;
+    out.push(e);
+  }
+  return out;
+}
+
+/**
  * Holds everything in arrays. `ents[0]` is a dummy entry standing for the snapshot point, so
  * index arithmetic is `ents[i - ents[0].index]`.
  */
@@ -72,15 +93,7 @@ export class MemoryLogStorage implements LogStorage {
   entries(lo: number, hi: number, maxBytes: number): Entry[] | undefined {
     if (lo <= this.offset) return undefined;
     assert(hi <= this.lastIndex() + 1, `entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
-    const out: Entry[] = [];
-    let bytes = 0;
-    for (let i = lo; i < hi; i++) {
-      const e = this.ents[i - this.offset]!;
-      bytes += entryBytes(e);
-      if (out.length > 0 && bytes > maxBytes) break;
-      out.push(e);
-    }
-    return out;
+    return takeWithinBytes(this.ents, lo - this.offset, hi - this.offset, maxBytes);
   }
 
   snapshot(): Snapshot | undefined {

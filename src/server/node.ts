@@ -32,7 +32,8 @@ export class TickraftNode {
   private metaInitProposed = false;
   private campaignTimer: NodeJS.Timeout | undefined;
   private fatal: ((err: unknown) => void) | undefined;
-  private readonly balanced = new Set<number>();
+  /** Start-up leader balancing: transfers asked per group (a bounded number of retries). */
+  private readonly balanceAttempts = new Map<number, { count: number; atMs: number }>();
   private stopping = false;
 
   constructor(
@@ -174,20 +175,23 @@ export class TickraftNode {
 
   /**
    * Start-up leader balancing: a group this node leads but whose planned preferred leader is
-   * another node is handed to that node, once per group per process, unless we are stopping.
+   * another node is handed to that node (at most three tries per group per process), unless we
+   * are stopping. Ongoing balancing belongs to the rebalancer.
    */
   private balanceLeaders(): void {
     const plan = this.plan;
     if (!plan || this.stopping) return;
+    const now = Date.now();
     for (const g of plan.groups) {
-      if (this.balanced.has(g.groupId)) continue;
+      const preferred = g.replicas[0];
+      if (!preferred || preferred === this.config.id) continue;
       const replica = this.host.groups.get(g.groupId);
       if (!replica?.isLeader) continue;
-      this.balanced.add(g.groupId);
-      const preferred = g.replicas[0];
-      if (preferred && preferred !== this.config.id) {
-        this.host.report(g.groupId, { kind: 'transfer-leader', to: preferred });
-      }
+      // A transfer can be abandoned (the target lagged); try a few times, a second apart.
+      const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
+      if (tried.count >= 3 || now - tried.atMs < 1000) continue;
+      this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
+      this.host.report(g.groupId, { kind: 'transfer-leader', to: preferred });
     }
   }
 

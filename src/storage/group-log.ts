@@ -8,11 +8,10 @@
  * firstIndex - 1, and term(firstIndex - 1) is the snapshot's term.
  */
 import { assert } from '../base/assert.js';
-import type { LogStorage } from '../raft/log-storage.js';
+import { takeWithinBytes, type LogStorage } from '../raft/log-storage.js';
 import {
   EMPTY_CONF_STATE,
   EMPTY_HARD_STATE,
-  entryBytes,
   type ConfState,
   type Entry,
   type HardState,
@@ -99,15 +98,7 @@ export class GroupMirror implements GroupLog {
   entries(lo: number, hi: number, maxBytes: number): Entry[] | undefined {
     if (lo <= this.snapIndex) return undefined;
     assert(hi <= this.lastIndex() + 1, `entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
-    const out: Entry[] = [];
-    let bytes = 0;
-    for (let i = lo; i < hi; i++) {
-      const e = this.ents[i - this.snapIndex - 1]!;
-      bytes += entryBytes(e);
-      if (out.length > 0 && bytes > maxBytes) break;
-      out.push(e);
-    }
-    return out;
+    return takeWithinBytes(this.ents, lo - this.snapIndex - 1, hi - this.snapIndex - 1, maxBytes);
   }
 
   snapshot(): Snapshot | undefined {

@@ -454,6 +454,22 @@ export class ClusterSim {
       key,
       data: kind === 'write' ? encodeCommand(input as KvCommand) : undefined,
     };
+    this.recordInvoke(opId, clientId, key, input);
+    this.clientBusy.set(clientId, opId);
+    this.faults.clientOps++;
+    const target = this.pickNodeForClient(clientId);
+    this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${target}`);
+    this.q.push(this.now + 0.5, { kind: 'node', node: target, item: { kind: 'client', op } });
+    this.q.push(this.now + CLIENT_TIMEOUT_MS, { kind: 'client-timeout', opId });
+  }
+
+  /** Appends an invocation to the history; its outcome is filled in by complete(). */
+  private recordInvoke(
+    opId: number,
+    clientId: number,
+    key: string,
+    input: HistoryOp['input'],
+  ): void {
     const h: HistoryOp = {
       clientId,
       key,
@@ -465,12 +481,6 @@ export class ClusterSim {
     };
     this.history.push(h);
     this.opsById.set(opId, h);
-    this.clientBusy.set(clientId, opId);
-    this.faults.clientOps++;
-    const target = this.pickNodeForClient(clientId);
-    this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${target}`);
-    this.q.push(this.now + 0.5, { kind: 'node', node: target, item: { kind: 'client', op } });
-    this.q.push(this.now + CLIENT_TIMEOUT_MS, { kind: 'client-timeout', opId });
   }
 
   private pickNodeForClient(clientId: number): NodeId {
@@ -743,17 +753,7 @@ export class ClusterSim {
     const opId = this.nextOpId++;
     const input: KvCommand = { op: 'put', key, value, opId };
     const op: ClientOp = { opId, clientId: 99, kind: 'write', key, data: encodeCommand(input) };
-    const h: HistoryOp = {
-      clientId: 99,
-      key,
-      input,
-      output: undefined,
-      call: this.now,
-      ret: Infinity,
-      status: 'pending',
-    };
-    this.history.push(h);
-    this.opsById.set(opId, h);
+    this.recordInvoke(opId, 99, key, input);
     this.q.push(this.now, { kind: 'node', node: id, item: { kind: 'client', op } });
   }
 

@@ -1,7 +1,8 @@
 /**
  * `npm start`: a local 3-node tickraft cluster on loopback, data under ./.tickraft/ (override
  * with TICKRAFT_HOME), client API on 127.0.0.1:7001-7003 and peers on 7101-7103 (override the
- * bases with TICKRAFT_API_PORT and TICKRAFT_PEER_PORT). Node logs go to .tickraft/<id>.log.
+ * address with TICKRAFT_HOST, a loopback address, and the port bases with TICKRAFT_API_PORT and
+ * TICKRAFT_PEER_PORT). Node logs go to .tickraft/<id>.log.
  * Ctrl-C (or SIGTERM) stops every node gracefully; running it again resumes on the same data.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -14,8 +15,9 @@ const BIN = fileURLToPath(new URL('../bin/tickraft', import.meta.url));
 const home = resolve(process.env['TICKRAFT_HOME'] ?? '.tickraft');
 const apiBase = Number(process.env['TICKRAFT_API_PORT'] ?? 7001);
 const peerBase = Number(process.env['TICKRAFT_PEER_PORT'] ?? 7101);
+const host = process.env['TICKRAFT_HOST'] ?? '127.0.0.1';
 const ids = ['n1', 'n2', 'n3'];
-const initialCluster = ids.map((id, i) => `${id}=127.0.0.1:${peerBase + i}`).join(',');
+const initialCluster = ids.map((id, i) => `${id}=${host}:${peerBase + i}`).join(',');
 
 mkdirSync(home, { recursive: true });
 const children = new Map<string, ChildProcess>();
@@ -33,9 +35,9 @@ for (const [i, id] of ids.entries()) {
       '--data-dir',
       join(home, id),
       '--listen',
-      `127.0.0.1:${apiBase + i}`,
+      `${host}:${apiBase + i}`,
       '--peer-listen',
-      `127.0.0.1:${peerBase + i}`,
+      `${host}:${peerBase + i}`,
       '--initial-cluster',
       initialCluster,
     ],
@@ -62,7 +64,7 @@ function stop(): void {
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
 
-const probe = new ProcNode('n1', apiBase, peerBase, '', () => []);
+const probe = new ProcNode('n1', apiBase, peerBase, '', () => [], host);
 try {
   const st = await eventually(async () => {
     const s = await probe.status(1000);
@@ -85,7 +87,7 @@ try {
   console.log(`tickraft: 3 nodes ready, ${st.metaGroups} data groups + the meta group`);
   for (const [i, id] of ids.entries()) {
     console.log(
-      `  ${id}  api 127.0.0.1:${apiBase + i}  peer 127.0.0.1:${peerBase + i}  ` +
+      `  ${id}  api ${host}:${apiBase + i}  peer ${host}:${peerBase + i}  ` +
         `leads ${leaders.get(id) ?? 0} groups  data ${join(home, id)}`,
     );
   }

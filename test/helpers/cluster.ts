@@ -14,12 +14,21 @@ import { loadDebugService } from '../../src/server/debug-service.js';
 
 const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
 
-export async function freePort(): Promise<number> {
+/**
+ * A random loopback address (127.x.y.z). Each test cluster listens on its own address, so test
+ * files running in parallel can never take each other's ports between freePort() and bind.
+ */
+export function randomLoopbackHost(): string {
+  const octet = (): number => 1 + Math.floor(Math.random() * 250);
+  return `127.${octet()}.${octet()}.${octet()}`;
+}
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
     srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.listen(0, host, () => {
       const addr = srv.address();
       const port = typeof addr === 'object' && addr ? addr.port : 0;
       srv.close(() => resolve(port));
@@ -91,10 +100,11 @@ export class ProcNode {
     readonly peerPort: number,
     readonly dataDir: string,
     private readonly args: () => string[],
+    readonly host = '127.0.0.1',
   ) {
     const Ctor = loadDebugService();
     this.client = new Ctor(
-      `127.0.0.1:${apiPort}`,
+      `${host}:${apiPort}`,
       grpc.credentials.createInsecure(),
     ) as unknown as DebugClient;
   }
@@ -173,9 +183,11 @@ export class ProcCluster {
     const n = opts.nodes ?? 3;
     const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
     const cluster = new ProcCluster(root);
+    const host = randomLoopbackHost();
     const ports: { api: number; peer: number }[] = [];
-    for (let i = 0; i < n; i++) ports.push({ api: await freePort(), peer: await freePort() });
-    const initial = ports.map((p, i) => `n${i + 1}=127.0.0.1:${p.peer}`).join(',');
+    for (let i = 0; i < n; i++)
+      ports.push({ api: await freePort(host), peer: await freePort(host) });
+    const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
       const id = `n${i + 1}`;
       const p = ports[i]!;
@@ -186,16 +198,16 @@ export class ProcCluster {
         '--data-dir',
         dataDir,
         '--listen',
-        `127.0.0.1:${p.api}`,
+        `${host}:${p.api}`,
         '--peer-listen',
-        `127.0.0.1:${p.peer}`,
+        `${host}:${p.peer}`,
         '--initial-cluster',
         initial,
         '--groups',
         String(opts.groups ?? 16),
         ...(opts.extraArgs ?? []),
       ];
-      cluster.nodes.push(new ProcNode(id, p.api, p.peer, dataDir, args));
+      cluster.nodes.push(new ProcNode(id, p.api, p.peer, dataDir, args, host));
     }
     return cluster;
   }

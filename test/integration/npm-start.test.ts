@@ -7,12 +7,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../helpers/cluster.js';
+import { freePort, randomLoopbackHost } from '../helpers/cluster.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
 
 async function startOnce(
   home: string,
+  host: string,
   api: number,
   peer: number,
 ): Promise<{ out: string; code: number | null }> {
@@ -20,6 +21,7 @@ async function startOnce(
     env: {
       ...process.env,
       TICKRAFT_HOME: home,
+      TICKRAFT_HOST: host,
       TICKRAFT_API_PORT: String(api),
       TICKRAFT_PEER_PORT: String(peer),
     },
@@ -46,9 +48,10 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   const home = mkdtempSync(join(tmpdir(), 'tickraft-start-'));
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   // Port bases; the two ports after each are assumed free as well (ephemeral ports are sparse).
-  const api = await freePort();
-  const peer = await freePort();
-  const first = await startOnce(home, api, peer);
+  const host = randomLoopbackHost();
+  const api = await freePort(host);
+  const peer = await freePort(host);
+  const first = await startOnce(home, host, api, peer);
   t.match(first.out, /3 nodes ready, 16 data groups/, 'reports ready');
   const leads = [...first.out.matchAll(/leads (\d+) groups/g)].map((m) => Number(m[1]));
   t.equal(
@@ -58,7 +61,7 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   );
   t.ok(Math.max(...leads) - Math.min(...leads) <= 2, `leaders balanced: ${leads.join('/')}`);
   t.equal(first.code, 0, 'exit 0 after Ctrl-C');
-  const second = await startOnce(home, api, peer);
+  const second = await startOnce(home, host, api, peer);
   t.match(second.out, /3 nodes ready/, 'a second start resumes on the same data');
   t.equal(second.code, 0);
 });

@@ -137,6 +137,7 @@ async function run(): Promise<void> {
     }
     await Promise.all(loops);
     const secs = (performance.now() - started) / 1000;
+    const loopStats = await Promise.all(cluster.nodes.map((n) => n.status()));
     latencies.sort((a, b) => a - b);
     const ceil = await ceiling(Math.max(200_000, committed));
     const perSec = committed / secs;
@@ -156,6 +157,13 @@ async function run(): Promise<void> {
       `ceiling, raw LevelDB sync batches of ${BATCH * 4} × 100 B, one process: ${ceil.perSec.toFixed(0)} entries/s (p50 ${ceil.p50.toFixed(2)} ms, p99 ${ceil.p99.toFixed(2)} ms per write)`,
     );
     console.log(`ratio to ceiling: ${((perSec / ceil.perSec) * 100).toFixed(1)} %`);
+    for (const st of loopStats) {
+      console.log(
+        `  ${st.nodeId}: ${st.loopTurns} loop turns, ${st.loopCommits} commits ` +
+          `(${(st.entriesPersisted / Math.max(1, st.loopCommits)).toFixed(1)} entries each, ` +
+          `${(st.fsyncMsTotal / Math.max(1, st.loopCommits)).toFixed(2)} ms each), ${st.messagesSent} messages sent`,
+      );
+    }
   } finally {
     // A graceful stop lets `NODE_OPTIONS=--cpu-prof` write the nodes' profiles.
     await Promise.all(cluster.nodes.map((n) => n.term()));

@@ -151,6 +151,11 @@ export class DebugServer {
         0,
       ),
       snapshotsTaken: this.node.host.stats.snapshotsTaken,
+      loopTurns: this.node.host.stats.turns,
+      loopCommits: this.node.host.stats.commits,
+      entriesPersisted: this.node.host.stats.entriesPersisted,
+      fsyncMsTotal: this.node.host.stats.fsyncMsTotal,
+      messagesSent: this.node.host.stats.messagesSent,
     };
   }
 

@@ -57,6 +57,11 @@ export interface NodeStatus {
   metaGroups: number;
   snapshotsInstalled: number;
   snapshotsTaken: number;
+  loopTurns: number;
+  loopCommits: number;
+  entriesPersisted: number;
+  fsyncMsTotal: number;
+  messagesSent: number;
 }
 
 type Unary<Req, Res> = (

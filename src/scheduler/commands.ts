@@ -1,0 +1,113 @@
+/**
+ * The log entries of a data group. Every value a follower needs is inside the command: the
+ * leader computes next fire times, retry times and reads the clock; apply never does.
+ * `atMs` is the leader's wall clock when it proposed, used for bookkeeping times only.
+ */
+import { decode, encode } from '../base/codec.js';
+import type { AttemptOutcome, JobSpec } from './model.js';
+
+/** A slot the leader decided not to fire, with why (misfire, overlap, pause, end). */
+export interface SlotNotFired {
+  readonly slotMs: number;
+  readonly status: 'MISSED' | 'SKIPPED';
+  readonly reason: string;
+}
+
+export interface FireIntent {
+  readonly jobId: string;
+  /** The job's next slot the leader planned from; a stale intent is ignored on apply. */
+  readonly expectedNextFireAtMs: number;
+  /** Slots to fire now (usually one; several when a misfire policy fires late slots). */
+  readonly slots: readonly number[];
+  readonly notFired: readonly SlotNotFired[];
+  /** The job's next slot after these, computed by the leader; undefined = none left. */
+  readonly nextFireAtMs: number | undefined;
+}
+
+export type SchedulerCommand =
+  | {
+      readonly op: 'create-job';
+      readonly atMs: number;
+      readonly jobId: string;
+      readonly spec: JobSpec;
+      readonly nextFireAtMs: number | undefined;
+      /** Client request id: a retried create returns the first result. */
+      readonly requestId: string | undefined;
+    }
+  | {
+      readonly op: 'update-job';
+      readonly atMs: number;
+      readonly jobId: string;
+      readonly spec: JobSpec;
+      readonly nextFireAtMs: number | undefined;
+      readonly expectedVersion: number | undefined;
+    }
+  | { readonly op: 'delete-job'; readonly atMs: number; readonly jobId: string }
+  | { readonly op: 'pause-job'; readonly atMs: number; readonly jobId: string }
+  | {
+      readonly op: 'resume-job';
+      readonly atMs: number;
+      readonly jobId: string;
+      /** Recomputed from the resume time: slots passed while paused are not fired. */
+      readonly nextFireAtMs: number | undefined;
+    }
+  | {
+      readonly op: 'trigger-job';
+      readonly atMs: number;
+      readonly jobId: string;
+      readonly slotMs: number;
+    }
+  | {
+      readonly op: 'backfill-job';
+      readonly atMs: number;
+      readonly jobId: string;
+      readonly slots: readonly number[];
+    }
+  | {
+      readonly op: 'fire-intents';
+      readonly atMs: number;
+      /** The proposing leader's term. */
+      readonly term: number;
+      readonly intents: readonly FireIntent[];
+    }
+  | {
+      readonly op: 'attempt-started';
+      readonly atMs: number;
+      readonly term: number;
+      readonly fireId: string;
+      readonly attempt: number;
+    }
+  | {
+      readonly op: 'attempt-result';
+      readonly atMs: number;
+      readonly fireId: string;
+      readonly attempt: number;
+      readonly token: number;
+      readonly outcome: AttemptOutcome;
+      readonly statusCode: number | undefined;
+      readonly durationMs: number;
+      readonly error: string | undefined;
+      readonly responseExcerpt: string | undefined;
+      /** outcome 'retry': when the next attempt may start (leader computed, with jitter). */
+      readonly retryAtMs: number | undefined;
+    }
+  | {
+      /** At-most-once runs whose attempt started under an earlier leader: outcome unknowable. */
+      readonly op: 'mark-unknown';
+      readonly atMs: number;
+      readonly fireIds: readonly string[];
+    }
+  | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
+  | { readonly op: 'purge-dead'; readonly atMs: number; readonly fireIds: readonly string[] };
+
+export type SchedulerCommandOp = SchedulerCommand['op'];
+
+export function encodeSchedulerCommand(c: SchedulerCommand): Uint8Array {
+  return encode(c);
+}
+
+export function decodeSchedulerCommand(data: Uint8Array): SchedulerCommand {
+  // The log only ever holds what this module encoded; a shape error is a divergence bug and
+  // surfaces as an assertion in the state machine.
+  return decode(data) as SchedulerCommand;
+}

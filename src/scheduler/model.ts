@@ -1,0 +1,141 @@
+/**
+ * The replicated data of a data group: jobs and their runs (DESIGN §1 words). Plain objects so
+ * that a snapshot is the state itself, encoded once with msgpack.
+ */
+
+export type DeliverySemantics = 'at_least_once' | 'at_most_once';
+export type MisfirePolicyName = 'fire_all' | 'fire_once' | 'skip';
+export type OverlapPolicyName = 'allow' | 'skip' | 'buffer_one' | 'buffer_all';
+
+export interface RetryPolicy {
+  readonly maxAttempts: number;
+  readonly initialBackoffMs: number;
+  readonly maxBackoffMs: number;
+  readonly multiplier: number;
+  /** A run older than this (from its slot) is not retried again. */
+  readonly maxAgeMs: number;
+}
+
+export interface MisfireSettings {
+  readonly policy: MisfirePolicyName;
+  /** fire_all: at most this many late slots fire; the rest are MISSED. */
+  readonly fireAllCap: number;
+  /** Slots later than this behind are MISSED whatever the policy. */
+  readonly catchUpWindowMs: number;
+}
+
+export interface OverlapSettings {
+  readonly policy: OverlapPolicyName;
+  /** buffer_all: at most this many slots wait. */
+  readonly bufferCap: number;
+}
+
+export interface WebhookTarget {
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** What a client defines; everything the state machine needs to decide, nothing derived. */
+export interface JobSpec {
+  readonly tenant: string;
+  readonly name: string;
+  /** Schedule text: cron, `every …` or `at …` (src/schedule). */
+  readonly schedule: string;
+  readonly timezone: string;
+  /** Anchor of an `every` schedule, UTC ms. */
+  readonly anchorMs: number | undefined;
+  readonly target: WebhookTarget;
+  /** JSON text, at most PAYLOAD_BYTES_MAX bytes. */
+  readonly payload: string;
+  readonly delivery: DeliverySemantics;
+  readonly retry: RetryPolicy;
+  readonly attemptDeadlineMs: number;
+  readonly misfire: MisfireSettings;
+  readonly overlap: OverlapSettings;
+  /** 0 (first) to 3. */
+  readonly priority: number;
+  readonly startAtMs: number | undefined;
+  readonly endAtMs: number | undefined;
+  /** Fires left; undefined = unbounded. */
+  readonly remainingFires: number | undefined;
+}
+
+export interface Job extends JobSpec {
+  readonly id: string;
+  /** Bumped by every change of the definition; optimistic concurrency for updates. */
+  version: number;
+  paused: boolean;
+  createdAtMs: number;
+  updatedAtMs: number;
+  /** The next slot to fire (computed by the leader, carried in the log); undefined = none left. */
+  nextFireAtMs: number | undefined;
+  /** Highest fencing token ever authorised for this job. */
+  lastToken: number;
+  remaining: number | undefined;
+  /** One-off or ended jobs keep existing until this time, then are dropped. */
+  finishedAtMs: number | undefined;
+}
+
+/**
+ * SCHEDULED → (at-most-once: DISPATCHED) → SUCCEEDED, or back to SCHEDULED for a retry, or DEAD
+ * (retries exhausted, too old, or a non-retryable answer; DEAD runs form the DLQ). Slots that
+ * never fire end as MISSED or SKIPPED with a reason; CANCELLED by a delete; UNKNOWN when an
+ * at-most-once attempt was sent but its result was lost with the leader.
+ */
+export type RunStatus =
+  | 'SCHEDULED'
+  | 'DISPATCHED'
+  | 'SUCCEEDED'
+  | 'DEAD'
+  | 'CANCELLED'
+  | 'SKIPPED'
+  | 'MISSED'
+  | 'UNKNOWN';
+
+export type AttemptOutcome = 'success' | 'retry' | 'fail';
+
+export interface Attempt {
+  readonly attempt: number;
+  readonly token: number;
+  readonly startedAtMs: number;
+  outcome: AttemptOutcome | undefined;
+  statusCode: number | undefined;
+  durationMs: number | undefined;
+  error: string | undefined;
+  /** A short excerpt of the response body. */
+  responseExcerpt: string | undefined;
+}
+
+export interface Run {
+  /** `jobId:slotMs`, the idempotency key sent to the target. */
+  readonly fireId: string;
+  readonly jobId: string;
+  readonly slotMs: number;
+  status: RunStatus;
+  /** Why a run was not fired (MISSED, SKIPPED, CANCELLED, UNKNOWN) or died. */
+  reason: string | undefined;
+  /** When the next attempt may start (SCHEDULED): the slot, or a retry time. */
+  dueAtMs: number;
+  attempts: Attempt[];
+  createdAtMs: number;
+  finishedAtMs: number | undefined;
+  /** Created by trigger-now or backfill rather than by the schedule. */
+  manual: boolean;
+}
+
+export function fireIdOf(jobId: string, slotMs: number): string {
+  return `${jobId}:${slotMs}`;
+}
+
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
+  'SUCCEEDED',
+  'DEAD',
+  'CANCELLED',
+  'SKIPPED',
+  'MISSED',
+  'UNKNOWN',
+]);
+
+export function isTerminal(status: RunStatus): boolean {
+  return TERMINAL_STATUSES.has(status);
+}

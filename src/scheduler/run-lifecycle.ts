@@ -1,0 +1,28 @@
+/**
+ * The legal moves of a run's status, as one table. Any other move is a bug in the state
+ * machine (every replica would make it, so it would not diverge, but it would break what the
+ * checkers hold the cluster to), hence an assertion.
+ */
+import { assert } from '../base/assert.js';
+import type { RunStatus } from './model.js';
+
+const LEGAL: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
+  // Attempt started (at-most-once), succeeded, retried later, or ended without firing.
+  SCHEDULED: ['DISPATCHED', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'CANCELLED', 'SKIPPED'],
+  DISPATCHED: ['SUCCEEDED', 'SCHEDULED', 'DEAD', 'UNKNOWN', 'SKIPPED'],
+  // Only a replay leaves a terminal status.
+  DEAD: ['SCHEDULED'],
+  SUCCEEDED: [],
+  CANCELLED: [],
+  SKIPPED: [],
+  MISSED: [],
+  UNKNOWN: [],
+};
+
+export function canTransition(from: RunStatus, to: RunStatus): boolean {
+  return LEGAL[from].includes(to);
+}
+
+export function assertTransition(from: RunStatus, to: RunStatus): void {
+  assert(canTransition(from, to), `illegal run transition ${from} → ${to}`);
+}

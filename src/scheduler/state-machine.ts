@@ -1,0 +1,534 @@
+/**
+ * The data group's replicated state machine: jobs, runs, fire intents, attempts and the DLQ.
+ *
+ * Deterministic by construction: apply() reads only the entry (the leader computed every time,
+ * slot and retry decision and put it there) and the state. User-level conflicts (unknown job,
+ * version mismatch, stale intent, a run not in the state the command expects) are results, not
+ * exceptions, and every replica computes the same result. A throw inside apply means the
+ * replicas could diverge, so it is an assertion.
+ */
+import { assert, assertNever } from '../base/assert.js';
+import { decode, encode } from '../base/codec.js';
+import type { Entry } from '../raft/messages.js';
+import { decodeSchedulerCommand, type FireIntent, type SchedulerCommand } from './commands.js';
+import { nextToken } from './fencing.js';
+import { fireIdOf, isTerminal, type Attempt, type Job, type Run, type RunStatus } from './model.js';
+import { assertTransition } from './run-lifecycle.js';
+
+export type SchedulerErrorCode =
+  | 'JOB_NOT_FOUND'
+  | 'JOB_ALREADY_EXISTS'
+  | 'JOB_VERSION_CONFLICT'
+  | 'RUN_NOT_FOUND'
+  | 'RUN_WRONG_STATE'
+  | 'INTENT_STALE';
+
+export type ApplyResult =
+  | {
+      readonly ok: true;
+      readonly jobId?: string;
+      readonly duplicate?: boolean;
+      readonly token?: number;
+      readonly status?: RunStatus;
+      readonly version?: number;
+    }
+  | { readonly ok: false; readonly code: SchedulerErrorCode; readonly reason: string };
+
+export interface SchedulerLimits {
+  /** Terminal runs kept per job (DEAD runs are kept until replayed or purged). */
+  readonly runsPerJobMax: number;
+  /** Terminal runs older than this (by finish time) are dropped. */
+  readonly runRetentionMs: number;
+  /** Finished jobs (one-off done, end reached) are kept this long. */
+  readonly finishedJobRetentionMs: number;
+  /** Create request ids remembered for idempotent retries, and for how long. */
+  readonly requestIdsMax: number;
+  readonly requestIdRetentionMs: number;
+}
+
+export const DEFAULT_SCHEDULER_LIMITS: SchedulerLimits = Object.freeze({
+  runsPerJobMax: 100,
+  runRetentionMs: 7 * 24 * 3600_000,
+  finishedJobRetentionMs: 24 * 3600_000,
+  requestIdsMax: 100_000,
+  requestIdRetentionMs: 24 * 3600_000,
+});
+
+const fail = (code: SchedulerErrorCode, reason: string): ApplyResult => ({
+  ok: false,
+  code,
+  reason,
+});
+
+export class SchedulerStateMachine {
+  readonly jobs = new Map<string, Job>();
+  readonly runs = new Map<string, Run>();
+  /** Per job, its runs' fire ids in creation order (history, bounded). */
+  private readonly runsByJob = new Map<string, string[]>();
+  /** The DLQ: DEAD runs by fire id, in the order they died. */
+  readonly dead = new Set<string>();
+  /** requestId → [jobId, atMs]; insertion order is age order. */
+  private readonly requestIds = new Map<string, [string, number]>();
+  /** Finished jobs in finish order, for retention. */
+  private readonly finished = new Map<string, number>();
+  appliedCommands = 0;
+
+  constructor(readonly limits: SchedulerLimits = DEFAULT_SCHEDULER_LIMITS) {}
+
+  apply(entry: Entry): ApplyResult {
+    return this.applyCommand(decodeSchedulerCommand(entry.data));
+  }
+
+  applyCommand(c: SchedulerCommand): ApplyResult {
+    this.appliedCommands++;
+    const result = this.dispatch(c);
+    this.expire(c.atMs);
+    return result;
+  }
+
+  private dispatch(c: SchedulerCommand): ApplyResult {
+    switch (c.op) {
+      case 'create-job':
+        return this.createJob(c);
+      case 'update-job':
+        return this.updateJob(c);
+      case 'delete-job':
+        return this.deleteJob(c.jobId, c.atMs);
+      case 'pause-job':
+        return this.pauseJob(c.jobId, c.atMs);
+      case 'resume-job':
+        return this.withJob(c.jobId, (job) => {
+          job.paused = false;
+          job.nextFireAtMs = c.nextFireAtMs;
+          job.updatedAtMs = c.atMs;
+          return { ok: true, jobId: job.id };
+        });
+      case 'trigger-job':
+        return this.withJob(c.jobId, (job) => {
+          this.addRun(job.id, c.slotMs, 'SCHEDULED', undefined, c.atMs, true);
+          return { ok: true, jobId: job.id };
+        });
+      case 'backfill-job':
+        return this.withJob(c.jobId, (job) => {
+          for (const slot of c.slots)
+            this.addRun(job.id, slot, 'SCHEDULED', undefined, c.atMs, true);
+          return { ok: true, jobId: job.id };
+        });
+      case 'fire-intents':
+        for (const intent of c.intents) this.applyIntent(intent, c.atMs);
+        return { ok: true };
+      case 'attempt-started':
+        return this.attemptStarted(c.fireId, c.attempt, c.term, c.atMs);
+      case 'attempt-result':
+        return this.attemptResult(c);
+      case 'mark-unknown':
+        for (const id of c.fireIds) {
+          const run = this.runs.get(id);
+          if (run?.status === 'DISPATCHED') {
+            this.finish(run, 'UNKNOWN', 'at-most-once attempt lost with its leader', c.atMs);
+          }
+        }
+        return { ok: true };
+      case 'replay-run':
+        return this.replayRun(c.fireId, c.atMs);
+      case 'purge-dead':
+        for (const id of c.fireIds) {
+          if (!this.dead.has(id)) continue;
+          this.dead.delete(id);
+          this.dropRun(id);
+        }
+        return { ok: true };
+      default:
+        return assertNever(c, 'scheduler command');
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Jobs
+
+  private createJob(c: Extract<SchedulerCommand, { op: 'create-job' }>): ApplyResult {
+    if (c.requestId !== undefined) {
+      const seen = this.requestIds.get(c.requestId);
+      if (seen) return { ok: true, jobId: seen[0], duplicate: true };
+    }
+    if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
+    const job: Job = {
+      ...c.spec,
+      id: c.jobId,
+      version: 1,
+      paused: false,
+      createdAtMs: c.atMs,
+      updatedAtMs: c.atMs,
+      nextFireAtMs: c.nextFireAtMs,
+      lastToken: 0,
+      remaining: c.spec.remainingFires,
+      finishedAtMs: undefined,
+    };
+    this.jobs.set(job.id, job);
+    this.runsByJob.set(job.id, []);
+    if (c.requestId !== undefined) this.rememberRequest(c.requestId, job.id, c.atMs);
+    if (job.nextFireAtMs === undefined) this.markFinished(job, c.atMs);
+    return { ok: true, jobId: job.id, version: 1 };
+  }
+
+  private updateJob(c: Extract<SchedulerCommand, { op: 'update-job' }>): ApplyResult {
+    return this.withJob(c.jobId, (job) => {
+      if (c.expectedVersion !== undefined && c.expectedVersion !== job.version) {
+        return fail(
+          'JOB_VERSION_CONFLICT',
+          `job ${job.id} is at version ${job.version}, not ${c.expectedVersion}`,
+        );
+      }
+      const updated: Job = {
+        ...c.spec,
+        id: job.id,
+        version: job.version + 1,
+        paused: job.paused,
+        createdAtMs: job.createdAtMs,
+        updatedAtMs: c.atMs,
+        nextFireAtMs: c.nextFireAtMs,
+        lastToken: job.lastToken,
+        remaining: c.spec.remainingFires,
+        finishedAtMs: undefined,
+      };
+      this.jobs.set(job.id, updated);
+      this.finished.delete(job.id);
+      if (updated.nextFireAtMs === undefined) this.markFinished(updated, c.atMs);
+      return { ok: true, jobId: job.id, version: updated.version };
+    });
+  }
+
+  private deleteJob(jobId: string, atMs: number): ApplyResult {
+    return this.withJob(jobId, (job) => {
+      // A committed delete wins over every run not yet attempted.
+      for (const id of this.runsByJob.get(job.id) ?? []) {
+        const run = this.runs.get(id)!;
+        if (run.status === 'SCHEDULED') this.finish(run, 'CANCELLED', 'job deleted', atMs);
+      }
+      this.jobs.delete(job.id);
+      this.finished.delete(job.id);
+      return { ok: true, jobId: job.id };
+    });
+  }
+
+  private pauseJob(jobId: string, atMs: number): ApplyResult {
+    return this.withJob(jobId, (job) => {
+      job.paused = true;
+      job.updatedAtMs = atMs;
+      // A committed pause wins: no delivery starts after it, retries included.
+      for (const id of this.runsByJob.get(job.id) ?? []) {
+        const run = this.runs.get(id)!;
+        if (run.status === 'SCHEDULED') this.finish(run, 'SKIPPED', 'paused', atMs);
+      }
+      return { ok: true, jobId: job.id };
+    });
+  }
+
+  private withJob(jobId: string, f: (job: Job) => ApplyResult): ApplyResult {
+    const job = this.jobs.get(jobId);
+    if (!job) return fail('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+    return f(job);
+  }
+
+  private markFinished(job: Job, atMs: number): void {
+    job.finishedAtMs = atMs;
+    this.finished.delete(job.id);
+    this.finished.set(job.id, atMs);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Intents and runs
+
+  /**
+   * An intent applies only to the job state it was planned from: `expectedNextFireAtMs` must
+   * still be the job's next slot. A second intent for the same slot (a new leader re-planning)
+   * is therefore a no-op, and so is one for a job changed or deleted meanwhile.
+   */
+  private applyIntent(intent: FireIntent, atMs: number): boolean {
+    const job = this.jobs.get(intent.jobId);
+    if (!job || job.nextFireAtMs !== intent.expectedNextFireAtMs) return false;
+    for (const slot of intent.slots) {
+      // Paused between planning and commit: the pause wins and the slot is recorded.
+      if (job.paused) this.addRun(job.id, slot, 'SKIPPED', 'paused', atMs, false);
+      else this.addRun(job.id, slot, 'SCHEDULED', undefined, atMs, false);
+    }
+    for (const nf of intent.notFired)
+      this.addRun(job.id, nf.slotMs, nf.status, nf.reason, atMs, false);
+    if (job.remaining !== undefined)
+      job.remaining = Math.max(0, job.remaining - intent.slots.length);
+    job.nextFireAtMs = job.remaining === 0 ? undefined : intent.nextFireAtMs;
+    if (job.nextFireAtMs === undefined) this.markFinished(job, atMs);
+    return true;
+  }
+
+  /** Creates the run of (job, slot) unless it exists: runs are unique per slot. */
+  private addRun(
+    jobId: string,
+    slotMs: number,
+    status: RunStatus,
+    reason: string | undefined,
+    atMs: number,
+    manual: boolean,
+  ): Run | undefined {
+    const fireId = fireIdOf(jobId, slotMs);
+    if (this.runs.has(fireId)) return undefined;
+    const run: Run = {
+      fireId,
+      jobId,
+      slotMs,
+      status,
+      reason,
+      dueAtMs: slotMs,
+      attempts: [],
+      createdAtMs: atMs,
+      finishedAtMs: isTerminal(status) ? atMs : undefined,
+      manual,
+    };
+    this.runs.set(fireId, run);
+    let list = this.runsByJob.get(jobId);
+    if (!list) this.runsByJob.set(jobId, (list = []));
+    list.push(fireId);
+    this.trimHistory(jobId, atMs);
+    return run;
+  }
+
+  private finish(run: Run, status: RunStatus, reason: string | undefined, atMs: number): void {
+    assertTransition(run.status, status);
+    run.status = status;
+    run.reason = reason;
+    run.finishedAtMs = atMs;
+    if (status === 'DEAD') this.dead.add(run.fireId);
+  }
+
+  private attemptStarted(fireId: string, attempt: number, term: number, atMs: number): ApplyResult {
+    const run = this.runs.get(fireId);
+    if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    const job = this.jobs.get(run.jobId);
+    if (!job) return fail('JOB_NOT_FOUND', `job ${run.jobId} does not exist`);
+    if (run.status !== 'SCHEDULED' || job.paused) {
+      return fail(
+        'RUN_WRONG_STATE',
+        `run ${fireId} is ${run.status}${job.paused ? ' (job paused)' : ''}`,
+      );
+    }
+    if (attempt !== run.attempts.length + 1) {
+      return fail(
+        'RUN_WRONG_STATE',
+        `run ${fireId} is at attempt ${run.attempts.length}, not ${attempt - 1}`,
+      );
+    }
+    const token = nextToken(job.lastToken, term);
+    job.lastToken = token;
+    assertTransition(run.status, 'DISPATCHED');
+    run.status = 'DISPATCHED';
+    run.attempts.push(newAttempt(attempt, token, atMs));
+    return { ok: true, token, status: run.status };
+  }
+
+  private attemptResult(c: Extract<SchedulerCommand, { op: 'attempt-result' }>): ApplyResult {
+    const run = this.runs.get(c.fireId);
+    if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
+    const job = this.jobs.get(run.jobId);
+    if (job) job.lastToken = Math.max(job.lastToken, c.token);
+    // At-least-once attempts start without a log entry: the result records the attempt.
+    let attempt = run.attempts.find((a) => a.attempt === c.attempt);
+    if (!attempt) {
+      attempt = newAttempt(c.attempt, c.token, c.atMs - c.durationMs);
+      run.attempts.push(attempt);
+    }
+    attempt.outcome = c.outcome;
+    attempt.statusCode = c.statusCode;
+    attempt.durationMs = c.durationMs;
+    attempt.error = c.error;
+    attempt.responseExcerpt = c.responseExcerpt;
+    if (run.status !== 'SCHEDULED' && run.status !== 'DISPATCHED') {
+      // A result for a run already ended (paused or deleted while the attempt was in flight):
+      // the attempt is history, the run keeps its final status.
+      return { ok: true, status: run.status };
+    }
+    switch (c.outcome) {
+      case 'success':
+        this.finish(run, 'SUCCEEDED', undefined, c.atMs);
+        break;
+      case 'retry': {
+        const maxAttempts = job?.retry.maxAttempts ?? 1;
+        const maxAgeMs = job?.retry.maxAgeMs ?? 0;
+        if (!job) this.finish(run, 'DEAD', 'job deleted', c.atMs);
+        else if (c.attempt >= maxAttempts)
+          this.finish(run, 'DEAD', `retries exhausted after ${c.attempt} attempts`, c.atMs);
+        else if (c.retryAtMs === undefined || c.retryAtMs - run.slotMs > maxAgeMs)
+          this.finish(run, 'DEAD', 'retry would pass the max age', c.atMs);
+        else if (job.paused) this.finish(run, 'SKIPPED', 'paused', c.atMs);
+        else {
+          assertTransition(run.status, 'SCHEDULED');
+          run.status = 'SCHEDULED';
+          run.dueAtMs = c.retryAtMs;
+        }
+        break;
+      }
+      case 'fail':
+        this.finish(run, 'DEAD', `non-retryable: ${c.statusCode ?? c.error ?? 'error'}`, c.atMs);
+        break;
+      default:
+        assertNever(c.outcome, 'attempt outcome');
+    }
+    return { ok: true, status: run.status };
+  }
+
+  private replayRun(fireId: string, atMs: number): ApplyResult {
+    const run = this.runs.get(fireId);
+    if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    if (run.status !== 'DEAD')
+      return fail('RUN_WRONG_STATE', `run ${fireId} is ${run.status}, not DEAD`);
+    if (!this.jobs.has(run.jobId)) return fail('JOB_NOT_FOUND', `job ${run.jobId} does not exist`);
+    assertTransition(run.status, 'SCHEDULED');
+    this.dead.delete(fireId);
+    run.status = 'SCHEDULED';
+    run.reason = undefined;
+    run.dueAtMs = atMs;
+    run.finishedAtMs = undefined;
+    return { ok: true, status: run.status };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Retention (deterministic: driven by the entries' atMs)
+
+  private trimHistory(jobId: string, atMs: number): void {
+    const list = this.runsByJob.get(jobId);
+    if (!list) return;
+    let terminal = 0;
+    for (const id of list) {
+      const r = this.runs.get(id)!;
+      if (isTerminal(r.status) && r.status !== 'DEAD') terminal++;
+    }
+    if (terminal <= this.limits.runsPerJobMax && list.length <= this.limits.runsPerJobMax * 2) {
+      const oldest = this.runs.get(list[0] ?? '');
+      if (!oldest || oldest.finishedAtMs === undefined) return;
+      if (oldest.finishedAtMs + this.limits.runRetentionMs > atMs) return;
+    }
+    const keep: string[] = [];
+    let excess = terminal - this.limits.runsPerJobMax;
+    for (const id of list) {
+      const r = this.runs.get(id)!;
+      const droppable = isTerminal(r.status) && r.status !== 'DEAD';
+      const expired =
+        droppable &&
+        r.finishedAtMs !== undefined &&
+        r.finishedAtMs + this.limits.runRetentionMs <= atMs;
+      if (droppable && (excess > 0 || expired)) {
+        this.runs.delete(id);
+        if (excess > 0) excess--;
+        continue;
+      }
+      keep.push(id);
+    }
+    this.runsByJob.set(jobId, keep);
+  }
+
+  private dropRun(fireId: string): void {
+    const run = this.runs.get(fireId);
+    if (!run) return;
+    this.runs.delete(fireId);
+    const list = this.runsByJob.get(run.jobId);
+    if (list)
+      this.runsByJob.set(
+        run.jobId,
+        list.filter((id) => id !== fireId),
+      );
+  }
+
+  private rememberRequest(requestId: string, jobId: string, atMs: number): void {
+    this.requestIds.set(requestId, [jobId, atMs]);
+    while (this.requestIds.size > this.limits.requestIdsMax) {
+      const oldest = this.requestIds.keys().next().value as string;
+      this.requestIds.delete(oldest);
+    }
+  }
+
+  private expire(atMs: number): void {
+    for (const [id, [, at]] of this.requestIds) {
+      if (at + this.limits.requestIdRetentionMs > atMs) break;
+      this.requestIds.delete(id);
+    }
+    for (const [jobId, at] of this.finished) {
+      if (at + this.limits.finishedJobRetentionMs > atMs) break;
+      this.finished.delete(jobId);
+      const job = this.jobs.get(jobId);
+      // Only a job with nothing in flight goes; otherwise it waits for a later apply.
+      const live = (this.runsByJob.get(jobId) ?? []).some(
+        (id) => !isTerminal(this.runs.get(id)!.status),
+      );
+      if (!job || live) continue;
+      this.jobs.delete(jobId);
+      for (const id of this.runsByJob.get(jobId) ?? [])
+        if (!this.dead.has(id)) this.runs.delete(id);
+      this.runsByJob.set(
+        jobId,
+        (this.runsByJob.get(jobId) ?? []).filter((id) => this.dead.has(id)),
+      );
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Reads
+
+  runsOf(jobId: string): Run[] {
+    return (this.runsByJob.get(jobId) ?? []).map((id) => this.runs.get(id)!);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Snapshots
+
+  snapshot(): Uint8Array {
+    return encode({
+      v: 1,
+      jobs: [...this.jobs.values()],
+      runs: [...this.runs.values()],
+      runsByJob: [...this.runsByJob.entries()],
+      dead: [...this.dead],
+      requestIds: [...this.requestIds.entries()],
+      finished: [...this.finished.entries()],
+      appliedCommands: this.appliedCommands,
+    });
+  }
+
+  restore(data: Uint8Array): void {
+    const s = decode(data) as {
+      v: number;
+      jobs: Job[];
+      runs: Run[];
+      runsByJob: [string, string[]][];
+      dead: string[];
+      requestIds: [string, [string, number]][];
+      finished: [string, number][];
+      appliedCommands: number;
+    };
+    assert(s.v === 1, `unknown scheduler snapshot version ${s.v}`);
+    this.jobs.clear();
+    this.runs.clear();
+    this.runsByJob.clear();
+    this.dead.clear();
+    this.requestIds.clear();
+    this.finished.clear();
+    for (const j of s.jobs) this.jobs.set(j.id, j);
+    for (const r of s.runs) this.runs.set(r.fireId, r);
+    for (const [k, v] of s.runsByJob) this.runsByJob.set(k, v);
+    for (const id of s.dead) this.dead.add(id);
+    for (const [k, v] of s.requestIds) this.requestIds.set(k, v);
+    for (const [k, v] of s.finished) this.finished.set(k, v);
+    this.appliedCommands = s.appliedCommands;
+  }
+}
+
+function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {
+  return {
+    attempt,
+    token,
+    startedAtMs,
+    outcome: undefined,
+    statusCode: undefined,
+    durationMs: undefined,
+    error: undefined,
+    responseExcerpt: undefined,
+  };
+}

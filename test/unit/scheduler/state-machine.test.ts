@@ -1,0 +1,515 @@
+// The data group's state machine: what each command does to jobs and runs, the results it
+// returns on conflicts (never a throw), fencing tokens, the DLQ, retention, and determinism:
+// seeded random command streams give byte-identical snapshots on two replicas, including one
+// that restores from a snapshot half-way.
+import t from 'tap';
+import { SeededRand } from '../../../src/base/rand.js';
+import { encodeSchedulerCommand, type SchedulerCommand } from '../../../src/scheduler/commands.js';
+import { nextToken, TOKENS_PER_TERM } from '../../../src/scheduler/fencing.js';
+import type { JobSpec } from '../../../src/scheduler/model.js';
+import { canTransition } from '../../../src/scheduler/run-lifecycle.js';
+import { SchedulerStateMachine } from '../../../src/scheduler/state-machine.js';
+
+const MIN = 60_000;
+const T0 = Date.UTC(2026, 0, 1);
+
+function spec(over: Partial<JobSpec> = {}): JobSpec {
+  return {
+    tenant: 'acme',
+    name: 'report',
+    schedule: '* * * * *',
+    timezone: 'UTC',
+    anchorMs: undefined,
+    target: { url: 'http://127.0.0.1:9/hook', headers: {} },
+    payload: '{}',
+    delivery: 'at_least_once',
+    retry: {
+      maxAttempts: 3,
+      initialBackoffMs: 1000,
+      maxBackoffMs: 60_000,
+      multiplier: 2,
+      maxAgeMs: 3600_000,
+    },
+    attemptDeadlineMs: 10_000,
+    misfire: { policy: 'fire_once', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+    overlap: { policy: 'allow', bufferCap: 0 },
+    priority: 1,
+    startAtMs: undefined,
+    endAtMs: undefined,
+    remainingFires: undefined,
+    ...over,
+  };
+}
+
+function entry(c: SchedulerCommand, index = 1) {
+  return { term: 1, index, type: 'normal' as const, data: encodeSchedulerCommand(c) };
+}
+
+function create(
+  sm: SchedulerStateMachine,
+  jobId = 'j1',
+  over: Partial<JobSpec> = {},
+  requestId?: string,
+) {
+  return sm.apply(
+    entry({
+      op: 'create-job',
+      atMs: T0,
+      jobId,
+      spec: spec(over),
+      nextFireAtMs: T0 + MIN,
+      requestId,
+    }),
+  );
+}
+
+function intent(
+  sm: SchedulerStateMachine,
+  jobId: string,
+  slot: number,
+  next: number | undefined,
+  atMs = slot - 1000,
+) {
+  return sm.applyCommand({
+    op: 'fire-intents',
+    atMs,
+    term: 1,
+    intents: [
+      { jobId, expectedNextFireAtMs: slot, slots: [slot], notFired: [], nextFireAtMs: next },
+    ],
+  });
+}
+
+t.test('create is idempotent by request id and refuses an existing id', (t) => {
+  const sm = new SchedulerStateMachine();
+  t.same(create(sm, 'j1', {}, 'req-1'), { ok: true, jobId: 'j1', version: 1 });
+  t.same(
+    create(sm, 'j2', {}, 'req-1'),
+    { ok: true, jobId: 'j1', duplicate: true },
+    'same request → same job',
+  );
+  t.equal(sm.jobs.size, 1, 'nothing else was created');
+  t.match(create(sm, 'j1'), { ok: false, code: 'JOB_ALREADY_EXISTS' });
+  t.end();
+});
+
+t.test('update checks the version it was read at', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const upd = (expectedVersion: number | undefined) =>
+    sm.applyCommand({
+      op: 'update-job',
+      atMs: T0 + 1,
+      jobId: 'j1',
+      spec: spec({ name: 'x' }),
+      nextFireAtMs: T0 + MIN,
+      expectedVersion,
+    });
+  t.same(upd(1), { ok: true, jobId: 'j1', version: 2 });
+  t.match(upd(1), { ok: false, code: 'JOB_VERSION_CONFLICT' });
+  t.same(upd(undefined), { ok: true, jobId: 'j1', version: 3 }, 'no version: last writer wins');
+  t.match(
+    sm.applyCommand({
+      op: 'update-job',
+      atMs: 0,
+      jobId: 'nope',
+      spec: spec(),
+      nextFireAtMs: 0,
+      expectedVersion: undefined,
+    }),
+    {
+      ok: false,
+      code: 'JOB_NOT_FOUND',
+    },
+  );
+  t.end();
+});
+
+t.test('fire intents create one run per slot, record slots not fired, and advance the job', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const slot = T0 + MIN;
+  const r = sm.applyCommand({
+    op: 'fire-intents',
+    atMs: slot - 500,
+    term: 1,
+    intents: [
+      {
+        jobId: 'j1',
+        expectedNextFireAtMs: slot,
+        slots: [slot],
+        notFired: [{ slotMs: slot - 5 * MIN, status: 'MISSED', reason: 'outside_catch_up_window' }],
+        nextFireAtMs: slot + MIN,
+      },
+    ],
+  });
+  t.same(r, { ok: true });
+  t.equal(sm.runs.get(`j1:${slot}`)?.status, 'SCHEDULED');
+  t.same(
+    {
+      status: sm.runs.get(`j1:${slot - 5 * MIN}`)?.status,
+      reason: sm.runs.get(`j1:${slot - 5 * MIN}`)?.reason,
+    },
+    { status: 'MISSED', reason: 'outside_catch_up_window' },
+  );
+  t.equal(sm.jobs.get('j1')?.nextFireAtMs, slot + MIN);
+  // The same intent again (a new leader re-planning the slot) changes nothing.
+  const runsBefore = JSON.stringify([...sm.runs.values()]);
+  intent(sm, 'j1', slot, slot + 2 * MIN);
+  t.equal(JSON.stringify([...sm.runs.values()]), runsBefore, 'no run added or changed');
+  t.equal(sm.jobs.get('j1')?.nextFireAtMs, slot + MIN, 'not advanced twice');
+  t.end();
+});
+
+t.test('remaining fires and one-off jobs finish, and finished jobs expire', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm, 'j1', { remainingFires: 2 });
+  intent(sm, 'j1', T0 + MIN, T0 + 2 * MIN);
+  intent(sm, 'j1', T0 + 2 * MIN, T0 + 3 * MIN);
+  t.equal(sm.jobs.get('j1')?.nextFireAtMs, undefined, 'no slot after the last allowed fire');
+  t.ok(sm.jobs.get('j1')?.finishedAtMs !== undefined);
+  // Runs still scheduled keep the job alive; once they end, retention removes it.
+  for (const slot of [T0 + MIN, T0 + 2 * MIN]) {
+    sm.applyCommand({
+      op: 'attempt-result',
+      atMs: slot + 10,
+      fireId: `j1:${slot}`,
+      attempt: 1,
+      token: TOKENS_PER_TERM,
+      outcome: 'success',
+      statusCode: 200,
+      durationMs: 5,
+      error: undefined,
+      responseExcerpt: undefined,
+      retryAtMs: undefined,
+    });
+  }
+  sm.applyCommand({
+    op: 'pause-job',
+    atMs: T0 + 2 * MIN + sm.limits.finishedJobRetentionMs,
+    jobId: 'other',
+  });
+  t.notOk(sm.jobs.has('j1'), 'finished job dropped after its retention');
+  t.end();
+});
+
+t.test('at-most-once: attempt-started assigns fencing tokens from the term', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm, 'j1', { delivery: 'at_most_once' });
+  const slot = T0 + MIN;
+  intent(sm, 'j1', slot, slot + MIN);
+  const r1 = sm.applyCommand({
+    op: 'attempt-started',
+    atMs: slot,
+    term: 3,
+    fireId: `j1:${slot}`,
+    attempt: 1,
+  });
+  t.same(r1, { ok: true, token: 3 * TOKENS_PER_TERM, status: 'DISPATCHED' });
+  t.match(
+    sm.applyCommand({
+      op: 'attempt-started',
+      atMs: slot,
+      term: 3,
+      fireId: `j1:${slot}`,
+      attempt: 1,
+    }),
+    {
+      ok: false,
+      code: 'RUN_WRONG_STATE',
+    },
+    'a second start of the same attempt is refused',
+  );
+  // The leader died after sending: the next leader marks it unknown and never re-sends.
+  sm.applyCommand({ op: 'mark-unknown', atMs: slot + 5000, fireIds: [`j1:${slot}`] });
+  t.equal(sm.runs.get(`j1:${slot}`)?.status, 'UNKNOWN');
+  intent(sm, 'j1', slot + MIN, slot + 2 * MIN);
+  const r2 = sm.applyCommand({
+    op: 'attempt-started',
+    atMs: slot + MIN,
+    term: 3,
+    fireId: `j1:${slot + MIN}`,
+    attempt: 1,
+  });
+  t.same(r2, { ok: true, token: 3 * TOKENS_PER_TERM + 1, status: 'DISPATCHED' }, 'same term: +1');
+  intent(sm, 'j1', slot + 2 * MIN, slot + 3 * MIN);
+  const r3 = sm.applyCommand({
+    op: 'attempt-started',
+    atMs: slot + 2 * MIN,
+    term: 4,
+    fireId: `j1:${slot + 2 * MIN}`,
+    attempt: 1,
+  });
+  t.same(r3, { ok: true, token: 4 * TOKENS_PER_TERM, status: 'DISPATCHED' }, 'new term: its floor');
+  t.end();
+});
+
+t.test('nextToken: strictly increasing, each term above every earlier one', (t) => {
+  t.equal(nextToken(0, 1), TOKENS_PER_TERM);
+  t.equal(nextToken(TOKENS_PER_TERM, 1), TOKENS_PER_TERM + 1);
+  t.equal(nextToken(TOKENS_PER_TERM + 5, 2), 2 * TOKENS_PER_TERM);
+  t.throws(() => nextToken(2 * TOKENS_PER_TERM - 1, 1), /exhausted/);
+  t.throws(() => nextToken(0, 0));
+  t.end();
+});
+
+t.test('results: success, retry with its time, exhaustion into the DLQ, replay and purge', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm, 'j1', {
+    retry: {
+      maxAttempts: 2,
+      initialBackoffMs: 1000,
+      maxBackoffMs: 1000,
+      multiplier: 1,
+      maxAgeMs: 3600_000,
+    },
+  });
+  const slot = T0 + MIN;
+  const fireId = `j1:${slot}`;
+  intent(sm, 'j1', slot, slot + MIN);
+  const result = (
+    attempt: number,
+    outcome: 'success' | 'retry' | 'fail',
+    retryAtMs?: number,
+    statusCode = 503,
+  ) =>
+    sm.applyCommand({
+      op: 'attempt-result',
+      atMs: slot + attempt * 100,
+      fireId,
+      attempt,
+      token: TOKENS_PER_TERM + attempt,
+      outcome,
+      statusCode,
+      durationMs: 50,
+      error: undefined,
+      responseExcerpt: 'busy',
+      retryAtMs,
+    });
+  t.same(result(1, 'retry', slot + 2000), { ok: true, status: 'SCHEDULED' });
+  t.equal(sm.runs.get(fireId)?.dueAtMs, slot + 2000, 'due again at the retry time');
+  t.same(result(2, 'retry', slot + 4000), { ok: true, status: 'DEAD' }, 'max attempts reached');
+  t.match(sm.runs.get(fireId)?.reason, /retries exhausted/);
+  t.ok(sm.dead.has(fireId), 'in the DLQ');
+  t.equal(sm.runs.get(fireId)?.attempts.length, 2, 'both attempts recorded');
+  t.equal(sm.jobs.get('j1')?.lastToken, TOKENS_PER_TERM + 2, 'tokens from results raise lastToken');
+  t.same(sm.applyCommand({ op: 'replay-run', atMs: slot + 9000, fireId }), {
+    ok: true,
+    status: 'SCHEDULED',
+  });
+  t.notOk(sm.dead.has(fireId));
+  t.same(result(3, 'fail', undefined, 404), { ok: true, status: 'DEAD' }, 'a 4xx fails at once');
+  t.match(sm.runs.get(fireId)?.reason, /non-retryable: 404/);
+  sm.applyCommand({ op: 'purge-dead', atMs: slot + 10_000, fireIds: [fireId] });
+  t.notOk(sm.runs.has(fireId), 'purged');
+  t.match(sm.applyCommand({ op: 'replay-run', atMs: 0, fireId }), {
+    ok: false,
+    code: 'RUN_NOT_FOUND',
+  });
+  t.end();
+});
+
+t.test('a committed pause wins over scheduled runs and retries; resume continues', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const slot = T0 + MIN;
+  intent(sm, 'j1', slot, slot + MIN);
+  sm.applyCommand({ op: 'pause-job', atMs: slot - 100, jobId: 'j1' });
+  t.same(
+    { s: sm.runs.get(`j1:${slot}`)?.status, r: sm.runs.get(`j1:${slot}`)?.reason },
+    { s: 'SKIPPED', r: 'paused' },
+  );
+  intent(sm, 'j1', slot + MIN, slot + 2 * MIN);
+  t.equal(
+    sm.runs.get(`j1:${slot + MIN}`)?.status,
+    'SKIPPED',
+    'slots planned while paused are recorded, not fired',
+  );
+  t.match(
+    sm.applyCommand({
+      op: 'attempt-started',
+      atMs: slot,
+      term: 1,
+      fireId: `j1:${slot + MIN}`,
+      attempt: 1,
+    }),
+    { ok: false },
+  );
+  sm.applyCommand({
+    op: 'resume-job',
+    atMs: slot + MIN + 10,
+    jobId: 'j1',
+    nextFireAtMs: slot + 2 * MIN,
+  });
+  intent(sm, 'j1', slot + 2 * MIN, slot + 3 * MIN);
+  t.equal(sm.runs.get(`j1:${slot + 2 * MIN}`)?.status, 'SCHEDULED');
+  t.end();
+});
+
+t.test('delete cancels runs not yet attempted; trigger and backfill add manual runs once', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const slot = T0 + MIN;
+  intent(sm, 'j1', slot, slot + MIN);
+  sm.applyCommand({ op: 'trigger-job', atMs: T0 + 5, jobId: 'j1', slotMs: T0 + 5 });
+  sm.applyCommand({
+    op: 'backfill-job',
+    atMs: T0 + 6,
+    jobId: 'j1',
+    slots: [T0 - MIN, T0 - 2 * MIN, T0 - MIN],
+  });
+  t.equal(sm.runsOf('j1').length, 4, 'slot, trigger and two distinct backfill slots');
+  t.ok(sm.runs.get(`j1:${T0 + 5}`)?.manual);
+  sm.applyCommand({ op: 'delete-job', atMs: T0 + 7, jobId: 'j1' });
+  t.notOk(sm.jobs.has('j1'));
+  t.same(new Set(sm.runsOf('j1').map((r) => r.status)), new Set(['CANCELLED']));
+  t.match(sm.applyCommand({ op: 'trigger-job', atMs: T0, jobId: 'j1', slotMs: T0 }), {
+    ok: false,
+    code: 'JOB_NOT_FOUND',
+  });
+  t.end();
+});
+
+t.test('history per job is bounded, DLQ entries are kept', (t) => {
+  const sm = new SchedulerStateMachine({ ...new SchedulerStateMachine().limits, runsPerJobMax: 5 });
+  create(sm);
+  let slot = T0 + MIN;
+  for (let i = 0; i < 20; i++) {
+    intent(sm, 'j1', slot, slot + MIN);
+    const outcome = i === 3 ? 'fail' : 'success';
+    sm.applyCommand({
+      op: 'attempt-result',
+      atMs: slot + 10,
+      fireId: `j1:${slot}`,
+      attempt: 1,
+      token: TOKENS_PER_TERM + i,
+      outcome,
+      statusCode: outcome === 'fail' ? 400 : 200,
+      durationMs: 1,
+      error: undefined,
+      responseExcerpt: undefined,
+      retryAtMs: undefined,
+    });
+    slot += MIN;
+  }
+  const runs = sm.runsOf('j1');
+  t.ok(runs.length <= 7, `at most 5 finished runs plus the DLQ entry (${runs.length})`);
+  t.ok(
+    sm.dead.has(`j1:${T0 + 4 * MIN}`) && sm.runs.has(`j1:${T0 + 4 * MIN}`),
+    'the dead run is kept',
+  );
+  t.end();
+});
+
+t.test('run transitions follow the table', (t) => {
+  t.ok(canTransition('SCHEDULED', 'DISPATCHED'));
+  t.ok(canTransition('DEAD', 'SCHEDULED'), 'replay');
+  t.notOk(canTransition('SUCCEEDED', 'SCHEDULED'));
+  t.notOk(canTransition('MISSED', 'SCHEDULED'));
+  t.notOk(canTransition('UNKNOWN', 'DISPATCHED'), 'an unknown at-most-once run is never re-sent');
+  t.end();
+});
+
+/** A random but well-formed command stream over a few jobs. */
+function randomCommands(seed: number, count: number): SchedulerCommand[] {
+  const r = new SeededRand(seed);
+  const out: SchedulerCommand[] = [];
+  const next = new Map<string, number>();
+  let now = T0;
+  const term = 1 + r.int(5);
+  for (let i = 0; i < count; i++) {
+    now += r.int(30_000);
+    const jobId = `j${r.int(4)}`;
+    const roll = r.int(10);
+    const planned = next.get(jobId);
+    if (roll === 0 || planned === undefined) {
+      out.push({
+        op: 'create-job',
+        atMs: now,
+        jobId,
+        spec: spec({ delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once' }),
+        nextFireAtMs: now + MIN,
+        requestId: r.chance(0.3) ? `rq${r.int(5)}` : undefined,
+      });
+      next.set(jobId, now + MIN);
+    } else if (roll <= 4) {
+      out.push({
+        op: 'fire-intents',
+        atMs: now,
+        term,
+        intents: [
+          {
+            jobId,
+            expectedNextFireAtMs: planned,
+            slots: [planned],
+            notFired: r.chance(0.2)
+              ? [{ slotMs: planned - 7, status: 'SKIPPED', reason: 'overlap' }]
+              : [],
+            nextFireAtMs: planned + MIN,
+          },
+        ],
+      });
+      next.set(jobId, planned + MIN);
+    } else if (roll === 5) {
+      out.push({
+        op: 'attempt-started',
+        atMs: now,
+        term,
+        fireId: `${jobId}:${planned - MIN}`,
+        attempt: 1,
+      });
+    } else if (roll === 6) {
+      const outcome = (['success', 'retry', 'fail'] as const)[r.int(3)]!;
+      out.push({
+        op: 'attempt-result',
+        atMs: now,
+        fireId: `${jobId}:${planned - MIN}`,
+        attempt: 1 + r.int(2),
+        token: term * TOKENS_PER_TERM + r.int(9),
+        outcome,
+        statusCode: 500,
+        durationMs: 3,
+        error: undefined,
+        responseExcerpt: undefined,
+        retryAtMs: now + 1000,
+      });
+    } else if (roll === 7) {
+      out.push(
+        r.chance(0.5)
+          ? { op: 'pause-job', atMs: now, jobId }
+          : { op: 'resume-job', atMs: now, jobId, nextFireAtMs: planned },
+      );
+    } else if (roll === 8) {
+      out.push({ op: 'replay-run', atMs: now, fireId: `${jobId}:${planned - MIN}` });
+    } else {
+      out.push(
+        r.chance(0.2)
+          ? { op: 'delete-job', atMs: now, jobId }
+          : { op: 'trigger-job', atMs: now, jobId, slotMs: now },
+      );
+    }
+  }
+  return out;
+}
+
+t.test('determinism: replicas agree byte for byte, with and without a snapshot restore', (t) => {
+  for (let seed = 1; seed <= 30; seed++) {
+    const cmds = randomCommands(seed, 300);
+    const a = new SchedulerStateMachine();
+    const b = new SchedulerStateMachine();
+    const resultsA = cmds.map((c, i) => a.apply(entry(c, i + 1)));
+    const half = 150;
+    const resultsB = cmds.slice(0, half).map((c, i) => b.apply(entry(c, i + 1)));
+    const c2 = new SchedulerStateMachine();
+    c2.restore(b.snapshot());
+    for (const [i, c] of cmds.slice(half).entries())
+      resultsB.push(c2.apply(entry(c, half + i + 1)));
+    t.same(resultsB, resultsA, `seed ${seed}: same results`);
+    t.same(
+      Buffer.from(c2.snapshot()),
+      Buffer.from(a.snapshot()),
+      `seed ${seed}: same snapshot bytes`,
+    );
+  }
+  t.end();
+});

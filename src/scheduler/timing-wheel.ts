@@ -1,0 +1,186 @@
+/**
+ * A hashed timing wheel (Varghese & Lauck) for the slots due soon, with an ordered index for
+ * the ones beyond its horizon: insert and cancel are O(1) inside the horizon, and the far
+ * slots move into the wheel as time advances. Pure: time is the `nowMs` handed to advance();
+ * the wheel never reads a clock (timers drift, so the dispatcher passes the clock's reading).
+ *
+ * Keys are unique: scheduling a key again moves it. advance(now) returns every key due at or
+ * before `now`, ordered by due time then by key, each exactly once.
+ */
+import { assert } from '../base/assert.js';
+
+interface Item {
+  readonly key: string;
+  readonly dueMs: number;
+}
+
+export interface TimingWheelOptions {
+  /** Resolution of the wheel. @default 10 */
+  readonly tickMs?: number;
+  /** Buckets; the horizon is tickMs × bucketCount. @default 4096 */
+  readonly bucketCount?: number;
+  /** Time the wheel starts at (nothing earlier is ever returned late). */
+  readonly startMs: number;
+}
+
+export class TimingWheel {
+  readonly tickMs: number;
+  readonly bucketCount: number;
+  private readonly buckets: Map<string, number>[];
+  /** key → due time, for every key the wheel or the far index holds. */
+  private readonly dueOf = new Map<string, number>();
+  /** Keys beyond the horizon, as a binary min-heap on (dueMs, key); stale entries are skipped. */
+  private far: Item[] = [];
+  /** Start of the tick the wheel has advanced to: everything before it was returned. */
+  private cursorMs: number;
+
+  constructor(options: TimingWheelOptions) {
+    this.tickMs = options.tickMs ?? 10;
+    this.bucketCount = options.bucketCount ?? 4096;
+    assert(
+      this.tickMs >= 1 && Number.isSafeInteger(this.tickMs),
+      'tickMs must be a positive integer',
+    );
+    assert(this.bucketCount >= 2, 'bucketCount must be at least 2');
+    this.buckets = Array.from({ length: this.bucketCount }, () => new Map<string, number>());
+    this.cursorMs = this.tickStart(options.startMs);
+  }
+
+  get size(): number {
+    return this.dueOf.size;
+  }
+
+  /** Keys held beyond the wheel's horizon (the far index), for metrics. */
+  get farSize(): number {
+    let n = 0;
+    for (const it of this.far)
+      if (this.dueOf.get(it.key) === it.dueMs && !this.inWheel(it.dueMs)) n++;
+    return n;
+  }
+
+  has(key: string): boolean {
+    return this.dueOf.has(key);
+  }
+
+  dueAt(key: string): number | undefined {
+    return this.dueOf.get(key);
+  }
+
+  private tickStart(ms: number): number {
+    return Math.floor(ms / this.tickMs) * this.tickMs;
+  }
+
+  private horizonMs(): number {
+    return this.cursorMs + this.tickMs * this.bucketCount;
+  }
+
+  private inWheel(dueMs: number): boolean {
+    return dueMs < this.horizonMs();
+  }
+
+  private bucketOf(dueMs: number): Map<string, number> {
+    // Items already due (before the cursor) go to the cursor's bucket and come out next.
+    const tick = Math.floor(Math.max(dueMs, this.cursorMs) / this.tickMs);
+    return this.buckets[((tick % this.bucketCount) + this.bucketCount) % this.bucketCount]!;
+  }
+
+  schedule(key: string, dueMs: number): void {
+    assert(Number.isFinite(dueMs), `due time of ${key} must be finite`);
+    this.cancel(key);
+    this.dueOf.set(key, dueMs);
+    if (this.inWheel(dueMs)) this.bucketOf(dueMs).set(key, dueMs);
+    else heapPush(this.far, { key, dueMs });
+  }
+
+  cancel(key: string): boolean {
+    const due = this.dueOf.get(key);
+    if (due === undefined) return false;
+    this.dueOf.delete(key);
+    // A far entry is left in the heap and skipped when it surfaces (lazy deletion).
+    if (this.inWheel(due)) this.bucketOf(due).delete(key);
+    return true;
+  }
+
+  /** Every key due at or before `nowMs`, in (due, key) order, removed from the wheel. */
+  advance(nowMs: number): { key: string; dueMs: number }[] {
+    const out: Item[] = [];
+    const endTick = this.tickStart(nowMs);
+    // Walk at most one full turn of buckets; past that every bucket has been visited.
+    const steps = Math.min(
+      this.bucketCount,
+      Math.max(0, (endTick - this.cursorMs) / this.tickMs + 1),
+    );
+    for (let i = 0; i < steps; i++) {
+      const bucketStart = this.cursorMs + i * this.tickMs;
+      const bucket = this.bucketOf(bucketStart);
+      for (const [key, due] of bucket) {
+        if (due <= nowMs) {
+          out.push({ key, dueMs: due });
+          bucket.delete(key);
+          this.dueOf.delete(key);
+        }
+      }
+    }
+    // Move the cursor, then pull the far items that now fall inside the horizon.
+    if (endTick > this.cursorMs) this.cursorMs = endTick;
+    this.pullFar(nowMs, out);
+    out.sort((a, b) => a.dueMs - b.dueMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return out;
+  }
+
+  private pullFar(nowMs: number, out: Item[]): void {
+    const horizon = this.horizonMs();
+    while (this.far.length > 0 && this.far[0]!.dueMs < horizon) {
+      const it = heapPop(this.far)!;
+      if (this.dueOf.get(it.key) !== it.dueMs) continue; // cancelled or moved
+      if (it.dueMs <= nowMs) {
+        out.push(it);
+        this.dueOf.delete(it.key);
+      } else {
+        this.bucketOf(it.dueMs).set(it.key, it.dueMs);
+      }
+    }
+  }
+
+  /** Earliest due time held, or undefined (for sleeping until it). O(size): for tests and idle waits. */
+  nextDueMs(): number | undefined {
+    let best: number | undefined;
+    for (const due of this.dueOf.values()) if (best === undefined || due < best) best = due;
+    return best;
+  }
+}
+
+function less(a: Item, b: Item): boolean {
+  return a.dueMs < b.dueMs || (a.dueMs === b.dueMs && a.key < b.key);
+}
+
+function heapPush(h: Item[], it: Item): void {
+  h.push(it);
+  let i = h.length - 1;
+  while (i > 0) {
+    const p = (i - 1) >> 1;
+    if (!less(h[i]!, h[p]!)) break;
+    [h[i], h[p]] = [h[p]!, h[i]!];
+    i = p;
+  }
+}
+
+function heapPop(h: Item[]): Item | undefined {
+  const top = h[0];
+  const last = h.pop();
+  if (h.length > 0 && last) {
+    h[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && less(h[l]!, h[m]!)) m = l;
+      if (r < h.length && less(h[r]!, h[m]!)) m = r;
+      if (m === i) break;
+      [h[i], h[m]] = [h[m]!, h[i]!];
+      i = m;
+    }
+  }
+  return top;
+}

@@ -1,0 +1,73 @@
+// The timing wheel against a naive oracle (a map scanned and sorted on every advance): seeded
+// random schedules, moves, cancels and advances, with due times inside and far beyond the
+// horizon, late inserts, and jumps longer than a whole turn of the wheel.
+import t from 'tap';
+import { SeededRand } from '../../../src/base/rand.js';
+import { TimingWheel } from '../../../src/scheduler/timing-wheel.js';
+
+class Oracle {
+  readonly due = new Map<string, number>();
+  advance(now: number): { key: string; dueMs: number }[] {
+    const out = [...this.due.entries()]
+      .filter(([, d]) => d <= now)
+      .map(([key, dueMs]) => ({ key, dueMs }))
+      .sort((a, b) => a.dueMs - b.dueMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    for (const it of out) this.due.delete(it.key);
+    return out;
+  }
+}
+
+t.test('matches the oracle on seeded random operations', (t) => {
+  let mismatches = 0;
+  for (let seed = 1; seed <= 40; seed++) {
+    const r = new SeededRand(seed);
+    const start = 1_700_000_000_000 + r.int(1000);
+    const wheel = new TimingWheel({
+      tickMs: 1 + r.int(20),
+      bucketCount: 2 + r.int(64),
+      startMs: start,
+    });
+    const oracle = new Oracle();
+    let now = start;
+    for (let step = 0; step < 2000; step++) {
+      const roll = r.int(10);
+      const key = `k${r.int(200)}`;
+      if (roll < 5) {
+        // Mostly near, sometimes far beyond the horizon, sometimes already due.
+        const due =
+          now + (r.chance(0.1) ? -r.int(50) : r.chance(0.2) ? r.int(100_000) : r.int(500));
+        wheel.schedule(key, due);
+        oracle.due.set(key, due);
+      } else if (roll < 7) {
+        const a = wheel.cancel(key);
+        const b = oracle.due.delete(key);
+        if (a !== b) mismatches++;
+      } else {
+        now += r.chance(0.05) ? r.int(200_000) : r.int(60);
+        const got = wheel.advance(now);
+        const want = oracle.advance(now);
+        if (JSON.stringify(got) !== JSON.stringify(want)) {
+          mismatches++;
+          if (mismatches < 3) t.same(got, want, `seed ${seed} step ${step} at ${now}`);
+        }
+      }
+      if (wheel.size !== oracle.due.size) mismatches++;
+    }
+  }
+  t.equal(mismatches, 0, 'no difference from the oracle');
+  t.end();
+});
+
+t.test('scheduling a key again moves it; nextDueMs reports the earliest', (t) => {
+  const w = new TimingWheel({ tickMs: 10, bucketCount: 8, startMs: 0 });
+  w.schedule('a', 50);
+  w.schedule('b', 10_000);
+  w.schedule('a', 20_000);
+  t.equal(w.size, 2);
+  t.equal(w.nextDueMs(), 10_000);
+  t.same(w.advance(9_999), []);
+  t.same(w.advance(10_000), [{ key: 'b', dueMs: 10_000 }]);
+  t.same(w.advance(30_000), [{ key: 'a', dueMs: 20_000 }]);
+  t.equal(w.size, 0);
+  t.end();
+});

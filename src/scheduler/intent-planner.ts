@@ -1,0 +1,126 @@
+/**
+ * The leader's planning step (DESIGN §6.2): for jobs whose next slot falls inside the
+ * look-ahead, decide what happens to the slot and compute the job's following slot, as fire
+ * intents to propose in one batch. Pure: time, term and the job state come in as arguments,
+ * schedules are compiled by the caller (cached per job version).
+ *
+ * Per job, in this order: a slot past the job's end finishes the job; a paused job's slot is
+ * recorded SKIPPED ('paused'); a slot late by more than the misfire threshold goes through the
+ * job's misfire policy (fire_all capped, fire_once, skip, all inside the catch-up window; the
+ * rest MISSED with a reason); an on-time slot goes through the overlap policy (fire, buffer —
+ * which fires and lets the dispatcher hold the run back — or SKIPPED with a reason).
+ */
+import { nextFire } from '../schedule/next-fire.js';
+import { planMisfire, type MisfirePolicy } from '../schedule/misfire.js';
+import { planOverlap, type OverlapPolicy } from '../schedule/overlap.js';
+import type { Schedule } from '../schedule/parse.js';
+import type { FireIntent, SlotNotFired } from './commands.js';
+import type { Job } from './model.js';
+
+export interface PlanInput {
+  /** Candidate jobs (typically those the due index says are due within the look-ahead). */
+  readonly jobs: Iterable<Job>;
+  readonly nowMs: number;
+  readonly lookAheadMs: number;
+  /** How late a slot may be and still count as on time (elections, GC). */
+  readonly misfireThresholdMs: number;
+  /** Most intents in one batch; the rest wait for the next planning round. */
+  readonly maxIntents: number;
+  readonly compile: (job: Job) => Schedule;
+  /** Runs of the job started and not finished, and runs held back by buffering. */
+  readonly inFlightRuns: (jobId: string) => number;
+  readonly bufferedRuns: (jobId: string) => number;
+}
+
+export function planIntents(input: PlanInput): FireIntent[] {
+  const out: FireIntent[] = [];
+  for (const job of input.jobs) {
+    if (out.length >= input.maxIntents) break;
+    const intent = planJob(job, input);
+    if (intent) out.push(intent);
+  }
+  return out;
+}
+
+function toMisfirePolicy(job: Job): MisfirePolicy {
+  switch (job.misfire.policy) {
+    case 'fire_all':
+      return { kind: 'fire_all', fireCountMax: job.misfire.fireAllCap };
+    case 'fire_once':
+      return { kind: 'fire_once' };
+    case 'skip':
+      return { kind: 'skip' };
+  }
+}
+
+function toOverlapPolicy(job: Job): OverlapPolicy {
+  switch (job.overlap.policy) {
+    case 'allow':
+      return { kind: 'allow' };
+    case 'skip':
+      return { kind: 'skip' };
+    case 'buffer_one':
+      return { kind: 'buffer_one' };
+    case 'buffer_all':
+      return { kind: 'buffer_all', bufferedCountMax: job.overlap.bufferCap };
+  }
+}
+
+function planJob(job: Job, input: PlanInput): FireIntent | undefined {
+  const slot = job.nextFireAtMs;
+  if (slot === undefined || slot > input.nowMs + input.lookAheadMs) return undefined;
+  const base = { jobId: job.id, expectedNextFireAtMs: slot };
+  if (job.endAtMs !== undefined && slot > job.endAtMs) {
+    return { ...base, slots: [], notFired: [], nextFireAtMs: undefined };
+  }
+  const schedule = input.compile(job);
+  const following = (ms: number): number | undefined => {
+    const n = nextFire(schedule, ms);
+    return n === undefined || (job.endAtMs !== undefined && n > job.endAtMs) ? undefined : n;
+  };
+  if (job.paused) {
+    return {
+      ...base,
+      slots: [],
+      notFired: [{ slotMs: slot, status: 'SKIPPED', reason: 'paused' }],
+      nextFireAtMs: following(slot),
+    };
+  }
+  if (slot < input.nowMs - input.misfireThresholdMs) {
+    const plan = planMisfire({
+      schedule,
+      nextFireAtMs: slot,
+      nowMs: input.nowMs,
+      policy: toMisfirePolicy(job),
+      catchUpWindowMs: Math.max(job.misfire.catchUpWindowMs, input.misfireThresholdMs),
+      misfireThresholdMs: input.misfireThresholdMs,
+    });
+    const notFired: SlotNotFired[] = plan.missedSlots.map((m) => ({
+      slotMs: m.slotMs,
+      status: 'MISSED',
+      reason: m.reason,
+    }));
+    const next = plan.nextFireAtMs;
+    return {
+      ...base,
+      slots: plan.fireSlotsMs,
+      notFired,
+      nextFireAtMs:
+        next === undefined || (job.endAtMs !== undefined && next > job.endAtMs) ? undefined : next,
+    };
+  }
+  const decision = planOverlap({
+    policy: toOverlapPolicy(job),
+    inFlightRunCount: input.inFlightRuns(job.id),
+    bufferedSlotCount: input.bufferedRuns(job.id),
+  });
+  if (decision.action === 'skip') {
+    return {
+      ...base,
+      slots: [],
+      notFired: [{ slotMs: slot, status: 'SKIPPED', reason: decision.reason }],
+      nextFireAtMs: following(slot),
+    };
+  }
+  return { ...base, slots: [slot], notFired: [], nextFireAtMs: following(slot) };
+}

@@ -81,9 +81,70 @@ export class SchedulerStateMachine {
 
   applyCommand(c: SchedulerCommand): ApplyResult {
     this.appliedCommands++;
+    this.noteTouched(c);
     const result = this.dispatch(c);
     this.expire(c.atMs);
     return result;
+  }
+
+  /** Jobs and runs whose derived indexes (planning and dispatch wheels) may need an update. */
+  private readonly touchedJobs = new Set<string>();
+  private readonly touchedRuns = new Set<string>();
+
+  private noteTouched(c: SchedulerCommand): void {
+    const wholeJob = (jobId: string): void => {
+      this.touchedJobs.add(jobId);
+      for (const id of this.runsByJob.get(jobId) ?? []) this.touchedRuns.add(id);
+    };
+    const run = (fireId: string): void => {
+      this.touchedRuns.add(fireId);
+      const r = this.runs.get(fireId);
+      if (r) this.touchedJobs.add(r.jobId);
+    };
+    switch (c.op) {
+      case 'create-job':
+      case 'update-job':
+        this.touchedJobs.add(c.jobId);
+        break;
+      case 'delete-job':
+      case 'pause-job':
+      case 'resume-job':
+        wholeJob(c.jobId);
+        break;
+      case 'trigger-job':
+        this.touchedJobs.add(c.jobId);
+        this.touchedRuns.add(fireIdOf(c.jobId, c.slotMs));
+        break;
+      case 'backfill-job':
+        this.touchedJobs.add(c.jobId);
+        for (const slot of c.slots) this.touchedRuns.add(fireIdOf(c.jobId, slot));
+        break;
+      case 'fire-intents':
+        for (const i of c.intents) {
+          this.touchedJobs.add(i.jobId);
+          for (const slot of i.slots) this.touchedRuns.add(fireIdOf(i.jobId, slot));
+        }
+        break;
+      case 'attempt-started':
+      case 'attempt-result':
+      case 'replay-run':
+        run(c.fireId);
+        break;
+      case 'mark-unknown':
+      case 'purge-dead':
+        for (const id of c.fireIds) run(id);
+        break;
+      default:
+        assertNever(c, 'scheduler command');
+    }
+  }
+
+  /** The ids touched since the last call (a restore touches everything). */
+  takeTouched(): { jobs: string[]; runs: string[] } {
+    const out = { jobs: [...this.touchedJobs], runs: [...this.touchedRuns] };
+    this.touchedJobs.clear();
+    this.touchedRuns.clear();
+    return out;
   }
 
   private dispatch(c: SchedulerCommand): ApplyResult {
@@ -512,6 +573,10 @@ export class SchedulerStateMachine {
     this.finished.clear();
     for (const j of s.jobs) this.jobs.set(j.id, j);
     for (const r of s.runs) this.runs.set(r.fireId, r);
+    this.touchedJobs.clear();
+    this.touchedRuns.clear();
+    for (const id of this.jobs.keys()) this.touchedJobs.add(id);
+    for (const id of this.runs.keys()) this.touchedRuns.add(id);
     for (const [k, v] of s.runsByJob) this.runsByJob.set(k, v);
     for (const id of s.dead) this.dead.add(id);
     for (const [k, v] of s.requestIds) this.requestIds.set(k, v);

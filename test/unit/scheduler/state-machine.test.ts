@@ -3,43 +3,12 @@
 // seeded random command streams give byte-identical snapshots on two replicas, including one
 // that restores from a snapshot half-way.
 import t from 'tap';
-import { SeededRand } from '../../../src/base/rand.js';
 import { encodeSchedulerCommand, type SchedulerCommand } from '../../../src/scheduler/commands.js';
 import { nextToken, TOKENS_PER_TERM } from '../../../src/scheduler/fencing.js';
 import type { JobSpec } from '../../../src/scheduler/model.js';
 import { canTransition } from '../../../src/scheduler/run-lifecycle.js';
 import { SchedulerStateMachine } from '../../../src/scheduler/state-machine.js';
-
-const MIN = 60_000;
-const T0 = Date.UTC(2026, 0, 1);
-
-function spec(over: Partial<JobSpec> = {}): JobSpec {
-  return {
-    tenant: 'acme',
-    name: 'report',
-    schedule: '* * * * *',
-    timezone: 'UTC',
-    anchorMs: undefined,
-    target: { url: 'http://127.0.0.1:9/hook', headers: {} },
-    payload: '{}',
-    delivery: 'at_least_once',
-    retry: {
-      maxAttempts: 3,
-      initialBackoffMs: 1000,
-      maxBackoffMs: 60_000,
-      multiplier: 2,
-      maxAgeMs: 3600_000,
-    },
-    attemptDeadlineMs: 10_000,
-    misfire: { policy: 'fire_once', fireAllCap: 10, catchUpWindowMs: 3600_000 },
-    overlap: { policy: 'allow', bufferCap: 0 },
-    priority: 1,
-    startAtMs: undefined,
-    endAtMs: undefined,
-    remainingFires: undefined,
-    ...over,
-  };
-}
+import { MIN, randomCommands, spec, T0 } from './fixtures.js';
 
 function entry(c: SchedulerCommand, index = 1) {
   return { term: 1, index, type: 'normal' as const, data: encodeSchedulerCommand(c) };
@@ -409,88 +378,6 @@ t.test('run transitions follow the table', (t) => {
   t.notOk(canTransition('UNKNOWN', 'DISPATCHED'), 'an unknown at-most-once run is never re-sent');
   t.end();
 });
-
-/** A random but well-formed command stream over a few jobs. */
-function randomCommands(seed: number, count: number): SchedulerCommand[] {
-  const r = new SeededRand(seed);
-  const out: SchedulerCommand[] = [];
-  const next = new Map<string, number>();
-  let now = T0;
-  const term = 1 + r.int(5);
-  for (let i = 0; i < count; i++) {
-    now += r.int(30_000);
-    const jobId = `j${r.int(4)}`;
-    const roll = r.int(10);
-    const planned = next.get(jobId);
-    if (roll === 0 || planned === undefined) {
-      out.push({
-        op: 'create-job',
-        atMs: now,
-        jobId,
-        spec: spec({ delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once' }),
-        nextFireAtMs: now + MIN,
-        requestId: r.chance(0.3) ? `rq${r.int(5)}` : undefined,
-      });
-      next.set(jobId, now + MIN);
-    } else if (roll <= 4) {
-      out.push({
-        op: 'fire-intents',
-        atMs: now,
-        term,
-        intents: [
-          {
-            jobId,
-            expectedNextFireAtMs: planned,
-            slots: [planned],
-            notFired: r.chance(0.2)
-              ? [{ slotMs: planned - 7, status: 'SKIPPED', reason: 'overlap' }]
-              : [],
-            nextFireAtMs: planned + MIN,
-          },
-        ],
-      });
-      next.set(jobId, planned + MIN);
-    } else if (roll === 5) {
-      out.push({
-        op: 'attempt-started',
-        atMs: now,
-        term,
-        fireId: `${jobId}:${planned - MIN}`,
-        attempt: 1,
-      });
-    } else if (roll === 6) {
-      const outcome = (['success', 'retry', 'fail'] as const)[r.int(3)]!;
-      out.push({
-        op: 'attempt-result',
-        atMs: now,
-        fireId: `${jobId}:${planned - MIN}`,
-        attempt: 1 + r.int(2),
-        token: term * TOKENS_PER_TERM + r.int(9),
-        outcome,
-        statusCode: 500,
-        durationMs: 3,
-        error: undefined,
-        responseExcerpt: undefined,
-        retryAtMs: now + 1000,
-      });
-    } else if (roll === 7) {
-      out.push(
-        r.chance(0.5)
-          ? { op: 'pause-job', atMs: now, jobId }
-          : { op: 'resume-job', atMs: now, jobId, nextFireAtMs: planned },
-      );
-    } else if (roll === 8) {
-      out.push({ op: 'replay-run', atMs: now, fireId: `${jobId}:${planned - MIN}` });
-    } else {
-      out.push(
-        r.chance(0.2)
-          ? { op: 'delete-job', atMs: now, jobId }
-          : { op: 'trigger-job', atMs: now, jobId, slotMs: now },
-      );
-    }
-  }
-  return out;
-}
 
 t.test('determinism: replicas agree byte for byte, with and without a snapshot restore', (t) => {
   for (let seed = 1; seed <= 30; seed++) {

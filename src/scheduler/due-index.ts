@@ -1,0 +1,48 @@
+/**
+ * Derived state kept on every replica (DESIGN §6.1), so that a new leader starts at once:
+ * - the planning wheel: each job with a next slot, due `lookAheadMs` before that slot;
+ * - the dispatch wheel: each SCHEDULED run of a job that is not paused, due at its dueAtMs
+ *   (its slot, or its retry time).
+ * Both are TimingWheels: far slots sit in their ordered index until the horizon reaches them.
+ * The index follows the state machine through takeTouched(), so an apply costs O(touched).
+ */
+import type { SchedulerStateMachine } from './state-machine.js';
+import { TimingWheel } from './timing-wheel.js';
+
+export interface DueIndexOptions {
+  readonly lookAheadMs: number;
+  /** Time the wheels start at (the runtime's clock when the replica is created). */
+  readonly startMs: number;
+  readonly tickMs?: number;
+}
+
+export class DueIndex {
+  readonly planning: TimingWheel;
+  readonly dispatch: TimingWheel;
+
+  constructor(readonly options: DueIndexOptions) {
+    const wheel = { startMs: options.startMs, tickMs: options.tickMs ?? 10 };
+    this.planning = new TimingWheel(wheel);
+    this.dispatch = new TimingWheel(wheel);
+  }
+
+  /** Brings both wheels up to date with what the state machine changed. */
+  sync(sm: SchedulerStateMachine): void {
+    const { jobs, runs } = sm.takeTouched();
+    for (const id of jobs) {
+      const job = sm.jobs.get(id);
+      if (job?.nextFireAtMs !== undefined) {
+        this.planning.schedule(id, job.nextFireAtMs - this.options.lookAheadMs);
+      } else {
+        this.planning.cancel(id);
+      }
+    }
+    for (const fireId of runs) {
+      const run = sm.runs.get(fireId);
+      const job = run ? sm.jobs.get(run.jobId) : undefined;
+      if (run?.status === 'SCHEDULED' && job && !job.paused)
+        this.dispatch.schedule(fireId, run.dueAtMs);
+      else this.dispatch.cancel(fireId);
+    }
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Shared test data for the scheduler tests: a default job spec and a seeded, well-formed (but
+ * not always applicable) stream of commands over a few jobs.
+ */
+import { SeededRand } from '../../../src/base/rand.js';
+import type { SchedulerCommand } from '../../../src/scheduler/commands.js';
+import { TOKENS_PER_TERM } from '../../../src/scheduler/fencing.js';
+import type { JobSpec } from '../../../src/scheduler/model.js';
+
+export const MIN = 60_000;
+export const T0 = Date.UTC(2026, 0, 1);
+
+export function spec(over: Partial<JobSpec> = {}): JobSpec {
+  return {
+    tenant: 'acme',
+    name: 'report',
+    schedule: '* * * * *',
+    timezone: 'UTC',
+    anchorMs: undefined,
+    target: { url: 'http://127.0.0.1:9/hook', headers: {} },
+    payload: '{}',
+    delivery: 'at_least_once',
+    retry: {
+      maxAttempts: 3,
+      initialBackoffMs: 1000,
+      maxBackoffMs: 60_000,
+      multiplier: 2,
+      maxAgeMs: 3600_000,
+    },
+    attemptDeadlineMs: 10_000,
+    misfire: { policy: 'fire_once', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+    overlap: { policy: 'allow', bufferCap: 0 },
+    priority: 1,
+    startAtMs: undefined,
+    endAtMs: undefined,
+    remainingFires: undefined,
+    ...over,
+  };
+}
+
+/** A random but well-formed command stream over a few jobs. */
+export function randomCommands(seed: number, count: number): SchedulerCommand[] {
+  const r = new SeededRand(seed);
+  const out: SchedulerCommand[] = [];
+  const next = new Map<string, number>();
+  let now = T0;
+  const term = 1 + r.int(5);
+  for (let i = 0; i < count; i++) {
+    now += r.int(30_000);
+    const jobId = `j${r.int(4)}`;
+    const roll = r.int(10);
+    const planned = next.get(jobId);
+    if (roll === 0 || planned === undefined) {
+      out.push({
+        op: 'create-job',
+        atMs: now,
+        jobId,
+        spec: spec({ delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once' }),
+        nextFireAtMs: now + MIN,
+        requestId: r.chance(0.3) ? `rq${r.int(5)}` : undefined,
+      });
+      next.set(jobId, now + MIN);
+    } else if (roll <= 4) {
+      out.push({
+        op: 'fire-intents',
+        atMs: now,
+        term,
+        intents: [
+          {
+            jobId,
+            expectedNextFireAtMs: planned,
+            slots: [planned],
+            notFired: r.chance(0.2)
+              ? [{ slotMs: planned - 7, status: 'SKIPPED', reason: 'overlap' }]
+              : [],
+            nextFireAtMs: planned + MIN,
+          },
+        ],
+      });
+      next.set(jobId, planned + MIN);
+    } else if (roll === 5) {
+      out.push({
+        op: 'attempt-started',
+        atMs: now,
+        term,
+        fireId: `${jobId}:${planned - MIN}`,
+        attempt: 1,
+      });
+    } else if (roll === 6) {
+      const outcome = (['success', 'retry', 'fail'] as const)[r.int(3)]!;
+      out.push({
+        op: 'attempt-result',
+        atMs: now,
+        fireId: `${jobId}:${planned - MIN}`,
+        attempt: 1 + r.int(2),
+        token: term * TOKENS_PER_TERM + r.int(9),
+        outcome,
+        statusCode: 500,
+        durationMs: 3,
+        error: undefined,
+        responseExcerpt: undefined,
+        retryAtMs: now + 1000,
+      });
+    } else if (roll === 7) {
+      out.push(
+        r.chance(0.5)
+          ? { op: 'pause-job', atMs: now, jobId }
+          : { op: 'resume-job', atMs: now, jobId, nextFireAtMs: planned },
+      );
+    } else if (roll === 8) {
+      out.push({ op: 'replay-run', atMs: now, fireId: `${jobId}:${planned - MIN}` });
+    } else {
+      out.push(
+        r.chance(0.2)
+          ? { op: 'delete-job', atMs: now, jobId }
+          : { op: 'trigger-job', atMs: now, jobId, slotMs: now },
+      );
+    }
+  }
+  return out;
+}

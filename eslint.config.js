@@ -23,6 +23,9 @@ export const PURE_FOLDERS = [
   'src/placement/ring.ts',
   'src/placement/hash.ts',
   'chaos/checkers/**/*.ts',
+  'src/delivery/classify.ts',
+  'src/delivery/backoff.ts',
+  'src/delivery/fair-queue.ts',
 ];
 
 /** The one place that may read the wall clock inside src/base. */

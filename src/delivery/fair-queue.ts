@@ -1,0 +1,378 @@
+/**
+ * The ready deliveries of one leader, and the order they start in. A slow or dead endpoint of
+ * one tenant must not delay another tenant's fires (DESIGN §7), so:
+ * - at most `tenantInflightMax` deliveries of one tenant and `originInflightMax` to one origin
+ *   are in flight; a dead endpoint holds its own slots and nobody else's;
+ * - at most `tenantQueuedMax` of one tenant wait, so its backlog cannot fill the queue;
+ * - the lowest priority number goes first (P0 before P1 …), whenever one of it can start;
+ * - within a priority, tenants take turns (round-robin), and within a tenant its origins take
+ *   turns, so a tenant's dead origin does not hold up its healthy ones. Items of one tenant to
+ *   one origin start in push order.
+ * The queue is work-conserving: take() returns an item whenever some queued item is within both
+ * of its caps. Pure and deterministic: no clock, no I/O, iteration only over insertion-ordered
+ * Sets and Maps.
+ *
+ * Structure. Items sit in lanes, one FIFO per (priority, tenant, origin). A tenant's lanes of one
+ * priority form a level. Rings hold only what can start: a level's `runnable` set holds its
+ * non-empty lanes whose origin is below its cap, and the ring of a priority holds the levels with
+ * a runnable lane whose tenant is below its cap. take() is then O(priorities): the first level
+ * of the first non-empty ring, its first lane. A Set is used as a ring: delete and re-add moves an
+ * element to the back in O(1). Reaching or leaving a cap moves the affected lanes or levels in or
+ * out of the rings, in time linear in the lanes of that origin (or levels of that tenant).
+ */
+import { assert } from '../base/assert.js';
+import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { INVALID_OPTIONS } from './errors.js';
+
+/** What the queue needs to know of a delivery. Each pushed item must be a distinct object. */
+export interface FairItem {
+  readonly tenant: string;
+  /** `new URL(target).origin`. */
+  readonly origin: string;
+  /** 0 (first) to priorityCount − 1. */
+  readonly priority: number;
+}
+
+export interface FairQueueOptions {
+  /** Items waiting, all tenants together. */
+  readonly queuedMax: number;
+  /** Items of one tenant waiting. @default queuedMax */
+  readonly tenantQueuedMax?: number;
+  /** Items of one tenant in flight. */
+  readonly tenantInflightMax: number;
+  /** Items to one origin in flight (typically the origin pool's connection count). */
+  readonly originInflightMax: number;
+  /** Priorities 0 … priorityCount − 1. @default 4 (P0–P3, as jobs have) */
+  readonly priorityCount?: number;
+}
+
+export type CompiledFairQueueOptions = Readonly<Required<FairQueueOptions>>;
+
+/** `full`: the queue holds queuedMax items; `tenant-full`: this tenant holds tenantQueuedMax. */
+export type PushResult = 'queued' | 'full' | 'tenant-full';
+
+export function compileFairQueueOptions(options: FairQueueOptions): CompiledFairQueueOptions {
+  const violations: FieldViolation[] = [];
+  const positiveInt = (field: keyof FairQueueOptions, value: number, hi: number): number => {
+    if (!(Number.isSafeInteger(value) && value >= 1 && value <= hi)) {
+      violations.push({ field, reason: `must be an integer in [1, ${hi}], got ${value}` });
+    }
+    return value;
+  };
+  const queuedMax = positiveInt('queuedMax', options.queuedMax, 10_000_000);
+  const compiled = {
+    queuedMax,
+    // The default is reported under queuedMax only, when that is the faulty one.
+    tenantQueuedMax:
+      options.tenantQueuedMax === undefined
+        ? queuedMax
+        : positiveInt('tenantQueuedMax', options.tenantQueuedMax, 10_000_000),
+    tenantInflightMax: positiveInt('tenantInflightMax', options.tenantInflightMax, 1_000_000),
+    originInflightMax: positiveInt('originInflightMax', options.originInflightMax, 1_000_000),
+    priorityCount: positiveInt('priorityCount', options.priorityCount ?? 4, 16),
+  };
+  if (violations.length > 0) throw new ValidationError(INVALID_OPTIONS, violations);
+  return Object.freeze(compiled);
+}
+
+interface Lane<T> {
+  readonly level: Level<T>;
+  readonly origin: OriginState<T>;
+  /** FIFO: items[head …] are queued. */
+  items: T[];
+  head: number;
+}
+
+interface Level<T> {
+  readonly tenant: TenantState<T>;
+  readonly priority: number;
+  /** Every non-empty lane of this tenant and priority, by origin name. */
+  readonly lanes: Map<string, Lane<T>>;
+  /** Invariant: exactly the lanes whose origin is below its cap, in round-robin order. */
+  readonly runnable: Set<Lane<T>>;
+}
+
+interface TenantState<T> {
+  readonly name: string;
+  inflightCount: number;
+  queuedCount: number;
+  readonly levels: (Level<T> | undefined)[];
+}
+
+interface OriginState<T> {
+  readonly name: string;
+  inflightCount: number;
+  /** Every non-empty lane to this origin. */
+  readonly lanes: Set<Lane<T>>;
+}
+
+export class FairQueue<T extends FairItem> {
+  readonly options: CompiledFairQueueOptions;
+  /** Invariant: rings[p] holds exactly the levels of priority p with a runnable lane whose tenant is below its cap. */
+  private readonly rings: Set<Level<T>>[];
+  private readonly tenants = new Map<string, TenantState<T>>();
+  private readonly origins = new Map<string, OriginState<T>>();
+  /** Where each item is: pair-checked so that done() matches a take() exactly once. */
+  private readonly states = new Map<T, 'queued' | 'inflight'>();
+  private queued = 0;
+  private inflight = 0;
+
+  constructor(options: FairQueueOptions) {
+    this.options = compileFairQueueOptions(options);
+    this.rings = Array.from({ length: this.options.priorityCount }, () => new Set<Level<T>>());
+  }
+
+  get queuedCount(): number {
+    return this.queued;
+  }
+
+  get inflightCount(): number {
+    return this.inflight;
+  }
+
+  tenantCounts(tenant: string): { queuedCount: number; inflightCount: number } {
+    const state = this.tenants.get(tenant);
+    return { queuedCount: state?.queuedCount ?? 0, inflightCount: state?.inflightCount ?? 0 };
+  }
+
+  originInflightCount(origin: string): number {
+    return this.origins.get(origin)?.inflightCount ?? 0;
+  }
+
+  /** Queues an item, or says why not; a full queue is back-pressure, never growth. */
+  push(item: T): PushResult {
+    assert(
+      Number.isSafeInteger(item.priority) &&
+        item.priority >= 0 &&
+        item.priority < this.options.priorityCount,
+      `priority must be an integer in [0, ${this.options.priorityCount}), got ${item.priority}`,
+    );
+    assert(!this.states.has(item), 'item pushed twice (each push needs its own object)');
+    if (this.queued >= this.options.queuedMax) return 'full';
+    const tenant = this.tenantState(item.tenant);
+    if (tenant.queuedCount >= this.options.tenantQueuedMax) {
+      this.forgetIfUnused(tenant);
+      return 'tenant-full';
+    }
+    const level = this.levelOf(tenant, item.priority);
+    let lane = level.lanes.get(item.origin);
+    if (lane === undefined) {
+      const origin = this.originState(item.origin);
+      lane = { level, origin, items: [], head: 0 };
+      level.lanes.set(item.origin, lane);
+      origin.lanes.add(lane);
+      if (origin.inflightCount < this.options.originInflightMax) level.runnable.add(lane);
+      this.refreshLevel(level);
+    }
+    lane.items.push(item);
+    tenant.queuedCount++;
+    this.queued++;
+    this.states.set(item, 'queued');
+    return 'queued';
+  }
+
+  /** The next item to start, counted as in flight until done(); undefined if none may start. */
+  take(): T | undefined {
+    for (const ring of this.rings) {
+      const level = first(ring);
+      if (level === undefined) continue;
+      const lane = first(level.runnable);
+      assert(lane !== undefined, 'a level in a ring has no runnable lane');
+      const item = lane.items[lane.head];
+      assert(item !== undefined, 'a runnable lane is empty');
+      lane.head++;
+      this.compact(lane);
+      // Round-robin: the level and the lane go to the back of their rings.
+      ring.delete(level);
+      ring.add(level);
+      level.runnable.delete(lane);
+      level.runnable.add(lane);
+
+      const tenant = level.tenant;
+      tenant.queuedCount--;
+      this.queued--;
+      tenant.inflightCount++;
+      lane.origin.inflightCount++;
+      this.inflight++;
+      this.states.set(item, 'inflight');
+      // After the counts moved, so that the origin is not forgotten while it has work in flight.
+      if (lane.head === lane.items.length) this.dropLane(lane);
+      if (lane.origin.inflightCount === this.options.originInflightMax) {
+        for (const l of lane.origin.lanes) {
+          l.level.runnable.delete(l);
+          this.refreshLevel(l.level);
+        }
+      }
+      // At the cap the tenant's levels leave the rings; otherwise this refresh drops the level
+      // only if its last runnable lane just emptied.
+      for (const l of tenant.levels) if (l !== undefined) this.refreshLevel(l);
+      return item;
+    }
+    return undefined;
+  }
+
+  /** Releases the capacity a taken item held. */
+  done(item: T): void {
+    assert(this.states.get(item) === 'inflight', 'done() for an item not in flight');
+    this.states.delete(item);
+    this.inflight--;
+    const tenant = this.tenants.get(item.tenant);
+    const origin = this.origins.get(item.origin);
+    assert(tenant !== undefined && origin !== undefined, 'in-flight item lost its counters');
+    const wasOriginFull = origin.inflightCount === this.options.originInflightMax;
+    const wasTenantFull = tenant.inflightCount === this.options.tenantInflightMax;
+    origin.inflightCount--;
+    tenant.inflightCount--;
+    if (wasOriginFull) {
+      for (const lane of origin.lanes) {
+        lane.level.runnable.add(lane);
+        this.refreshLevel(lane.level);
+      }
+    }
+    if (wasTenantFull) for (const l of tenant.levels) if (l !== undefined) this.refreshLevel(l);
+    this.forgetIfUnused(tenant);
+    this.forgetOriginIfUnused(origin);
+  }
+
+  /**
+   * Removes and returns the queued items that match, in no promised order (a job paused or
+   * deleted, or leadership lost: `() => true`). O(queued items).
+   */
+  removeQueuedWhere(predicate: (item: T) => boolean): T[] {
+    const removed: T[] = [];
+    for (const tenant of [...this.tenants.values()]) {
+      for (const level of tenant.levels) {
+        if (level === undefined) continue;
+        for (const lane of [...level.lanes.values()]) {
+          const kept: T[] = [];
+          for (let i = lane.head; i < lane.items.length; i++) {
+            const item = lane.items[i] as T;
+            if (predicate(item)) removed.push(item);
+            else kept.push(item);
+          }
+          const removedHere = lane.items.length - lane.head - kept.length;
+          lane.items = kept;
+          lane.head = 0;
+          tenant.queuedCount -= removedHere;
+          this.queued -= removedHere;
+          if (kept.length === 0) this.dropLane(lane);
+        }
+        this.refreshLevel(level);
+      }
+      this.forgetIfUnused(tenant);
+    }
+    for (const item of removed) this.states.delete(item);
+    return removed;
+  }
+
+  /**
+   * Checks every invariant by walking the whole structure; for tests (O(items)). A failure is
+   * an AssertionError naming the broken rule.
+   */
+  checkInvariants(): void {
+    let queued = 0;
+    let inflight = 0;
+    for (const [, state] of this.states) {
+      if (state === 'queued') queued++;
+      else inflight++;
+    }
+    assert(queued === this.queued && inflight === this.inflight, 'counts disagree with states');
+    let originInflight = 0;
+    for (const origin of this.origins.values()) {
+      assert(origin.inflightCount <= this.options.originInflightMax, 'origin over its cap');
+      originInflight += origin.inflightCount;
+      for (const lane of origin.lanes) {
+        assert(lane.head < lane.items.length, 'an empty lane is still registered');
+        const isRunnable = origin.inflightCount < this.options.originInflightMax;
+        assert(lane.level.runnable.has(lane) === isRunnable, 'lane runnable set is stale');
+      }
+    }
+    assert(originInflight === this.inflight, 'origin in-flight counts disagree');
+    let tenantInflight = 0;
+    for (const tenant of this.tenants.values()) {
+      assert(tenant.inflightCount <= this.options.tenantInflightMax, 'tenant over its cap');
+      tenantInflight += tenant.inflightCount;
+      let tenantQueued = 0;
+      for (const level of tenant.levels) {
+        if (level === undefined) continue;
+        for (const lane of level.lanes.values()) tenantQueued += lane.items.length - lane.head;
+        const inRing = this.rings[level.priority]?.has(level) ?? false;
+        const shouldBe =
+          level.runnable.size > 0 && tenant.inflightCount < this.options.tenantInflightMax;
+        assert(inRing === shouldBe, 'priority ring is stale');
+      }
+      assert(tenantQueued === tenant.queuedCount, 'tenant queued count disagrees');
+    }
+    assert(tenantInflight === this.inflight, 'tenant in-flight counts disagree');
+  }
+
+  private tenantState(name: string): TenantState<T> {
+    let state = this.tenants.get(name);
+    if (state === undefined) {
+      state = { name, inflightCount: 0, queuedCount: 0, levels: [] };
+      this.tenants.set(name, state);
+    }
+    return state;
+  }
+
+  private originState(name: string): OriginState<T> {
+    let state = this.origins.get(name);
+    if (state === undefined) {
+      state = { name, inflightCount: 0, lanes: new Set() };
+      this.origins.set(name, state);
+    }
+    return state;
+  }
+
+  private levelOf(tenant: TenantState<T>, priority: number): Level<T> {
+    let level = tenant.levels[priority];
+    if (level === undefined) {
+      level = { tenant, priority, lanes: new Map(), runnable: new Set() };
+      tenant.levels[priority] = level;
+    }
+    return level;
+  }
+
+  /** Puts a level in its ring (at the back, if absent) or takes it out, per the invariant. */
+  private refreshLevel(level: Level<T>): void {
+    const ring = this.rings[level.priority];
+    assert(ring !== undefined, 'level priority out of range');
+    const belongs =
+      level.runnable.size > 0 && level.tenant.inflightCount < this.options.tenantInflightMax;
+    if (belongs) ring.add(level);
+    else ring.delete(level);
+  }
+
+  private dropLane(lane: Lane<T>): void {
+    lane.level.lanes.delete(lane.origin.name);
+    lane.level.runnable.delete(lane);
+    lane.origin.lanes.delete(lane);
+    this.forgetOriginIfUnused(lane.origin);
+  }
+
+  /** Drops consumed slots once they are half the array, so a long-lived lane stays small. */
+  private compact(lane: Lane<T>): void {
+    if (lane.head >= 64 && lane.head * 2 >= lane.items.length) {
+      lane.items = lane.items.slice(lane.head);
+      lane.head = 0;
+    }
+  }
+
+  /** Tenants and origins with nothing queued or in flight are forgotten: memory stays bounded. */
+  private forgetIfUnused(tenant: TenantState<T>): void {
+    if (tenant.inflightCount > 0 || tenant.queuedCount > 0) return;
+    for (const level of tenant.levels) {
+      if (level !== undefined) this.rings[level.priority]?.delete(level);
+    }
+    this.tenants.delete(tenant.name);
+  }
+
+  private forgetOriginIfUnused(origin: OriginState<T>): void {
+    if (origin.inflightCount === 0 && origin.lanes.size === 0) this.origins.delete(origin.name);
+  }
+}
+
+function first<V>(set: Set<V>): V | undefined {
+  for (const v of set) return v;
+  return undefined;
+}

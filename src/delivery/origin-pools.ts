@@ -1,0 +1,271 @@
+/**
+ * One undici Pool per origin (scheme, host, port), each with a bounded number of keep-alive
+ * connections and pipelining 1. Pools rather than one Agent: a request through an Agent cost
+ * about half as much CPU again on this machine, and the bound per origin is what keeps one slow
+ * receiver from taking every socket. Pipelining stays at 1: against a
+ * slow endpoint deeper pipelines only add head-of-line blocking, and classify.ts relies on a
+ * request being written only after its socket connected (see isProvablyUndelivered).
+ *
+ * The registry is bounded too: pools not used for `idleCloseMs` are closed by a sweep, and when
+ * `originsMax` pools exist the least recently used idle one makes room; if none is idle the
+ * request is refused (DELIVERY_ORIGINS_EXHAUSTED, a retry) rather than the map growing.
+ */
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import { assert } from '../base/assert.js';
+import { SystemClock, type Clock } from '../base/clock.js';
+import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { DeliveryError, INVALID_OPTIONS } from './errors.js';
+
+export interface OriginPoolsOptions {
+  /** Most sockets open to one origin; requests beyond it wait inside the pool. @default 16 */
+  readonly connectionsPerOrigin?: number;
+  /** A pool with nothing in flight for this long is closed. @default 60000 */
+  readonly idleCloseMs?: number;
+  /** Most pools at once (distinct origins). @default 10000 */
+  readonly originsMax?: number;
+  /** TCP (and TLS) connect timeout. @default 10000 */
+  readonly connectTimeoutMs?: number;
+  /** An idle keep-alive socket is closed after this (a server's keep-alive hint may lower it). @default 4000 */
+  readonly keepAliveTimeoutMs?: number;
+  /** How often idle pools are looked for; 0 = never (call sweepIdle() yourself). @default idleCloseMs / 2 */
+  readonly sweepIntervalMs?: number;
+  /** Monotonic time for idleness. @default SystemClock */
+  readonly clock?: Clock;
+}
+
+export interface CompiledOriginPoolsOptions {
+  readonly connectionsPerOrigin: number;
+  readonly idleCloseMs: number;
+  readonly originsMax: number;
+  readonly connectTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly sweepIntervalMs: number;
+  readonly clock: Clock;
+}
+
+const DEFAULTS = {
+  connectionsPerOrigin: 16,
+  idleCloseMs: 60_000,
+  originsMax: 10_000,
+  connectTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 4_000,
+} as const;
+
+/** Defaults applied, every rule checked at once, result frozen (STYLE §3 options). */
+export function compileOriginPoolsOptions(
+  options: OriginPoolsOptions = {},
+): CompiledOriginPoolsOptions {
+  const violations: FieldViolation[] = [];
+  const intIn = (
+    field: keyof typeof DEFAULTS | 'sweepIntervalMs',
+    value: number,
+    lo: number,
+    hi: number,
+  ): number => {
+    if (!(Number.isSafeInteger(value) && value >= lo && value <= hi)) {
+      violations.push({ field, reason: `must be an integer in [${lo}, ${hi}], got ${value}` });
+    }
+    return value;
+  };
+  const compiled = {
+    connectionsPerOrigin: intIn(
+      'connectionsPerOrigin',
+      options.connectionsPerOrigin ?? DEFAULTS.connectionsPerOrigin,
+      1,
+      4096,
+    ),
+    idleCloseMs: intIn('idleCloseMs', options.idleCloseMs ?? DEFAULTS.idleCloseMs, 1, 86_400_000),
+    originsMax: intIn('originsMax', options.originsMax ?? DEFAULTS.originsMax, 1, 1_000_000),
+    connectTimeoutMs: intIn(
+      'connectTimeoutMs',
+      options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+      1,
+      300_000,
+    ),
+    keepAliveTimeoutMs: intIn(
+      'keepAliveTimeoutMs',
+      options.keepAliveTimeoutMs ?? DEFAULTS.keepAliveTimeoutMs,
+      1,
+      600_000,
+    ),
+    sweepIntervalMs: 0,
+    clock: options.clock ?? SystemClock,
+  };
+  compiled.sweepIntervalMs = intIn(
+    'sweepIntervalMs',
+    options.sweepIntervalMs ?? Math.max(1, Math.floor(compiled.idleCloseMs / 2)),
+    0,
+    86_400_000,
+  );
+  if (violations.length > 0) throw new ValidationError(INVALID_OPTIONS, violations);
+  return Object.freeze(compiled);
+}
+
+/** A pool lent for one request; release() exactly once when the request and its body ended. */
+export interface OriginLease {
+  readonly pool: Dispatcher;
+  release(): void;
+}
+
+export interface OriginPoolsStats {
+  readonly originCount: number;
+  readonly inflightCount: number;
+  /** Pools closed by the idle sweep or to make room, since start. */
+  readonly retiredCount: number;
+  /** Pools whose close() failed (their sockets are gone either way). */
+  readonly closeFailureCount: number;
+}
+
+interface Entry {
+  readonly origin: string;
+  readonly pool: Pool;
+  inflightCount: number;
+  lastUsedMs: number;
+}
+
+export class OriginPools {
+  readonly options: CompiledOriginPoolsOptions;
+  /** Invariant: iteration order is least recently acquired first (re-inserted on acquire). */
+  private readonly entries = new Map<string, Entry>();
+  private readonly closing = new Set<Promise<void>>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private isClosed = false;
+  private retiredCount = 0;
+  private closeFailureCount = 0;
+
+  constructor(options: OriginPoolsOptions = {}) {
+    this.options = compileOriginPoolsOptions(options);
+  }
+
+  /**
+   * The pool for `origin` (as `new URL(url).origin` spells it), created on first use. Throws a
+   * DeliveryError when closed or when every one of `originsMax` pools is busy; webhook.ts turns
+   * both into a retry that provably sent nothing.
+   */
+  acquire(origin: string): OriginLease {
+    if (this.isClosed) {
+      throw new DeliveryError('DELIVERY_POOLS_CLOSED', 'origin pools are closed', {
+        outcome: 'retry',
+      });
+    }
+    let entry = this.entries.get(origin);
+    if (entry !== undefined) {
+      this.entries.delete(origin);
+    } else {
+      if (this.entries.size >= this.options.originsMax && !this.retireLeastRecentIdle()) {
+        throw new DeliveryError(
+          'DELIVERY_ORIGINS_EXHAUSTED',
+          `all ${this.options.originsMax} origin pools are busy`,
+          { outcome: 'retry' },
+        );
+      }
+      entry = { origin, pool: this.createPool(origin), inflightCount: 0, lastUsedMs: 0 };
+      this.startSweepTimer();
+    }
+    this.entries.set(origin, entry);
+    entry.inflightCount++;
+    entry.lastUsedMs = this.options.clock.monotonicMs();
+    const leased = entry;
+    let isReleased = false;
+    return {
+      pool: leased.pool,
+      release: () => {
+        assert(!isReleased, `origin lease for ${leased.origin} released twice`);
+        isReleased = true;
+        leased.inflightCount--;
+        leased.lastUsedMs = this.options.clock.monotonicMs();
+      },
+    };
+  }
+
+  /** Closes pools with nothing in flight for idleCloseMs; returns how many. */
+  sweepIdle(): number {
+    const nowMs = this.options.clock.monotonicMs();
+    let count = 0;
+    for (const entry of [...this.entries.values()]) {
+      if (entry.inflightCount === 0 && nowMs - entry.lastUsedMs >= this.options.idleCloseMs) {
+        this.retire(entry);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  stats(): OriginPoolsStats {
+    let inflightCount = 0;
+    for (const entry of this.entries.values()) inflightCount += entry.inflightCount;
+    return {
+      originCount: this.entries.size,
+      inflightCount,
+      retiredCount: this.retiredCount,
+      closeFailureCount: this.closeFailureCount,
+    };
+  }
+
+  /**
+   * Refuses new requests and closes every pool gracefully: requests in flight finish first (at
+   * the latest at their attempt deadline). Abort them through their signal, or call destroy(),
+   * for a quicker stop.
+   */
+  async close(): Promise<void> {
+    this.shutDown();
+    for (const entry of [...this.entries.values()]) this.retire(entry);
+    await Promise.all([...this.closing]);
+  }
+
+  /** Refuses new requests and drops every socket now; requests in flight fail. */
+  async destroy(): Promise<void> {
+    this.shutDown();
+    const pools = [...this.entries.values()].map((e) => e.pool);
+    this.entries.clear();
+    await Promise.all([...pools.map((p) => p.destroy()), ...this.closing]);
+  }
+
+  private shutDown(): void {
+    this.isClosed = true;
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+  }
+
+  private createPool(origin: string): Pool {
+    return new Pool(origin, {
+      connections: this.options.connectionsPerOrigin,
+      pipelining: 1,
+      connectTimeout: this.options.connectTimeoutMs,
+      keepAliveTimeout: this.options.keepAliveTimeoutMs,
+    });
+  }
+
+  private startSweepTimer(): void {
+    if (this.sweepTimer !== undefined || this.options.sweepIntervalMs === 0) return;
+    this.sweepTimer = setInterval(() => this.sweepIdle(), this.options.sweepIntervalMs);
+    // The sweep is housekeeping: it must not keep a process alive that has nothing else to do.
+    this.sweepTimer.unref();
+  }
+
+  private retireLeastRecentIdle(): boolean {
+    for (const entry of this.entries.values()) {
+      if (entry.inflightCount === 0) {
+        this.retire(entry);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private retire(entry: Entry): void {
+    assert(entry.inflightCount === 0 || this.isClosed, `retiring busy pool ${entry.origin}`);
+    this.entries.delete(entry.origin);
+    if (!this.isClosed) this.retiredCount++;
+    const closed: Promise<void> = entry.pool
+      .close()
+      .catch(() => {
+        // Counted, not thrown: close() fails only when the pool was already destroyed, and a
+        // destroyed pool holds no sockets, so there is nothing left to clean up.
+        this.closeFailureCount++;
+      })
+      .finally(() => this.closing.delete(closed));
+    this.closing.add(closed);
+  }
+}

@@ -33,18 +33,42 @@ export type InboxItem =
   | { readonly kind: 'transfer-leader'; readonly to: NodeId };
 
 interface Waiter<T> {
-  resolve(value: T): void;
-  reject(err: Error): void;
+  readonly resolve: (value: T) => void;
+  readonly reject: (err: Error) => void;
 }
 
+/** One proposal call: a single entry (`propose`) or a batch proposed together (`proposeBatch`). */
 interface QueuedProposal extends Waiter<unknown> {
-  readonly data: Uint8Array;
+  /** The entries; a batch lands at consecutive indexes and settles once. */
+  readonly datas: readonly Uint8Array[];
+  /** Settles with the array of results (proposeBatch), not the one result (propose). */
+  readonly batch: boolean;
+}
+
+/**
+ * A proposal accepted by Raft at [first, last] in `term`, awaiting those entries' application.
+ * Entries of one proposal are appended together, so if any of them is superseded (another entry
+ * committed at its index) so is every later one: it committed completely, not at all, or only a
+ * prefix (`committed` counts the entries applied with our term).
+ */
+interface InFlightProposal extends Waiter<unknown> {
+  readonly term: number;
+  readonly first: number;
+  readonly last: number;
+  /** Results of the entries applied so far (batches only). */
+  readonly results: unknown[] | undefined;
+  result: unknown;
+  committed: number;
 }
 
 export class GroupReplica {
   readonly node: RawNode;
-  /** Proposals accepted by Raft, by log index, awaiting the entry applied there. */
-  private readonly inFlight = new Map<number, { term: number } & Waiter<unknown>>();
+  /**
+   * Proposals accepted by Raft, awaiting their entries' application, in log order from
+   * `inFlightHead` on (all of one term: a leadership change fails them).
+   */
+  private inFlight: InFlightProposal[] = [];
+  private inFlightHead = 0;
   /** Proposals handed in since the last loop turn; proposed in one batch. */
   private queued: QueuedProposal[] = [];
   private readonly reads = new Map<number, Waiter<void>>();
@@ -83,7 +107,26 @@ export class GroupReplica {
   }
 
   enqueueProposal(data: Uint8Array): Promise<unknown> {
-    return new Promise((resolve, reject) => this.queued.push({ data, resolve, reject }));
+    return new Promise((resolve, reject) =>
+      this.queued.push({ datas: [data], batch: false, resolve, reject }),
+    );
+  }
+
+  /**
+   * Proposes entries together: they land at consecutive indexes or not at all. Resolves with
+   * their results in order once all are applied; rejects like a single proposal, except that a
+   * batch of which only a prefix committed (leadership was lost) ends as ProposalUnknownError.
+   */
+  enqueueProposalBatch(datas: readonly Uint8Array[]): Promise<unknown[]> {
+    if (datas.length === 0) return Promise.resolve([]);
+    return new Promise((resolve, reject) =>
+      this.queued.push({
+        datas,
+        batch: true,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      }),
+    );
   }
 
   enqueueRead(): Promise<void> {
@@ -120,9 +163,28 @@ export class GroupReplica {
     if (this.queued.length > 0) {
       const batch = this.queued;
       this.queued = [];
-      const r = this.node.propose(...batch.map((p) => p.data));
+      const datas: Uint8Array[] = [];
+      for (const p of batch) for (const d of p.datas) datas.push(d);
+      const r = this.node.proposeAll(datas);
       if (r.ok) {
-        batch.forEach((p, i) => this.inFlight.set(r.index + i, { term: r.term, ...p }));
+        const tail = this.inFlight[this.inFlight.length - 1];
+        // Waiters of an earlier term (a leadership change the Readys did not show): unknown.
+        if (tail !== undefined && tail.term !== r.term) this.failInFlight('leadership lost');
+        let index = r.index;
+        for (const p of batch) {
+          const count = p.datas.length;
+          this.inFlight.push({
+            term: r.term,
+            first: index,
+            last: index + count - 1,
+            results: p.batch ? [] : undefined,
+            result: undefined,
+            committed: 0,
+            resolve: p.resolve,
+            reject: p.reject,
+          });
+          index += count;
+        }
       } else {
         const err =
           r.reason === 'not-leader'
@@ -146,18 +208,52 @@ export class GroupReplica {
       this.snapshotsInstalled++;
       this.bytesSinceSnapshot = 0;
     }
+    const inFlight = this.inFlight;
+    let head = this.inFlightHead;
+    let w = inFlight[head];
     for (const e of rd.committedEntries) {
       let result: unknown = undefined;
-      if (e.type === 'normal' && e.data.byteLength > 0) result = this.stateMachine.apply(e);
+      // (Uint8Array length: byteLength, the getter V8 inlines.)
+      if (e.type === 'normal' && e.data.length > 0) result = this.stateMachine.apply(e);
       this.appliedIndex = e.index;
-      this.bytesSinceSnapshot += e.data.byteLength;
-      const waiter = this.inFlight.get(e.index);
-      if (!waiter) continue;
-      this.inFlight.delete(e.index);
-      if (waiter.term === e.term) waiter.resolve(result);
-      // Another entry committed at our index, so ours never will: a definite failure.
-      else waiter.reject(new ProposalDroppedError(this.groupId, 'superseded'));
+      this.bytesSinceSnapshot += e.data.length;
+      // Proposals whose entries were passed without being applied (not expected): unknown.
+      while (w !== undefined && w.last < e.index) {
+        w.reject(new ProposalUnknownError(this.groupId, 'entries not applied one by one'));
+        w = inFlight[++head];
+      }
+      if (w === undefined || e.index < w.first) continue;
+      if (e.term === w.term) {
+        w.committed++;
+        if (w.results !== undefined) w.results.push(result);
+        else w.result = result;
+      }
+      if (e.index !== w.last) continue;
+      if (e.term === w.term) w.resolve(w.results ?? w.result);
+      // Another entry committed at our index, so ours never will: a definite failure...
+      else if (w.committed === 0) w.reject(new ProposalDroppedError(this.groupId, 'superseded'));
+      // ... unless earlier entries of the same batch did commit.
+      else {
+        const count = w.last - w.first + 1;
+        w.reject(
+          new ProposalUnknownError(
+            this.groupId,
+            `superseded after ${w.committed} of ${count} entries committed`,
+          ),
+        );
+      }
+      w = inFlight[++head];
     }
+    if (w === undefined) {
+      if (head > 0) {
+        this.inFlight = [];
+        head = 0;
+      }
+    } else if (head > 1024 && head * 2 > inFlight.length) {
+      this.inFlight = inFlight.slice(head);
+      head = 0;
+    }
+    this.inFlightHead = head;
     for (const s of rd.readStates) {
       const waiter = this.reads.get(s.requestId);
       if (!waiter) continue;
@@ -178,9 +274,12 @@ export class GroupReplica {
 
   /** Every waiting proposal ends as unknown: it may still commit under the next leader. */
   failInFlight(reason: string): void {
-    for (const w of this.inFlight.values())
-      w.reject(new ProposalUnknownError(this.groupId, reason));
-    this.inFlight.clear();
+    const waiters = this.inFlight;
+    const head = this.inFlightHead;
+    this.inFlight = [];
+    this.inFlightHead = 0;
+    for (let i = head; i < waiters.length; i++)
+      waiters[i]!.reject(new ProposalUnknownError(this.groupId, reason));
   }
 
   /** Fails everything on shutdown or removal. */

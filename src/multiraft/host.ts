@@ -192,6 +192,18 @@ export class MultiRaftHost {
     return p;
   }
 
+  /**
+   * Proposes entries as one batch (consecutive indexes, all or none appended); resolves with
+   * their results once all are applied. See GroupReplica.enqueueProposalBatch for failures.
+   */
+  proposeBatch(groupId: number, datas: readonly Uint8Array[]): Promise<unknown[]> {
+    const g = this.groups.get(groupId);
+    if (!g) return Promise.reject(new NotLeaderError(groupId, '', 'group not hosted on this node'));
+    const p = g.enqueueProposalBatch(datas);
+    this.wake();
+    return p;
+  }
+
   /** Resolves once this replica has applied everything committed before the call (ReadIndex). */
   read(groupId: number): Promise<void> {
     const g = this.groups.get(groupId);

@@ -2,7 +2,7 @@
  * The hash ring: contiguous ranges of the 32-bit space, each owned by one group. Ranges are
  * half-open [start, end) with end up to 2^32, so that together they cover the ring exactly.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 
 export const RING_SIZE = 2 ** 32;
 
@@ -36,9 +36,8 @@ export function lookupRange(ranges: readonly RingRange[], hash: number): RingRan
     else hi = mid - 1;
   }
   const r = ranges[lo];
-  assert(
-    r !== undefined && r.start <= hash && hash < r.end,
-    `hash ${hash} not covered by the ring`,
-  );
+  if (r === undefined || r.start > hash || hash >= r.end) {
+    assertionFailed(`hash ${hash} not covered by the ring`);
+  }
   return r;
 }

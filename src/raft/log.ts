@@ -8,7 +8,7 @@
  * - unstable.entries, if any, start at unstable.offset and directly follow the stable log or
  *   the unstable snapshot.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { entryBytes, type Entry, type Snapshot } from './messages.js';
 import type { LogStorage } from './log-storage.js';
 
@@ -216,7 +216,9 @@ export class RaftLog {
   }
 
   appliedTo(index: number): void {
-    assert(index <= this.committed, `applied ${index} beyond committed ${this.committed}`);
+    // Called for every applied entry: the message is built only if the check fails.
+    if (index > this.committed)
+      assertionFailed(`applied ${index} beyond committed ${this.committed}`);
     if (index > this.applied) this.applied = index;
     if (index > this.applying) this.applying = index;
   }

@@ -133,9 +133,12 @@ export function message(
   };
 }
 
-/** Size of an entry for flow control and proposal limits: payload bytes plus a fixed header. */
+/**
+ * Size of an entry for flow control and proposal limits: payload bytes plus a fixed header.
+ * (`length`, which equals byteLength for a Uint8Array, is the one V8 inlines; this is hot.)
+ */
 export function entryBytes(e: Entry): number {
-  return e.data.byteLength + 16;
+  return e.data.length + 16;
 }
 
 export function isResponse(type: MessageType): boolean {

@@ -687,12 +687,19 @@ export class Raft {
 
   private appendEntries(entries: Entry[]): number {
     let index = this.log.lastIndex();
-    const stamped: Entry[] = entries.map((e) => ({ ...e, term: this.term, index: ++index }));
+    const term = this.term;
+    return this.appendStamped(
+      entries.map((e) => ({ term, index: ++index, type: e.type, data: e.data })),
+    );
+  }
+
+  /** Appends entries already stamped with this term and the next indexes; returns the last. */
+  private appendStamped(stamped: Entry[]): number {
     for (const e of stamped) this.uncommittedBytes += entryBytes(e);
-    this.log.append(stamped);
+    const last = this.log.append(stamped);
     // Our own acknowledgement waits for persistence (advance); followers can be sent now.
     this.bcastAppend();
-    return index;
+    return last;
   }
 
   private bcastAppend(): void {
@@ -1013,10 +1020,10 @@ export class Raft {
     if (refused) return refused;
     let bytes = 0;
     for (const d of datas) {
-      if (d.byteLength > this.config.maxEntryBytes) {
-        return this.reject('too-large', `entry of ${d.byteLength} bytes > maxEntryBytes`);
+      if (d.length > this.config.maxEntryBytes) {
+        return this.reject('too-large', `entry of ${d.length} bytes > maxEntryBytes`);
       }
-      bytes += d.byteLength + 16;
+      bytes += d.length + 16;
     }
     if (
       this.uncommittedBytes > 0 &&
@@ -1027,8 +1034,10 @@ export class Raft {
         `uncommitted bytes would pass ${this.config.maxUncommittedBytes}`,
       );
     }
-    const last = this.appendEntries(
-      datas.map((data) => ({ term: 0, index: 0, type: 'normal' as const, data })),
+    let index = this.log.lastIndex();
+    const term = this.term;
+    const last = this.appendStamped(
+      datas.map((data) => ({ term, index: ++index, type: 'normal' as const, data })),
     );
     return { ok: true, index: last - datas.length + 1, term: this.term };
   }

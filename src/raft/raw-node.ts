@@ -80,6 +80,12 @@ export class RawNode {
     return this.raft.propose(datas);
   }
 
+  /** propose() with the entries as one array (no spread of a long argument list). */
+  proposeAll(datas: readonly Uint8Array[]): ProposeResult {
+    this.assertIdle('propose');
+    return this.raft.propose(datas);
+  }
+
   proposeConfChange(cc: ConfChange): ProposeResult {
     this.assertIdle('proposeConfChange');
     return this.raft.proposeConfChange(cc);

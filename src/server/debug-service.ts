@@ -7,11 +7,17 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
-import { lookupRange } from '../placement/ring.js';
 import { hashShardKey } from '../placement/hash.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
-import { splitRing } from '../placement/ring.js';
+import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { encodeKvPut } from './kv-state-machine.js';
+import {
+  parsePutBatchRequest,
+  putCommand,
+  putCount,
+  type PutBatchRequestRanges,
+  type PutCommand,
+} from './put-batch.js';
 import type { TickraftNode } from './node.js';
 
 const PROTO_PATH = fileURLToPath(new URL('../../proto/debug.proto', import.meta.url));
@@ -43,16 +49,17 @@ export class DebugServer {
 
   constructor(private readonly node: TickraftNode) {}
 
-  /** The group that owns `key`: from the meta group's map once known, else the flag plan. */
-  private groupFor(key: string): number {
-    const hash = hashShardKey(key);
+  /** The ring: from the meta group's map once known, else the flag plan. */
+  private ranges(): RingRange[] {
     const groups = [...this.node.meta.groups.values()].sort((a, b) => a.start - b.start);
     if (groups.length > 0)
-      return lookupRange(
-        groups.map((g) => ({ groupId: g.id, start: g.start, end: g.end })),
-        hash,
-      ).groupId;
-    return lookupRange(splitRing(this.node.config.groups, META_GROUP_ID + 1), hash).groupId;
+      return groups.map((g) => ({ groupId: g.id, start: g.start, end: g.end }));
+    return splitRing(this.node.config.groups, META_GROUP_ID + 1);
+  }
+
+  /** The group that owns `key`. */
+  private groupFor(key: string): number {
+    return lookupRange(this.ranges(), hashShardKey(key)).groupId;
   }
 
   private notLeader(groupId: number): grpc.ServiceError {
@@ -74,10 +81,42 @@ export class DebugServer {
     return groupId;
   }
 
+  /**
+   * The puts of a batch, grouped by the group that owns their keys; each group's puts are
+   * proposed together (as one proposal they land at consecutive indexes), and the call succeeds
+   * once every group applied them.
+   */
+  private async putBatch(req: PutBatchRequestRanges): Promise<number> {
+    const ranges = this.ranges();
+    const byGroup = new Map<number, Uint8Array[]>();
+    const put: PutCommand = { hash: 0, command: new Uint8Array() };
+    const count = putCount(req);
+    for (let i = 0; i < count; i++) {
+      putCommand(req, i, put);
+      const groupId = lookupRange(ranges, put.hash).groupId;
+      let datas = byGroup.get(groupId);
+      if (datas === undefined) {
+        const g = this.node.host.groups.get(groupId);
+        if (!g || !g.isLeader) throw this.notLeader(groupId);
+        byGroup.set(groupId, (datas = []));
+      }
+      datas.push(put.command);
+    }
+    const waits: Promise<unknown[]>[] = [];
+    for (const [groupId, datas] of byGroup) waits.push(this.node.host.proposeBatch(groupId, datas));
+    await Promise.all(waits);
+    return count;
+  }
+
   async start(address: string): Promise<number> {
     const service = loadDebugService();
     const server = new grpc.Server();
-    server.addService(service.service, {
+    // PutBatch requests are parsed by hand (put-batch.ts): the benchmark's hot path.
+    const definition: grpc.ServiceDefinition = {
+      ...service.service,
+      PutBatch: { ...service.service['PutBatch']!, requestDeserialize: parsePutBatchRequest },
+    };
+    server.addService(definition, {
       put: (call: grpc.ServerUnaryCall<PutRequest, unknown>, cb: grpc.sendUnaryData<unknown>) => {
         this.put(call.request).then(
           (groupId) => cb(null, { groupId }),
@@ -85,11 +124,11 @@ export class DebugServer {
         );
       },
       putBatch: (
-        call: grpc.ServerUnaryCall<{ puts: PutRequest[] }, unknown>,
+        call: grpc.ServerUnaryCall<PutBatchRequestRanges, unknown>,
         cb: grpc.sendUnaryData<unknown>,
       ) => {
-        Promise.all(call.request.puts.map((p) => this.put(p))).then(
-          (ids) => cb(null, { committed: ids.length }),
+        this.putBatch(call.request).then(
+          (committed) => cb(null, { committed }),
           (err: unknown) => cb(toServiceError(err)),
         );
       },

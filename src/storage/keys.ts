@@ -12,7 +12,7 @@
  * are one contiguous key range sorted by index, and appends arrive in key order (cheap
  * compaction). Kind bytes are printable letters so that a raw dump of the database is readable.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 
 export type GroupKeyKind = 'group' | 'hard-state' | 'entry' | 'snapshot-meta' | 'snapshot-chunk';
 export type KeyKind = 'format' | GroupKeyKind;
@@ -65,7 +65,7 @@ export function isGroupId(groupId: number): boolean {
 }
 
 function assertGroupId(groupId: number): void {
-  assert(isGroupId(groupId), `group id ${groupId} is not a u32`);
+  if (!isGroupId(groupId)) assertionFailed(`group id ${groupId} is not a u32`);
 }
 
 function writeU32(out: Uint8Array, at: number, v: number): void {
@@ -113,9 +113,27 @@ export function snapshotChunkKey(groupId: number, chunk: number): Uint8Array {
   return key;
 }
 
+/** Bytes of every log entry key. */
+export const ENTRY_KEY_BYTES_TOTAL = ENTRY_KEY_BYTES;
+
+/**
+ * Writes the log entry key of (group, index) at `at` in `out` (ENTRY_KEY_BYTES_TOTAL bytes),
+ * for callers that put many keys into one buffer; the bytes are those of entryKey().
+ */
+export function writeEntryKey(out: Uint8Array, at: number, groupId: number, index: number): void {
+  assertGroupId(groupId);
+  if (!Number.isSafeInteger(index) || index < 1)
+    assertionFailed(`log index ${index} is not storable`);
+  out[at] = KIND_BYTE.entry;
+  writeU32(out, at + 1, groupId);
+  writeU32(out, at + PREFIX_BYTES, Math.floor(index / TWO_POW_32));
+  writeU32(out, at + PREFIX_BYTES + 4, index >>> 0);
+}
+
 export function entryKey(groupId: number, index: number): Uint8Array {
   // Index 0 is the empty log's snapshot point and never a stored entry.
-  assert(Number.isSafeInteger(index) && index >= 1, `log index ${index} is not storable`);
+  if (!Number.isSafeInteger(index) || index < 1)
+    assertionFailed(`log index ${index} is not storable`);
   const key = prefixed('entry', groupId, ENTRY_KEY_BYTES);
   writeU32(key, PREFIX_BYTES, Math.floor(index / TWO_POW_32));
   writeU32(key, PREFIX_BYTES + 4, index >>> 0);

@@ -16,7 +16,13 @@ import { AssertionError, assert } from '../base/assert.js';
 import { bootstrapEntries, bootstrapHardState } from '../raft/bootstrap.js';
 import type { NodeId, Snapshot } from '../raft/messages.js';
 import { StorageError } from './errors.js';
-import { CountingSink, planCompaction, planGroupUpdate, type GroupUpdate } from './group-commit.js';
+import {
+  CountingSink,
+  PairChecks,
+  planCompaction,
+  planGroupUpdate,
+  type GroupUpdate,
+} from './group-commit.js';
 import { GroupMirror, type GroupLog } from './group-log.js';
 import { formatKey, groupKey, groupRanges, isGroupId } from './keys.js';
 import { loadGroups, type RecordSource } from './recovery.js';
@@ -55,6 +61,21 @@ type Batch = ChainedBatch<Db, Uint8Array, Uint8Array>;
 
 /** Keys read per iterator step at open and in deleteGroup. */
 const ITERATE_BATCH = 1000;
+
+/**
+ * LevelDB tuning for a write-heavy Raft log. Its defaults (a 4 MiB memtable, 2 MiB tables) are
+ * made for small read-mostly stores: here every entry is written once and deleted at the next
+ * compaction, keys of all groups interleave in every flushed table, and with the defaults the
+ * background compaction alone cost 4-5.6 µs of CPU per entry written, more than the rest of the
+ * write path (16 groups × 35 entries per synced batch, 50,000-entry logs). A 64 MiB memtable and
+ * 32 MiB tables bring it to under 3 µs. The price is memory (up to two memtables, ~128 MiB) and a
+ * longer log replay when the database opens; durability is unchanged (every batch is synced to
+ * LevelDB's log before the write resolves).
+ */
+const LEVELDB_OPTIONS = {
+  writeBufferSize: 64 * 1024 * 1024,
+  maxFileSize: 32 * 1024 * 1024,
+} as const;
 
 const FORMAT: FormatRecord = { store: 'tickraft-node-store', layout: STORE_LAYOUT };
 
@@ -108,6 +129,7 @@ export class NodeStore {
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(dir, {
       keyEncoding: 'view',
       valueEncoding: 'view',
+      ...LEVELDB_OPTIONS,
     });
     try {
       await db.open();
@@ -202,11 +224,12 @@ export class NodeStore {
       const applies: Array<() => void> = [];
       let entryCount = 0;
       const seen = new Set<number>();
+      const checks = new PairChecks();
       try {
         for (const u of updates) {
           assert(!seen.has(u.groupId), `group ${u.groupId} appears twice in one commit`);
           seen.add(u.groupId);
-          applies.push(planGroupUpdate(this.mirror(u.groupId), u, sink));
+          applies.push(planGroupUpdate(this.mirror(u.groupId), u, sink, checks));
           entryCount += u.entries.length;
         }
         const fsyncMs = sink.opCount === 0 ? 0 : await this.write(batch, 'group commit', sync);

@@ -3,12 +3,13 @@
  * as untrusted: anything that is not exactly the expected shape throws a CodecError, which the
  * loader turns into STORAGE_CORRUPT naming the group and key.
  *
- * Log entries are a 4-tuple rather than a map: they are the hot path and the bulk of the data.
- * The index is stored in the value as well as in the key, so a record found under the wrong key
- * is detected when read back.
+ * Log entries are the hot path and the bulk of the data, so they have a compact binary record of
+ * their own rather than msgpack (see ENTRY_RECORD_VERSION); entries written by earlier builds as
+ * a msgpack 4-tuple behind CODEC_VERSION are still read. The index is stored in the value as well
+ * as in the key, so a record found under the wrong key is detected when read back.
  */
-import { assert, assertNever } from '../base/assert.js';
-import { CodecError, decode, encode } from '../base/codec.js';
+import { assert, assertNever, assertionFailed } from '../base/assert.js';
+import { CODEC_VERSION, CodecError, decode, encode } from '../base/codec.js';
 import type {
   ConfState,
   Entry,
@@ -73,23 +74,158 @@ function entryTypeCode(type: EntryType): number {
   }
 }
 
-export function encodeEntry(e: Entry): Uint8Array {
-  return encode([e.term, e.index, entryTypeCode(e.type), e.data]);
+/**
+ * The first byte of a binary log entry record. The record is
+ *
+ *   version (1 byte) | term (varint) | index (varint) | type code (1 byte) | data length (varint)
+ *   | data
+ *
+ * with unsigned LEB128 varints in their shortest form, each below 2^53. The length makes a
+ * truncated or extended record detectable. Version 1 (CODEC_VERSION) is the older msgpack
+ * 4-tuple [term, index, type code, data].
+ */
+export const ENTRY_RECORD_VERSION = 2;
+
+/** Largest varint of a safe integer: 8 bytes of 7 bits (2^56 > 2^53). */
+const VARINT_BYTES_MAX = 8;
+
+function varintBytes(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
 }
 
-/** The data of the result is a view into `bytes`. */
-export function decodeEntry(bytes: Uint8Array): Entry {
+function writeVarint(out: Uint8Array, at: number, v: number): number {
+  while (v >= 0x80) {
+    out[at++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  out[at++] = v;
+  return at;
+}
+
+/** Bytes of the binary record of `e` (encodeEntryInto writes exactly this many). */
+export function entryRecordBytes(e: Entry): number {
+  const len = e.data.length; // byteLength of a Uint8Array; the getter V8 inlines
+  return 2 + varintBytes(e.term) + varintBytes(e.index) + varintBytes(len) + len;
+}
+
+/**
+ * Writes the binary record of `e` at `at` (entryRecordBytes(e) bytes must be free there);
+ * returns the offset after it. Lets a caller put many records into one buffer.
+ */
+export function encodeEntryInto(out: Uint8Array, at: number, e: Entry): number {
+  if (!Number.isSafeInteger(e.term) || e.term < 0) {
+    assertionFailed(`entry term ${e.term} is not storable`);
+  }
+  if (!Number.isSafeInteger(e.index) || e.index < 1) {
+    assertionFailed(`entry index ${e.index} is not storable`);
+  }
+  out[at++] = ENTRY_RECORD_VERSION;
+  at = writeVarint(out, at, e.term);
+  at = writeVarint(out, at, e.index);
+  out[at++] = entryTypeCode(e.type);
+  const len = e.data.length;
+  at = writeVarint(out, at, len);
+  out.set(e.data, at);
+  return at + len;
+}
+
+export function encodeEntry(e: Entry): Uint8Array {
+  const out = new Uint8Array(entryRecordBytes(e));
+  const end = encodeEntryInto(out, 0, e);
+  assert(end === out.byteLength, `entry ${e.index}: record size ${end} != ${out.byteLength}`);
+  return out;
+}
+
+/** A varint read from a record: its value and the offset after it. */
+interface Varint {
+  value: number;
+  next: number;
+}
+
+function readVarint(bytes: Uint8Array, at: number, field: string, out: Varint): void {
+  let value = 0;
+  let scale = 1;
+  for (let k = 0; k < VARINT_BYTES_MAX; k++) {
+    const b = bytes[at + k];
+    if (b === undefined) throw malformed('log entry', `truncated in the ${field}`);
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) {
+      if (b === 0 && k > 0) throw malformed('log entry', `${field} is not a shortest varint`);
+      if (!Number.isSafeInteger(value)) {
+        throw malformed('log entry', `${field} ${value} is not below 2^53`);
+      }
+      out.value = value;
+      out.next = at + k + 1;
+      return;
+    }
+    scale *= 0x80;
+  }
+  throw malformed('log entry', `${field} is longer than ${VARINT_BYTES_MAX} bytes`);
+}
+
+function entryTypeOf(typeCode: unknown): EntryType {
+  if (typeCode === ENTRY_TYPE_CODE.normal) return 'normal';
+  if (typeCode === ENTRY_TYPE_CODE['conf-change']) return 'conf-change';
+  throw malformed('log entry', `unknown type code ${String(typeCode)}`);
+}
+
+function decodeBinaryEntry(bytes: Uint8Array): Entry {
+  const v: Varint = { value: 0, next: 1 };
+  readVarint(bytes, v.next, 'term', v);
+  const term = v.value;
+  readVarint(bytes, v.next, 'index', v);
+  const index = v.value;
+  if (index < 1) throw malformed('log entry', `bad index ${index}`);
+  const typeCode = bytes[v.next];
+  if (typeCode === undefined) throw malformed('log entry', 'truncated in the type');
+  const type = entryTypeOf(typeCode);
+  readVarint(bytes, v.next + 1, 'data length', v);
+  const end = v.next + v.value;
+  if (end !== bytes.byteLength) {
+    throw malformed(
+      'log entry',
+      `data of ${v.value} bytes ${end > bytes.byteLength ? 'is truncated' : 'is followed by more bytes'}`,
+    );
+  }
+  const data = new Uint8Array(bytes.buffer, bytes.byteOffset + v.next, v.value);
+  return { term, index, type, data };
+}
+
+/** The older record: msgpack [term, index, type code, data] behind CODEC_VERSION. */
+function decodeTupleEntry(bytes: Uint8Array): Entry {
   const v = decode(bytes);
   if (!Array.isArray(v) || v.length !== 4) throw malformed('log entry', 'not a 4-tuple');
   const [term, index, typeCode, data] = v as unknown[];
   if (!isIndex(term)) throw malformed('log entry', `bad term ${String(term)}`);
   if (!isIndex(index) || index < 1) throw malformed('log entry', `bad index ${String(index)}`);
   if (!(data instanceof Uint8Array)) throw malformed('log entry', 'data is not bytes');
-  let type: EntryType;
-  if (typeCode === ENTRY_TYPE_CODE.normal) type = 'normal';
-  else if (typeCode === ENTRY_TYPE_CODE['conf-change']) type = 'conf-change';
-  else throw malformed('log entry', `unknown type code ${String(typeCode)}`);
-  return { term, index, type, data };
+  return { term, index, type: entryTypeOf(typeCode), data };
+}
+
+/** The data of the result is a view into `bytes`. */
+export function decodeEntry(bytes: Uint8Array): Entry {
+  const version = bytes[0];
+  if (version === ENTRY_RECORD_VERSION) return decodeBinaryEntry(bytes);
+  if (version === CODEC_VERSION) return decodeTupleEntry(bytes);
+  if (version === undefined) throw malformed('log entry', 'empty record');
+  throw new CodecError(
+    'CODEC_UNKNOWN_VERSION',
+    `log entry record version ${version} is neither ${ENTRY_RECORD_VERSION} nor ${CODEC_VERSION}`,
+  );
+}
+
+export function sameEntry(a: Entry, b: Entry): boolean {
+  if (a.term !== b.term || a.index !== b.index || a.type !== b.type) return false;
+  const x = a.data;
+  const y = b.data;
+  if (x.byteLength !== y.byteLength) return false;
+  for (let i = 0; i < x.byteLength; i++) if (x[i] !== y[i]) return false;
+  return true;
 }
 
 export function encodeHardState(hs: HardState): Uint8Array {

@@ -3,9 +3,11 @@
  * that touches the loosely typed grpc-js and proto-loader APIs.
  *
  * gRPC itself moves opaque Buffers (identity serializers): this module encodes and decodes them
- * with the codecs proto-loader builds from the .proto file. Doing it here rather than inside
- * grpc-js gives the caller the exact byte counts, and a frame that fails validation surfaces as a
- * MalformedFrameError naming the field instead of an INTERNAL status from deep inside grpc-js.
+ * with the codecs proto-loader builds from the .proto file, except for BatchFrame, the hot path,
+ * which batch-frame-codec.ts encodes and decodes by hand from the same .proto. Doing it here
+ * rather than inside grpc-js gives the caller the exact byte counts, and a frame that fails
+ * validation surfaces as a MalformedFrameError naming the field instead of an INTERNAL status
+ * from deep inside grpc-js.
  *
  * Heartbeat coalescing lives here too, because it is a wire format question: heartbeats and
  * heartbeat responses whose other fields are all zero, and whose from/to are the frame's, travel
@@ -26,6 +28,11 @@ import type {
   NodeId,
   SnapshotMeta,
 } from '../raft/messages.js';
+import {
+  encodeBatchFrameBytes,
+  parseBatchFrame,
+  type CompactHeartbeat,
+} from './batch-frame-codec.js';
 import { MalformedFrameError } from './errors.js';
 
 /** A Raft message of one group: the unit the transport moves. */
@@ -133,22 +140,6 @@ interface ProtoGroupMessage {
   entries: ProtoEntry[];
 }
 
-interface ProtoHeartbeat {
-  groupId: number;
-  type: ProtoMessageType;
-  term: number;
-  commit: number;
-  context: number;
-  afterMessages: number;
-}
-
-interface ProtoBatchFrame {
-  from: string;
-  to: string;
-  messages: ProtoGroupMessage[];
-  heartbeats: ProtoHeartbeat[];
-}
-
 interface ProtoConfState {
   voters: readonly string[];
   votersOutgoing: readonly string[];
@@ -169,7 +160,6 @@ interface ProtoSnapshotChunk {
   data: Uint8Array;
 }
 
-const batchFrameCodec = codecFor<ProtoBatchFrame>('BatchFrame');
 const noticeFrameCodec = codecFor<{ groupsNotHosted: readonly number[] }>('NoticeFrame');
 const snapshotChunkCodec = codecFor<ProtoSnapshotChunk>('SnapshotChunk');
 const snapshotAckCodec = codecFor<{ outcome: string }>('SnapshotAck');
@@ -303,26 +293,19 @@ function toProtoGroupMessage(gm: GroupMessage): ProtoGroupMessage {
 }
 
 export function encodeBatchFrame(frame: BatchFrame): Buffer {
-  const messages: ProtoGroupMessage[] = [];
-  const heartbeats: ProtoHeartbeat[] = [];
+  const messages: GroupMessage[] = [];
+  const heartbeats: CompactHeartbeat[] = [];
   for (const gm of frame.messages) {
     const m = gm.message;
     // Invariant: snapshots travel only on SendSnapshot, so a delivered 'snap' always has data.
     assert(m.type !== 'snap', 'a snap message cannot travel in a batch frame');
     if (isCompactHeartbeat(m, frame.from, frame.to)) {
-      heartbeats.push({
-        groupId: checkU32(gm.groupId, 'groupId'),
-        type: MESSAGE_TYPE_TO_PROTO[m.type],
-        term: checkU64(m.term, 'term'),
-        commit: checkU64(m.commit, 'commit'),
-        context: checkU64(m.context, 'context'),
-        afterMessages: messages.length,
-      });
+      heartbeats.push({ gm, afterMessages: messages.length });
     } else {
-      messages.push(toProtoGroupMessage(gm));
+      messages.push(gm);
     }
   }
-  return batchFrameCodec.encode({ from: frame.from, to: frame.to, messages, heartbeats });
+  return encodeBatchFrameBytes(frame.from, frame.to, messages, heartbeats);
 }
 
 export function encodeNoticeFrame(notice: NoticeFrame): Buffer {
@@ -493,65 +476,25 @@ function readGroupMessage(value: unknown, path: string): GroupMessage {
   return { groupId, message };
 }
 
-interface DecodedHeartbeat {
-  readonly gm: GroupMessage;
-  readonly afterMessages: number;
-}
-
-function readHeartbeat(
-  value: unknown,
-  path: string,
-  frame: { from: NodeId; to: NodeId; previousAfter: number; messageCount: number },
-): DecodedHeartbeat {
-  const o = asFields(value, path);
-  const groupId = readU32(o, 'groupId', path);
-  const type = readMessageType(o, 'type', path);
-  if (type !== 'heartbeat' && type !== 'heartbeat-resp') {
-    fail(join(path, 'type'), `must be a heartbeat or heartbeat response, not ${type}`);
-  }
-  const afterMessages = readU32(o, 'afterMessages', path);
-  if (afterMessages < frame.previousAfter) fail(join(path, 'afterMessages'), 'decreases');
-  if (afterMessages > frame.messageCount) {
-    fail(join(path, 'afterMessages'), `exceeds the ${frame.messageCount} messages of the frame`);
-  }
-  const message: Message = {
-    type,
-    from: frame.from,
-    to: frame.to,
-    term: readU64(o, 'term', path),
-    logTerm: 0,
-    index: 0,
-    entries: [],
-    commit: readU64(o, 'commit', path),
-    reject: false,
-    rejectHint: 0,
-    snapshot: undefined,
-    context: readU64(o, 'context', path),
-  };
-  return { gm: { groupId, message }, afterMessages };
-}
-
 /** Decodes and validates one Stream frame; throws MalformedFrameError naming the first bad field. */
 export function decodeBatchFrame(bytes: Buffer): DecodedBatchFrame {
-  const o = decodeWith(batchFrameCodec, bytes);
-  const from = readNodeId(o, 'from', '');
-  const to = readNodeId(o, 'to', '');
-  const full = readList(o, 'messages', '').map((v, i) => {
-    const gm = readGroupMessage(v, `messages[${i}]`);
-    if (gm.message.type === 'snap') {
+  const { from, to, messages: full, heartbeats } = parseBatchFrame(bytes);
+  for (let i = 0; i < full.length; i++) {
+    if (full[i]!.message.type === 'snap') {
       fail(`messages[${i}].type`, 'a snapshot travels on SendSnapshot, not in a frame');
     }
-    return gm;
-  });
-  const rawHeartbeats = readList(o, 'heartbeats', '');
-  if (rawHeartbeats.length === 0) return { from, to, messages: full };
+  }
+  if (heartbeats.length === 0) return { from, to, messages: full };
 
-  const ctx = { from, to, previousAfter: 0, messageCount: full.length };
-  const heartbeats = rawHeartbeats.map((v, i) => {
-    const hb = readHeartbeat(v, `heartbeats[${i}]`, ctx);
-    ctx.previousAfter = hb.afterMessages;
-    return hb;
-  });
+  let previousAfter = 0;
+  for (let i = 0; i < heartbeats.length; i++) {
+    const after = heartbeats[i]!.afterMessages;
+    if (after < previousAfter) fail(`heartbeats[${i}].afterMessages`, 'decreases');
+    if (after > full.length) {
+      fail(`heartbeats[${i}].afterMessages`, `exceeds the ${full.length} messages of the frame`);
+    }
+    previousAfter = after;
+  }
   // Merge the two lists back into send order.
   const messages: GroupMessage[] = [];
   let h = 0;

@@ -44,6 +44,34 @@ t.test('the shard-key hash is pinned', (t) => {
   t.end();
 });
 
+t.test('the shard-key hash is FNV-1a over exactly the UTF-8 bytes TextEncoder gives', (t) => {
+  const encoder = new TextEncoder();
+  const reference = (key: string): number => {
+    let h = 0x811c9dc5;
+    for (const byte of encoder.encode(key)) h = Math.imul(h ^ byte, 0x01000193);
+    return h >>> 0;
+  };
+  // Every kind of UTF-16 unit: ASCII, 2- and 3-byte code points, surrogate pairs, lone and
+  // reversed surrogates, at the start, middle and end of keys.
+  const units = [0x00, 0x41, 0x7f, 0x80, 0x7ff, 0x800, 0xd7ff, 0xd800, 0xdbff, 0xdc00, 0xdfff];
+  const more = [0xe000, 0xfffd, 0xffff, 0x3b1, 0x20ac];
+  const alphabet = [...units, ...more].map((c) => String.fromCharCode(c));
+  alphabet.push('\u{1F600}', '\u{10FFFF}', 'job-42');
+  let seed = 1;
+  const next = (n: number): number => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed % n;
+  };
+  let bad = 0;
+  for (let k = 0; k < 5000; k++) {
+    let key = '';
+    for (let n = next(8); n > 0; n--) key += alphabet[next(alphabet.length)];
+    if (hashShardKey(key) !== reference(key)) bad++;
+  }
+  t.equal(bad, 0, '5,000 random keys hash as the TextEncoder reference does');
+  t.end();
+});
+
 t.test('a bootstrap plan balances replicas and preferred leaders', (t) => {
   const plan = planBootstrap(['n3', 'n1', 'n2'], 16);
   t.same(plan.metaVoters, ['n1', 'n2', 'n3']);

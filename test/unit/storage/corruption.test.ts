@@ -77,6 +77,9 @@ t.test('a garbage value at a log key names the group and index', async (t) => {
   const err = await openDamaged(t, (db) => db.put(entryKey(5, 7), Uint8Array.of(1, 0xc1, 9, 9)));
   t.match(err, corrupt({ groupId: 5, index: 7 }, /group 5: log entry 7 does not decode/));
   t.match(err, { cause: { name: 'CodecError' } }, 'the codec error is the cause');
+  // A binary record (version 2) of entry 7 whose data is cut short.
+  const cut = await openDamaged(t, (db) => db.put(entryKey(5, 7), Uint8Array.of(2, 1, 7, 0, 50)));
+  t.match(cut, corrupt({ groupId: 5, index: 7 }, /log entry 7 does not decode.*truncated/));
 });
 
 t.test('a value of an unknown codec version is corrupt, not guessed at', async (t) => {

@@ -19,6 +19,8 @@ import {
   hardStateKey,
   snapshotChunkKey,
   snapshotMetaKey,
+  writeEntryKey,
+  ENTRY_KEY_BYTES_TOTAL,
   type KeyRange,
 } from '../../../src/storage/keys.js';
 
@@ -120,6 +122,22 @@ t.test('per-group ranges hold exactly that group', (t) => {
     [false, true, true, false],
     'entryRange is [lo, hi)',
   );
+  t.end();
+});
+
+t.test('log keys written into a shared buffer are the bytes of entryKey', (t) => {
+  const pairs = groups.flatMap((g) => indexes.map((i) => [g, i] as const));
+  const out = new Uint8Array(3 + pairs.length * ENTRY_KEY_BYTES_TOTAL).fill(0xee);
+  pairs.forEach(([g, i], n) => writeEntryKey(out, 3 + n * ENTRY_KEY_BYTES_TOTAL, g, i));
+  let bad = 0;
+  pairs.forEach(([g, i], n) => {
+    const at = 3 + n * ENTRY_KEY_BYTES_TOTAL;
+    if (cmp(out.subarray(at, at + ENTRY_KEY_BYTES_TOTAL), entryKey(g, i)) !== 0) bad++;
+  });
+  t.equal(bad, 0, `${pairs.length} keys`);
+  t.same([...out.subarray(0, 3)], [0xee, 0xee, 0xee], 'nothing written before the offset');
+  t.throws(() => writeEntryKey(out, 0, 1, 0), AssertionError);
+  t.throws(() => writeEntryKey(out, 0, GROUP_ID_MAX + 1, 1), AssertionError);
   t.end();
 });
 

@@ -1,18 +1,22 @@
-// The value encodings under the store's keys: base/codec.ts (msgpackr behind a version byte) and
-// the record codecs of storage/records.ts. Goal: every record round-trips exactly, and bytes that
-// are not a record of the expected shape and version throw a CodecError instead of decoding into
-// something plausible. Method: round trips of representative values, then a table of damaged
-// inputs (wrong version, truncation, trailing bytes, wrong field types) with the expected code.
+// The value encodings under the store's keys: base/codec.ts (msgpackr behind a version byte),
+// the binary log entry record, and the record codecs of storage/records.ts. Goal: every record
+// round-trips exactly, and bytes that are not a record of the expected shape and version throw a
+// CodecError instead of decoding into something plausible. Method: round trips of representative
+// values, then a table of damaged inputs (wrong version, truncation, trailing bytes, wrong field
+// types, out-of-range numbers) with the expected code.
 import t from 'tap';
 import { CODEC_VERSION, CodecError, decode, encode } from '../../../src/base/codec.js';
 import type { Entry } from '../../../src/raft/messages.js';
 import {
+  ENTRY_RECORD_VERSION,
   decodeEntry,
   decodeFormat,
   decodeGroupRecord,
   decodeHardState,
   decodeSnapshotMeta,
   encodeEntry,
+  encodeEntryInto,
+  entryRecordBytes,
   encodeGroupRecord,
   encodeHardState,
   encodeSnapshotMeta,
@@ -73,6 +77,99 @@ t.test('records round-trip', (t) => {
   t.same(decodeGroupRecord(encodeGroupRecord({ bootstrap: { voters: ['a'], learners: ['b'] } })), {
     bootstrap: { voters: ['a'], learners: ['b'] },
   });
+  t.end();
+});
+
+t.test('log entries: a binary record, many per buffer, exact round trips', (t) => {
+  const numbers = [0, 1, 127, 128, 16_383, 16_384, 2 ** 31, 2 ** 32 + 5, 2 ** 53 - 1];
+  const entries: Entry[] = [];
+  for (const term of numbers) {
+    for (const index of numbers.filter((n) => n >= 1)) {
+      for (const size of [0, 1, 127, 128, 300]) {
+        const data = Uint8Array.from({ length: size }, (_, i) => (i * 7 + index) & 0xff);
+        entries.push({ term, index, type: size % 2 === 0 ? 'normal' : 'conf-change', data });
+      }
+    }
+  }
+  const total = entries.reduce((n, e) => n + entryRecordBytes(e), 0);
+  const buffer = new Uint8Array(total);
+  let at = 0;
+  let bad = 0;
+  for (const e of entries) {
+    const start = at;
+    at = encodeEntryInto(buffer, at, e);
+    const record = buffer.subarray(start, at);
+    if (record[0] !== ENTRY_RECORD_VERSION) bad++;
+    const back = decodeEntry(record);
+    const again = decodeEntry(encodeEntry(e));
+    for (const b of [back, again]) {
+      if (
+        b.term !== e.term ||
+        b.index !== e.index ||
+        b.type !== e.type ||
+        !Buffer.from(b.data).equals(Buffer.from(e.data))
+      ) {
+        bad++;
+      }
+    }
+  }
+  t.equal(at, total, 'entryRecordBytes is exact');
+  t.equal(bad, 0, `${entries.length} entries round-trip, alone and packed in one buffer`);
+  t.end();
+});
+
+t.test('log entries written by earlier builds (msgpack 4-tuples) are still read', (t) => {
+  const back = decodeEntry(encode([3, 2 ** 40, 1, Uint8Array.of(4, 5)]));
+  t.same(
+    { ...back, data: [...back.data] },
+    {
+      term: 3,
+      index: 2 ** 40,
+      type: 'conf-change',
+      data: [4, 5],
+    },
+  );
+  t.end();
+});
+
+t.test('damaged binary log entry records are refused', (t) => {
+  const good = encodeEntry({ term: 300, index: 70_000, type: 'normal', data: Uint8Array.of(1, 2) });
+  // version | term 300 (2 bytes) | index 70,000 (3 bytes) | type | length 2 | data
+  t.strictSame([...good], [2, 0xac, 0x02, 0xf0, 0xa2, 0x04, 0, 2, 1, 2]);
+  const patched = (at: number, byte: number) => {
+    const b = good.slice();
+    b[at] = byte;
+    return b;
+  };
+  const cases: [string, Uint8Array, string, RegExp][] = [
+    ['empty', new Uint8Array(), 'CODEC_MALFORMED', /empty/],
+    ['unknown version', patched(0, 3), 'CODEC_UNKNOWN_VERSION', /version 3/],
+    ['unknown type', patched(6, 7), 'CODEC_MALFORMED', /type code 7/],
+    ['index 0', Uint8Array.of(2, 1, 0, 0, 0), 'CODEC_MALFORMED', /bad index 0/],
+    ['trailing byte', Uint8Array.of(...good, 0), 'CODEC_MALFORMED', /followed by more bytes/],
+    ['data cut short', good.subarray(0, good.length - 1), 'CODEC_MALFORMED', /truncated/],
+    ['length longer than data', patched(7, 3), 'CODEC_MALFORMED', /truncated/],
+    ['length shorter than data', patched(7, 1), 'CODEC_MALFORMED', /followed by more bytes/],
+    [
+      'term of 2^53',
+      Uint8Array.of(2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 0),
+      'CODEC_MALFORMED',
+      /term .* not below 2\^53/,
+    ],
+    [
+      'index varint of 9 bytes',
+      Uint8Array.of(2, 1, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 0),
+      'CODEC_MALFORMED',
+      /index is longer than 8 bytes/,
+    ],
+    ['term not shortest', Uint8Array.of(2, 0x81, 0x00, 1, 0, 0), 'CODEC_MALFORMED', /shortest/],
+  ];
+  for (let cut = 1; cut < good.length; cut++) {
+    cases.push([`cut at ${cut}`, good.subarray(0, cut), 'CODEC_MALFORMED', /truncated/]);
+  }
+  for (const [name, bytes, code, message] of cases) {
+    t.throws(() => decodeEntry(bytes), { name: 'CodecError', code, message }, name);
+  }
   t.end();
 });
 

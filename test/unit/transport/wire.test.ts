@@ -5,7 +5,9 @@
 // naming the field. Method: seeded random messages (SeededRand, fixed seeds so failures replay)
 // through encode → decode compared deep-equal; snapshots through header + chunks + the
 // SnapshotAssembler; malformed input built with proto-loader directly from the same .proto, so
-// the test can write values our own encoder refuses to produce.
+// the test can write values our own encoder refuses to produce. BatchFrame has a hand-written
+// codec (batch-frame-codec.ts), so it is also checked against proto-loader in both directions:
+// what we write is what the .proto says, and we read what a protobuf library writes.
 import { fileURLToPath } from 'node:url';
 import { loadSync, type MessageTypeDefinition } from '@grpc/proto-loader';
 import t from 'tap';
@@ -27,6 +29,8 @@ import {
   estimateMessageBytes,
   type GroupMessage,
 } from '../../../src/transport/wire.js';
+import { MESSAGE_TYPE_NUMBER } from '../../../src/transport/batch-frame-codec.js';
+import type { Message } from '../../../src/raft/messages.js';
 import { MESSAGE_TYPES, randGroupId, randMessage, randSnapshot } from './harness.js';
 
 const FROM = 'n1';
@@ -143,6 +147,187 @@ function rawEncode(name: string, value: object): Buffer {
   const def = raw[`tickraft.v1.${name}`] as MessageTypeDefinition<object, object>;
   return def.serialize(value);
 }
+
+function rawDecode(name: string, bytes: Buffer): unknown {
+  const def = raw[`tickraft.v1.${name}`] as MessageTypeDefinition<object, object>;
+  return def.deserialize(bytes);
+}
+
+const protoType = (type: string): string => `MESSAGE_TYPE_${type.toUpperCase().replace(/-/g, '_')}`;
+
+/** A message as proto-loader shows a GroupMessage (every field present, bytes as plain arrays). */
+function protoMessage(gm: GroupMessage) {
+  const m = gm.message;
+  return {
+    groupId: gm.groupId,
+    type: protoType(m.type),
+    from: m.from,
+    to: m.to,
+    term: m.term,
+    logTerm: m.logTerm,
+    index: m.index,
+    commit: m.commit,
+    reject: m.reject,
+    rejectHint: m.rejectHint,
+    context: m.context,
+    entries: m.entries.map((e) => ({
+      term: e.term,
+      index: e.index,
+      type: e.type === 'normal' ? 'ENTRY_TYPE_NORMAL' : 'ENTRY_TYPE_CONF_CHANGE',
+      data: [...e.data],
+    })),
+  };
+}
+
+function isCompact(m: Message): boolean {
+  return (
+    (m.type === 'heartbeat' || m.type === 'heartbeat-resp') &&
+    m.from === FROM &&
+    m.to === TO &&
+    m.logTerm === 0 &&
+    m.index === 0 &&
+    m.entries.length === 0 &&
+    !m.reject &&
+    m.rejectHint === 0
+  );
+}
+
+function randFrameMessages(r: SeededRand, count: number): GroupMessage[] {
+  const types = MESSAGE_TYPES.filter((m) => m !== 'snap');
+  return Array.from({ length: count }, () => ({
+    groupId: randGroupId(r),
+    message: randMessage(r, types[r.int(types.length)] ?? 'app', FROM, TO),
+  }));
+}
+
+t.test('enum numbers of the hand-written frame codec are those of the .proto', (t) => {
+  const def = raw['tickraft.v1.MessageType'] as unknown as {
+    type: { value: { name: string; number: number }[] };
+  };
+  const numbers = new Map(def.type.value.map((v) => [v.name, v.number]));
+  for (const [type, n] of Object.entries(MESSAGE_TYPE_NUMBER)) {
+    t.equal(numbers.get(protoType(type)), n, type);
+  }
+  t.end();
+});
+
+t.test('batch frames we write are what proto-loader reads from the .proto', (t) => {
+  const r = new SeededRand(11);
+  for (let round = 0; round < 100; round++) {
+    const messages = randFrameMessages(r, r.int(30));
+    const bytes = encodeBatchFrame({ from: FROM, to: TO, messages });
+    const decoded = rawDecode('BatchFrame', bytes) as {
+      messages: { entries: { data: Buffer }[] }[];
+    };
+    for (const m of decoded.messages)
+      for (const e of m.entries) Object.assign(e, { data: [...e.data] });
+    const full = messages.filter((gm) => !isCompact(gm.message));
+    let before = 0;
+    const heartbeats = [];
+    for (const gm of messages) {
+      if (!isCompact(gm.message)) before++;
+      else {
+        const m = gm.message;
+        heartbeats.push({
+          groupId: gm.groupId,
+          type: protoType(m.type),
+          term: m.term,
+          commit: m.commit,
+          context: m.context,
+          afterMessages: before,
+        });
+      }
+    }
+    t.strictSame(
+      decoded,
+      { from: FROM, to: TO, messages: full.map(protoMessage), heartbeats },
+      `round ${round}`,
+    );
+  }
+  t.end();
+});
+
+t.test('batch frames proto-loader writes (every field present) decode to the messages', (t) => {
+  const r = new SeededRand(12);
+  for (let round = 0; round < 100; round++) {
+    const messages = randFrameMessages(r, 1 + r.int(30));
+    // Only full messages: proto-loader writes what it is given, zeros included.
+    const bytes = rawEncode('BatchFrame', {
+      from: FROM,
+      to: TO,
+      messages: messages.map(protoMessage).map((m) => ({
+        ...m,
+        entries: m.entries.map((e) => ({ ...e, data: Uint8Array.from(e.data) })),
+      })),
+    });
+    t.strictSame(decodeBatchFrame(bytes), { from: FROM, to: TO, messages }, `round ${round}`);
+  }
+  t.end();
+});
+
+t.test('unknown fields are skipped; a known field of the wrong wire type is malformed', (t) => {
+  const gm: GroupMessage = {
+    groupId: 3,
+    message: message({
+      type: 'app',
+      from: FROM,
+      to: TO,
+      term: 2,
+      entries: [{ term: 2, index: 5, type: 'normal', data: Uint8Array.of(1, 2, 3) }],
+    }),
+  };
+  const bytes = encodeBatchFrame({ from: FROM, to: TO, messages: [gm] });
+  // Field 15 varint 300, field 14 bytes "ab", field 13 fixed32, field 16 (a 2-byte key) fixed64.
+  const unknown = [
+    0x78, 0xac, 0x02, 0x72, 2, 0x61, 0x62, 0x6d, 1, 2, 3, 4, 0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8,
+  ];
+  // The frame with unknown fields at its front and at its end.
+  const padded = Buffer.from([...unknown, ...bytes, ...unknown]);
+  t.strictSame(decodeBatchFrame(padded).messages, [gm], 'unknown frame fields');
+  // The same inside the message: rebuild it with the unknown fields appended.
+  const inner = rawEncode('GroupMessage', protoMessage(gm));
+  const message2 = Buffer.from([...inner, ...unknown]);
+  const frame2 = Buffer.concat([
+    rawEncode('BatchFrame', { from: FROM, to: TO }),
+    Buffer.from([0x1a, message2.length]),
+    message2,
+  ]);
+  t.strictSame(decodeBatchFrame(frame2).messages, [gm], 'unknown message fields');
+
+  const wrongType = Buffer.concat([
+    rawEncode('BatchFrame', { from: FROM, to: TO }),
+    // messages[0] = { term (field 5) as bytes }
+    Buffer.from([0x1a, 3, 0x2a, 1, 0]),
+  ]);
+  t.throws(() => decodeBatchFrame(wrongType), {
+    code: 'TRANSPORT_MALFORMED_FRAME',
+    field: 'messages[0].term',
+  });
+  t.end();
+});
+
+t.test('decoded entries do not share memory with the frame', (t) => {
+  const gm: GroupMessage = {
+    groupId: 3,
+    message: message({
+      type: 'app',
+      from: FROM,
+      to: TO,
+      term: 2,
+      entries: [
+        { term: 2, index: 5, type: 'normal', data: Uint8Array.of(1, 2, 3) },
+        { term: 2, index: 6, type: 'normal', data: Uint8Array.of(4, 5) },
+      ],
+    }),
+  };
+  const bytes = encodeBatchFrame({ from: FROM, to: TO, messages: [gm] });
+  const back = decodeBatchFrame(bytes);
+  bytes.fill(0);
+  t.strictSame(back.messages, [gm]);
+  const data = back.messages[0]!.message.entries[0]!.data;
+  t.ok(data.buffer.byteLength < bytes.length + 64, 'entries pin no more than their message');
+  t.end();
+});
 
 const okMessage = {
   groupId: 1,

@@ -8,6 +8,7 @@
  * before `now`, ordered by due time then by key, each exactly once.
  */
 import { assert } from '../base/assert.js';
+import { MinHeap } from '../base/min-heap.js';
 
 interface Item {
   readonly key: string;
@@ -30,7 +31,7 @@ export class TimingWheel {
   /** key → due time, for every key the wheel or the far index holds. */
   private readonly dueOf = new Map<string, number>();
   /** Keys beyond the horizon, as a binary min-heap on (dueMs, key); stale entries are skipped. */
-  private far: Item[] = [];
+  private readonly far = new MinHeap<Item>(less);
   /** Start of the tick the wheel has advanced to: everything before it was returned. */
   private cursorMs: number;
 
@@ -53,7 +54,7 @@ export class TimingWheel {
   /** Keys held beyond the wheel's horizon (the far index), for metrics. */
   get farSize(): number {
     let n = 0;
-    for (const it of this.far)
+    for (const it of this.far.values())
       if (this.dueOf.get(it.key) === it.dueMs && !this.inWheel(it.dueMs)) n++;
     return n;
   }
@@ -89,7 +90,7 @@ export class TimingWheel {
     this.cancel(key);
     this.dueOf.set(key, dueMs);
     if (this.inWheel(dueMs)) this.bucketOf(dueMs).set(key, dueMs);
-    else heapPush(this.far, { key, dueMs });
+    else this.far.push({ key, dueMs });
   }
 
   cancel(key: string): boolean {
@@ -130,8 +131,8 @@ export class TimingWheel {
 
   private pullFar(nowMs: number, out: Item[]): void {
     const horizon = this.horizonMs();
-    while (this.far.length > 0 && this.far[0]!.dueMs < horizon) {
-      const it = heapPop(this.far)!;
+    while (this.far.size > 0 && this.far.peek()!.dueMs < horizon) {
+      const it = this.far.pop()!;
       if (this.dueOf.get(it.key) !== it.dueMs) continue; // cancelled or moved
       if (it.dueMs <= nowMs) {
         out.push(it);
@@ -152,35 +153,4 @@ export class TimingWheel {
 
 function less(a: Item, b: Item): boolean {
   return a.dueMs < b.dueMs || (a.dueMs === b.dueMs && a.key < b.key);
-}
-
-function heapPush(h: Item[], it: Item): void {
-  h.push(it);
-  let i = h.length - 1;
-  while (i > 0) {
-    const p = (i - 1) >> 1;
-    if (!less(h[i]!, h[p]!)) break;
-    [h[i], h[p]] = [h[p]!, h[i]!];
-    i = p;
-  }
-}
-
-function heapPop(h: Item[]): Item | undefined {
-  const top = h[0];
-  const last = h.pop();
-  if (h.length > 0 && last) {
-    h[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && less(h[l]!, h[m]!)) m = l;
-      if (r < h.length && less(h[r]!, h[m]!)) m = r;
-      if (m === i) break;
-      [h[i], h[m]] = [h[m]!, h[i]!];
-      i = m;
-    }
-  }
-  return top;
 }

@@ -9,6 +9,7 @@ import { nextFires } from '../../../src/schedule/next-fire.js';
 import { parseSchedule, type Schedule } from '../../../src/schedule/parse.js';
 import { planIntents, type PlanInput } from '../../../src/scheduler/intent-planner.js';
 import type { Job, JobSpec } from '../../../src/scheduler/model.js';
+import { spec as baseSpec } from './fixtures.js';
 import {
   DEFAULT_SCHEDULER_LIMITS,
   SchedulerStateMachine,
@@ -18,31 +19,7 @@ const MIN = 60_000;
 const T0 = Date.UTC(2026, 2, 1, 12, 0, 0);
 
 function spec(over: Partial<JobSpec> = {}): JobSpec {
-  return {
-    tenant: 'acme',
-    name: 'j',
-    schedule: '* * * * *',
-    timezone: 'UTC',
-    anchorMs: undefined,
-    target: { url: 'http://127.0.0.1:9/', headers: {} },
-    payload: '{}',
-    delivery: 'at_least_once',
-    retry: {
-      maxAttempts: 3,
-      initialBackoffMs: 1000,
-      maxBackoffMs: 10_000,
-      multiplier: 2,
-      maxAgeMs: 3600_000,
-    },
-    attemptDeadlineMs: 5000,
-    misfire: { policy: 'fire_once', fireAllCap: 3, catchUpWindowMs: 3600_000 },
-    overlap: { policy: 'allow', bufferCap: 0 },
-    priority: 1,
-    startAtMs: undefined,
-    endAtMs: undefined,
-    remainingFires: undefined,
-    ...over,
-  };
+  return baseSpec({ name: 'j', target: { url: 'http://127.0.0.1:9/', headers: {} }, ...over });
 }
 
 function compile(job: Job): Schedule {

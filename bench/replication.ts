@@ -13,6 +13,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
+import { planBootstrap } from '../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
@@ -97,7 +98,19 @@ async function run(): Promise<void> {
   try {
     cluster.startAll();
     await cluster.waitReady(60_000);
-    const leaders = await cluster.leaders();
+    // Right after start, each node hands the groups it leads to their preferred node (the first
+    // replica of the plan). The load goes to the leaders seen here, so wait (bounded) for those
+    // transfers: one landing mid-run would fail that group's calls for the rest of the run.
+    const plan = planBootstrap(
+      cluster.nodes.map((n) => n.id),
+      GROUPS,
+    );
+    let leaders = await cluster.leaders();
+    for (let waited = 0; waited < 10_000; waited += 100) {
+      if (plan.groups.every((g) => leaders.get(g.groupId) === g.replicas[0])) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      leaders = await cluster.leaders();
+    }
     const keys = keysByGroup();
     const latencies: number[] = [];
     let committed = 0;

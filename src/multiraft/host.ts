@@ -26,8 +26,8 @@ export interface GroupMessage {
 export interface GroupUpdate {
   readonly groupId: number;
   readonly entries: readonly Entry[];
-  readonly hardState?: HardState;
-  readonly snapshot?: Snapshot;
+  readonly hardState?: HardState | undefined;
+  readonly snapshot?: Snapshot | undefined;
 }
 
 export interface CommitStats {
@@ -257,11 +257,12 @@ export class MultiRaftHost {
       const rd = g.node.ready();
       readies.push([g, rd]);
       if (rd.entries.length > 0 || rd.hardState || rd.snapshot) {
+        // One shape for every update (no spreads of optional fields).
         updates.push({
           groupId: g.groupId,
           entries: rd.entries,
-          ...(rd.hardState ? { hardState: rd.hardState } : {}),
-          ...(rd.snapshot ? { snapshot: rd.snapshot } : {}),
+          hardState: rd.hardState,
+          snapshot: rd.snapshot,
         });
       }
     }

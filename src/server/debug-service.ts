@@ -110,7 +110,8 @@ export class DebugServer {
 
   async start(address: string): Promise<number> {
     const service = loadDebugService();
-    const server = new grpc.Server();
+    // Channelz (grpc-js's introspection service, unused here) would track every call.
+    const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
     // PutBatch requests are parsed by hand (put-batch.ts): the benchmark's hot path.
     const definition: grpc.ServiceDefinition = {
       ...service.service,

@@ -25,9 +25,12 @@ function varintBytes(v: number): number {
   return n;
 }
 
-/** Allocates a command for a key and value of these UTF-8 sizes, its header written. */
-function allocCommand(keyBytes: number, valueBytes: number): Buffer {
-  const out = Buffer.allocUnsafe(keyOffset(keyBytes) + keyBytes + valueBytes);
+/**
+ * Allocates a put command for a key and value of these UTF-8 sizes with its header written; the
+ * key goes at kvPutKeyOffset(keyBytes), the value right after it.
+ */
+export function allocKvPut(keyBytes: number, valueBytes: number): Buffer {
+  const out = Buffer.allocUnsafe(kvPutKeyOffset(keyBytes) + keyBytes + valueBytes);
   out[0] = KV_PUT_TAG;
   let at = 1;
   let v = keyBytes;
@@ -39,46 +42,18 @@ function allocCommand(keyBytes: number, valueBytes: number): Buffer {
   return out;
 }
 
-/** Where the key starts in a command of a key of this many bytes. */
-function keyOffset(keyBytes: number): number {
+/** Where the key starts in a put command of a key of this many bytes. */
+export function kvPutKeyOffset(keyBytes: number): number {
   return 1 + varintBytes(keyBytes);
 }
 
 export function encodeKvPut(put: KvPut): Uint8Array {
   const keyBytes = Buffer.byteLength(put.k, 'utf8');
-  const out = allocCommand(keyBytes, Buffer.byteLength(put.v, 'utf8'));
-  const at = keyOffset(keyBytes);
+  const out = allocKvPut(keyBytes, Buffer.byteLength(put.v, 'utf8'));
+  const at = kvPutKeyOffset(keyBytes);
   out.write(put.k, at, 'utf8');
   out.write(put.v, at + keyBytes, 'utf8');
   return out;
-}
-
-/**
- * The command of the key in src[keyStart, keyEnd) and the value in src[valueStart, valueEnd),
- * both already UTF-8: encodeKvPut of the strings those bytes are, without making the strings.
- */
-export function encodeKvPutBytes(
-  src: Buffer,
-  keyStart: number,
-  keyEnd: number,
-  valueStart: number,
-  valueEnd: number,
-): Uint8Array {
-  const keyBytes = keyEnd - keyStart;
-  const out = allocCommand(keyBytes, valueEnd - valueStart);
-  const at = keyOffset(keyBytes);
-  copyBytes(src, keyStart, keyEnd, out, at);
-  copyBytes(src, valueStart, valueEnd, out, at + keyBytes);
-  return out;
-}
-
-/** Copies src[start, end) to out at `at`; short ranges by hand (Buffer#copy makes a view). */
-function copyBytes(src: Buffer, start: number, end: number, out: Buffer, at: number): void {
-  if (end - start > 256) {
-    src.copy(out, at, start, end);
-    return;
-  }
-  for (let i = start; i < end; i++) out[at++] = src[i]!;
 }
 
 /**

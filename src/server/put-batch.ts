@@ -10,7 +10,7 @@
  * any other byte takes exactly that path (decode, then encode).
  */
 import { hashShardKey } from '../placement/hash.js';
-import { encodeKvPut, encodeKvPutBytes } from './kv-state-machine.js';
+import { allocKvPut, encodeKvPut, kvPutKeyOffset } from './kv-state-machine.js';
 
 /** A parsed PutBatchRequest: the request bytes and, per put, [keyStart, keyEnd, valueStart, valueEnd]. */
 export interface PutBatchRequestRanges {
@@ -110,18 +110,6 @@ export function parsePutBatchRequest(bytes: Buffer): PutBatchRequestRanges {
   return { bytes, ranges };
 }
 
-function isAscii(bytes: Buffer, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return false;
-  return true;
-}
-
-/** FNV-1a over bytes: hashShardKey of the string they are, for ASCII. */
-function hashAscii(bytes: Buffer, start: number, end: number): number {
-  let h = 0x811c9dc5;
-  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
-  return h >>> 0;
-}
-
 /** One put of a parsed batch: its key's shard hash and its key-value command. */
 export interface PutCommand {
   hash: number;
@@ -138,9 +126,26 @@ export function putCommand(req: PutBatchRequestRanges, i: number, out: PutComman
   const ke = ranges[4 * i + 1]!;
   const vs = ranges[4 * i + 2]!;
   const ve = ranges[4 * i + 3]!;
-  if (isAscii(bytes, ks, ke) && isAscii(bytes, vs, ve)) {
-    out.hash = hashAscii(bytes, ks, ke);
-    out.command = encodeKvPutBytes(bytes, ks, ke, vs, ve);
+  // One pass over the bytes: copy them into the command, hash the key (FNV-1a, which over
+  // ASCII bytes is hashShardKey of the string), and note whether any byte is not ASCII.
+  const command = allocKvPut(ke - ks, ve - vs);
+  let at = kvPutKeyOffset(ke - ks);
+  let h = 0x811c9dc5 | 0; // as an int32 from the start (Math.imul works on int32s anyway)
+  let bits = 0;
+  for (let j = ks; j < ke; j++) {
+    const b = bytes[j]!;
+    h = Math.imul(h ^ b, 0x01000193);
+    bits |= b;
+    command[at++] = b;
+  }
+  for (let j = vs; j < ve; j++) {
+    const b = bytes[j]!;
+    bits |= b;
+    command[at++] = b;
+  }
+  if (bits < 0x80) {
+    out.hash = h >>> 0;
+    out.command = command;
   } else {
     const k = bytes.toString('utf8', ks, ke);
     out.hash = hashShardKey(k);

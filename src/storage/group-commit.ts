@@ -13,7 +13,6 @@ import { snapshotChunkCount, type GroupMirror } from './group-log.js';
 import {
   ENTRY_KEY_BYTES_TOTAL,
   SNAPSHOT_CHUNK_BYTES_MAX,
-  entryKey,
   hardStateKey,
   snapshotChunkKey,
   snapshotMetaKey,
@@ -71,9 +70,17 @@ export class CountingSink implements BatchSink {
   }
 }
 
-/** Deletes the stored log entries with index in [lo, hi]. */
+/**
+ * Deletes the stored log entries with index in [lo, hi]. A compaction deletes a whole log (tens
+ * of thousands of keys), so the keys are views of one buffer, as in planGroupUpdate.
+ */
 function deleteEntries(sink: BatchSink, groupId: number, lo: number, hi: number): void {
-  for (let i = lo; i <= hi; i++) sink.del(entryKey(groupId, i));
+  if (hi < lo) return;
+  const keys = new Uint8Array((hi - lo + 1) * ENTRY_KEY_BYTES_TOTAL);
+  for (let i = lo, at = 0; i <= hi; i++, at += ENTRY_KEY_BYTES_TOTAL) {
+    writeEntryKey(keys, at, groupId, i);
+    sink.del(new Uint8Array(keys.buffer, at, ENTRY_KEY_BYTES_TOTAL));
+  }
 }
 
 /** Queues snapshot meta and data chunks, and deletes chunks of the old snapshot past the new. */

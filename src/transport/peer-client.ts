@@ -89,6 +89,8 @@ export class PeerClient {
       'grpc.enable_retries': 0,
       // One connection per ordered node pair, not shared with other transports in the process.
       'grpc.use_local_subchannel_pool': 1,
+      // Channelz (grpc-js's introspection service, unused here) would track every frame.
+      'grpc.enable_channelz': 0,
     });
     this.frameOverheadBytes = estimateFrameOverheadBytes(selfId, peerId);
   }

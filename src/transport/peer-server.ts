@@ -65,6 +65,9 @@ export class PeerServer {
           RECEIVE_FRAME_FACTOR * limits.maxFrameBytes + RECEIVE_HEADER_BYTES,
         'grpc.keepalive_time_ms': limits.keepaliveMs,
         'grpc.keepalive_timeout_ms': limits.keepaliveTimeoutMs,
+        // Channelz (grpc-js's introspection service, unused here) would count and timestamp
+        // every frame.
+        'grpc.enable_channelz': 0,
       },
     );
   }

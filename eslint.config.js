@@ -18,6 +18,7 @@ export const PURE_FOLDERS = [
   'src/scheduler/timing-wheel*.ts',
   'src/scheduler/due-index*.ts',
   'src/scheduler/intent-planner*.ts',
+  'src/scheduler/dispatcher*.ts',
   'src/placement/*-plan.ts',
   'src/placement/meta-state.ts',
   'src/placement/ring.ts',

@@ -48,6 +48,10 @@ export class MinHeap<T> {
     return top;
   }
 
+  clear(): void {
+    this.items.length = 0;
+  }
+
   /** Every item, in no particular order (for scans that must see them all). */
   values(): readonly T[] {
     return this.items;

@@ -29,7 +29,13 @@ export class DueIndex {
   /** Brings both wheels up to date with what the state machine changed. */
   sync(sm: SchedulerStateMachine): void {
     const { jobs, runs } = sm.takeTouched();
-    for (const id of jobs) {
+    this.syncJobs(sm, jobs);
+    this.syncRuns(sm, runs);
+  }
+
+  /** Re-derives the planning entry of each job from applied state. */
+  syncJobs(sm: SchedulerStateMachine, jobIds: Iterable<string>): void {
+    for (const id of jobIds) {
       const job = sm.jobs.get(id);
       if (job?.nextFireAtMs !== undefined) {
         this.planning.schedule(id, job.nextFireAtMs - this.options.lookAheadMs);
@@ -37,7 +43,11 @@ export class DueIndex {
         this.planning.cancel(id);
       }
     }
-    for (const fireId of runs) {
+  }
+
+  /** Re-derives the dispatch entry of each run from applied state. */
+  syncRuns(sm: SchedulerStateMachine, fireIds: Iterable<string>): void {
+    for (const fireId of fireIds) {
       const run = sm.runs.get(fireId);
       const job = run ? sm.jobs.get(run.jobId) : undefined;
       if (run?.status === 'SCHEDULED' && job && !job.paused)

@@ -393,6 +393,10 @@ export class SchedulerStateMachine {
     if (job) job.lastToken = Math.max(job.lastToken, c.token);
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);
+    // A result proposed again after an unknown outcome: the first one counted.
+    if (attempt?.outcome !== undefined && attempt.token === c.token) {
+      return { ok: true, duplicate: true, status: run.status };
+    }
     if (!attempt) {
       attempt = newAttempt(c.attempt, c.token, c.atMs - c.durationMs);
       run.attempts.push(attempt);

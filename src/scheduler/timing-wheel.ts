@@ -90,7 +90,27 @@ export class TimingWheel {
     this.cancel(key);
     this.dueOf.set(key, dueMs);
     if (this.inWheel(dueMs)) this.bucketOf(dueMs).set(key, dueMs);
-    else this.far.push({ key, dueMs });
+    else {
+      this.far.push({ key, dueMs });
+      // Moves and cancels leave stale heap items behind. A wheel that is never advanced (a
+      // follower's) would keep them forever, so rebuild once they outnumber the live keys.
+      if (this.far.size > 2 * this.dueOf.size + 1024) this.compactFar();
+    }
+  }
+
+  private compactFar(): void {
+    const live: Item[] = [];
+    for (const it of this.far.values()) {
+      if (this.dueOf.get(it.key) === it.dueMs && !this.inWheel(it.dueMs)) live.push(it);
+    }
+    this.far.clear();
+    // Several stale copies of one (key, due) may remain identical; keep one.
+    const seen = new Set<string>();
+    for (const it of live) {
+      if (seen.has(it.key)) continue;
+      seen.add(it.key);
+      this.far.push(it);
+    }
   }
 
   cancel(key: string): boolean {

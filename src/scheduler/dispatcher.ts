@@ -1,0 +1,575 @@
+/**
+ * The firing protocol of one data group (DESIGN §6), as a pure state machine around the
+ * replicated SchedulerStateMachine. Every replica keeps the derived indexes (due wheels, live
+ * runs per job, at-most-once runs in DISPATCHED) in step with what it applies, so a new leader
+ * starts at once; only the leader steps the protocol:
+ *
+ * 1. plan: jobs whose next slot is inside the look-ahead become fire intents, proposed in
+ *    batches (one entry holds up to `intentsPerEntry` intents);
+ * 2. dispatch: at a run's due time, while the lease holds and the run is SCHEDULED in applied
+ *    state, an at-least-once run is handed to delivery at once with a token from this term;
+ *    an at-most-once run first proposes attempt-started and is handed over only when that
+ *    entry has been applied here (its token comes from the entry);
+ * 3. report: a finished attempt becomes an attempt-result entry (the retry time computed here
+ *    by the injected planner, so followers never recompute it);
+ * 4. recover: a new leader, once it has applied everything committed before its term, marks
+ *    every at-most-once run left DISPATCHED by an earlier term as UNKNOWN; at-least-once runs
+ *    are simply SCHEDULED still and go out again (same fire id, higher token).
+ *
+ * The runtime (src/server or the simulator) owns I/O: it calls afterApply() after each batch of
+ * applied entries, step() with the clock's reading and the leadership facts, proposes what step
+ * returns, reports each proposal's fate with proposalSettled(), performs the deliveries, and
+ * reports each with attemptDone(). Nothing here reads a clock, the network or randomness.
+ */
+import { assert } from '../base/assert.js';
+import { parseSchedule, type Schedule } from '../schedule/parse.js';
+import type { FireIntent, SchedulerCommand } from './commands.js';
+import { DueIndex } from './due-index.js';
+import { nextToken, TOKENS_PER_TERM } from './fencing.js';
+import { planIntents } from './intent-planner.js';
+import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
+import type { SchedulerStateMachine } from './state-machine.js';
+
+/** What the runtime knows of this replica's Raft role at the moment it calls step(). */
+export interface Leadership {
+  readonly term: number;
+  /** The leader lease holds: no other node can be leader now, so delivering is safe. */
+  readonly leaseValid: boolean;
+  /**
+   * This replica has applied an entry of its own term, hence everything committed before it:
+   * its applied state is the truth the previous leaders left.
+   */
+  readonly caughtUp: boolean;
+}
+
+/** One attempt handed to delivery. */
+export interface DeliveryOrder {
+  readonly fireId: string;
+  readonly jobId: string;
+  readonly slotMs: number;
+  readonly attempt: number;
+  readonly token: number;
+  /** The leader term the order was given in; a result from another term is discarded. */
+  readonly term: number;
+  /** The job as it was when the attempt was authorised (target, payload, tenant, deadline). */
+  readonly job: Job;
+}
+
+/** How an attempt ended, as delivery observed it (src/delivery/webhook.ts AttemptReport). */
+export interface AttemptFinished {
+  readonly outcome: AttemptOutcome;
+  readonly statusCode?: number | undefined;
+  readonly durationMs: number;
+  readonly error?: string | undefined;
+  readonly responseExcerpt?: string | undefined;
+  readonly retryAfterMs?: number | undefined;
+  /** The request certainly never reached the target: the one retry at-most-once allows. */
+  readonly isProvablyUndelivered: boolean;
+}
+
+export interface DispatcherOptions {
+  /** Slots due within this much of now are proposed as intents. @default 3000 */
+  readonly lookAheadMs?: number;
+  /** How late a slot may be and still fire as on time (elections, GC). @default 5000 */
+  readonly misfireThresholdMs?: number;
+  /** Intents per fire-intents entry. @default 512 */
+  readonly intentsPerEntry?: number;
+  /** Intents planned per step; the rest wait for the next step. @default 8192 */
+  readonly intentsPerStep?: number;
+  /** Deliveries handed out per step; the rest wait for the next step. @default 16384 */
+  readonly deliveriesPerStep?: number;
+  /** Resolution of the wheels. @default 10 */
+  readonly tickMs?: number;
+  /** Where the wheels start (the runtime's clock when the replica is created). */
+  readonly startMs: number;
+  /**
+   * When a failed attempt may be tried again, or undefined when it must not (the runtime passes
+   * src/delivery/backoff.ts planRetry with its Rand, so a seed replays the leader's choices).
+   */
+  readonly retryAt: RetryPlanner;
+}
+
+export type RetryPlanner = (
+  job: Job,
+  attempt: number,
+  slotMs: number,
+  nowMs: number,
+  retryAfterMs: number | undefined,
+) => number | undefined;
+
+export interface DispatchStep {
+  /** Commands to propose, in order; report each one's fate with proposalSettled(). */
+  readonly proposals: SchedulerCommand[];
+  /** Attempts to perform now; report each one's end with attemptDone(). */
+  readonly deliveries: DeliveryOrder[];
+}
+
+export type ProposalFate = 'committed' | 'dropped' | 'unknown';
+
+/** A run this leader has authorised and not yet seen resolved in applied state. */
+type InFlight =
+  /** at-most-once: attempt-started proposed, waiting for it to apply. */
+  | { readonly phase: 'starting'; readonly attempt: number }
+  /** Handed to delivery; waiting for attemptDone(). */
+  | { readonly phase: 'delivering'; readonly attempt: number }
+  /** attempt-result proposed; waiting for it to apply. */
+  | {
+      readonly phase: 'reporting';
+      readonly attempt: number;
+      readonly command: SchedulerCommand;
+    };
+
+/** The leader's memory, valid for one term; dropped (and its ids re-indexed) when it ends. */
+interface TermState {
+  readonly term: number;
+  /** Jobs popped from the planning wheel, waiting to be planned. */
+  readonly planQueue: Set<string>;
+  /** Jobs whose intent is proposed and not settled. */
+  readonly pendingIntents: Set<string>;
+  /** Runs popped from the dispatch wheel, waiting for a delivery slot (lease, step cap). */
+  readonly dispatchQueue: Set<string>;
+  /** Runs held back by a buffer_* overlap policy, per job, in slot order. */
+  readonly held: Map<string, string[]>;
+  readonly inFlight: Map<string, InFlight>;
+  /** Highest token this term handed out per job (at-least-once tokens are not in the log yet). */
+  readonly issued: Map<string, number>;
+  /** Orders ready to hand out at the next step (at-most-once runs whose start applied). */
+  readonly readyOrders: DeliveryOrder[];
+  /** Commands to propose at the next step. */
+  readonly outbox: SchedulerCommand[];
+  /** Commands proposed and not settled. */
+  unsettled: number;
+  /** The earlier terms' DISPATCHED runs have been marked (or the mark is proposed). */
+  recovered: boolean;
+}
+
+export class GroupDispatcher {
+  readonly index: DueIndex;
+  private readonly lookAheadMs: number;
+  private readonly misfireThresholdMs: number;
+  private readonly intentsPerEntry: number;
+  private readonly intentsPerStep: number;
+  private readonly deliveriesPerStep: number;
+  private readonly retryAt: RetryPlanner;
+  /** Non-terminal runs per job (derived, every replica). */
+  private readonly liveRuns = new Map<string, Set<string>>();
+  /** at-most-once runs whose attempt started and has no result (derived, every replica). */
+  private readonly dispatched = new Set<string>();
+  private readonly schedules = new Map<string, { version: number; schedule: Schedule }>();
+  private leader: TermState | undefined;
+  private draining = false;
+
+  constructor(
+    readonly sm: SchedulerStateMachine,
+    options: DispatcherOptions,
+  ) {
+    this.lookAheadMs = options.lookAheadMs ?? 3000;
+    this.misfireThresholdMs = options.misfireThresholdMs ?? 5000;
+    this.intentsPerEntry = options.intentsPerEntry ?? 512;
+    this.intentsPerStep = options.intentsPerStep ?? 8192;
+    this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
+    this.retryAt = options.retryAt;
+    this.index = new DueIndex({
+      lookAheadMs: this.lookAheadMs,
+      startMs: options.startMs,
+      tickMs: options.tickMs ?? 10,
+    });
+    this.rebuild();
+  }
+
+  /** Derives every index from the whole applied state (a new dispatcher, or after a restore). */
+  rebuild(): void {
+    this.sm.takeTouched();
+    this.liveRuns.clear();
+    this.dispatched.clear();
+    this.index.syncJobs(this.sm, this.sm.jobs.keys());
+    this.index.syncRuns(this.sm, this.sm.runs.keys());
+    for (const [fireId, run] of this.sm.runs) this.trackRun(fireId, run);
+  }
+
+  /** Leader state of the current term, for tests and metrics. */
+  get inFlightCount(): number {
+    return this.leader?.inFlight.size ?? 0;
+  }
+
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Derived state (every replica)
+
+  /** Brings the derived indexes and the leader's bookkeeping up to date with applied state. */
+  afterApply(): void {
+    const { jobs, runs } = this.sm.takeTouched();
+    if (jobs.length === 0 && runs.length === 0) return;
+    this.index.syncJobs(this.sm, jobs);
+    this.index.syncRuns(this.sm, runs);
+    const ls = this.leader;
+    const release = new Set<string>();
+    for (const fireId of runs) {
+      const run = this.sm.runs.get(fireId);
+      this.trackRun(fireId, run);
+      if (!ls) continue;
+      const jobId = run?.jobId ?? jobIdOfFireId(fireId);
+      const f = ls.inFlight.get(fireId);
+      if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
+      if (!run || isTerminal(run.status)) release.add(jobId);
+    }
+    for (const jobId of jobs) {
+      if (!this.sm.jobs.has(jobId)) {
+        this.schedules.delete(jobId);
+        release.add(jobId);
+      }
+    }
+    if (ls) for (const jobId of release) this.releaseHeld(ls, jobId);
+  }
+
+  private trackRun(fireId: string, run: Run | undefined): void {
+    const jobId = run?.jobId ?? jobIdOfFireId(fireId);
+    if (run && !isTerminal(run.status)) {
+      let set = this.liveRuns.get(jobId);
+      if (!set) this.liveRuns.set(jobId, (set = new Set()));
+      set.add(fireId);
+    } else {
+      const set = this.liveRuns.get(jobId);
+      if (set) {
+        set.delete(fireId);
+        if (set.size === 0) this.liveRuns.delete(jobId);
+      }
+    }
+    if (run?.status === 'DISPATCHED') this.dispatched.add(fireId);
+    else this.dispatched.delete(fireId);
+  }
+
+  /** A run this leader has in flight changed in applied state. True when it left flight. */
+  private onRunChanged(ls: TermState, fireId: string, run: Run | undefined, f: InFlight): boolean {
+    const last = run?.attempts[run.attempts.length - 1];
+    switch (f.phase) {
+      case 'starting':
+        if (run?.status === 'DISPATCHED' && last?.attempt === f.attempt) {
+          if (termOfToken(last.token) !== ls.term) return false;
+          const job = this.sm.jobs.get(run.jobId);
+          if (!job) return false;
+          ls.inFlight.set(fireId, { phase: 'delivering', attempt: f.attempt });
+          ls.readyOrders.push(order(run, job, f.attempt, last.token, ls.term));
+          return false;
+        }
+        // Refused (paused, deleted, or another attempt won): nothing was sent.
+        if (run?.status !== 'SCHEDULED' || last?.attempt === f.attempt) {
+          ls.inFlight.delete(fireId);
+          return true;
+        }
+        return false;
+      case 'delivering':
+        return false;
+      case 'reporting': {
+        const mine = run?.attempts.find((a) => a.attempt === f.attempt);
+        if (!run || mine?.outcome !== undefined) {
+          ls.inFlight.delete(fireId);
+          return true;
+        }
+        return false;
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // The leader's step
+
+  /**
+   * One turn of the protocol at `nowMs`. `leadership` undefined means this replica is not the
+   * leader: any leader state of an earlier term is dropped and its ids go back to the wheels.
+   */
+  step(nowMs: number, leadership: Leadership | undefined): DispatchStep {
+    const out: DispatchStep = { proposals: [], deliveries: [] };
+    if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
+    if (!leadership || !leadership.caughtUp) return out;
+    if (!this.leader) this.leader = newTermState(leadership.term);
+    const ls = this.leader;
+    if (!ls.recovered) this.recover(ls, nowMs);
+    if (!this.draining) {
+      for (const { key } of this.index.planning.advance(nowMs)) ls.planQueue.add(key);
+      this.plan(ls, nowMs);
+      for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
+      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries);
+    }
+    // Orders whose at-most-once start applied go out even while draining: the start is
+    // committed, and not sending would only turn the run UNKNOWN under the next leader.
+    if (leadership.leaseValid && ls.readyOrders.length > 0) {
+      for (const o of ls.readyOrders.splice(0)) out.deliveries.push(o);
+    }
+    if (ls.outbox.length > 0) {
+      for (const c of ls.outbox.splice(0)) out.proposals.push(c);
+      ls.unsettled += out.proposals.length;
+    }
+    return out;
+  }
+
+  private recover(ls: TermState, nowMs: number): void {
+    ls.recovered = true;
+    const lost: string[] = [];
+    for (const fireId of this.dispatched) {
+      const run = this.sm.runs.get(fireId);
+      const last = run?.attempts[run.attempts.length - 1];
+      if (last && termOfToken(last.token) < ls.term) lost.push(fireId);
+    }
+    if (lost.length > 0) ls.outbox.push({ op: 'mark-unknown', atMs: nowMs, fireIds: lost });
+  }
+
+  private plan(ls: TermState, nowMs: number): void {
+    if (ls.planQueue.size === 0) return;
+    const candidates: Job[] = [];
+    for (const jobId of ls.planQueue) {
+      if (ls.pendingIntents.has(jobId)) continue;
+      const job = this.sm.jobs.get(jobId);
+      if (job?.nextFireAtMs === undefined || job.nextFireAtMs > nowMs + this.lookAheadMs) {
+        // Gone, finished, or moved later (the wheel holds it again through afterApply).
+        ls.planQueue.delete(jobId);
+        continue;
+      }
+      candidates.push(job);
+      if (candidates.length >= this.intentsPerStep) break;
+    }
+    if (candidates.length === 0) return;
+    const intents = planIntents({
+      jobs: candidates,
+      nowMs,
+      lookAheadMs: this.lookAheadMs,
+      misfireThresholdMs: this.misfireThresholdMs,
+      maxIntents: this.intentsPerStep,
+      compile: (job) => this.compile(job),
+      inFlightRuns: (jobId) => this.activeRuns(ls, jobId),
+      bufferedRuns: (jobId) => (this.liveRuns.get(jobId)?.size ?? 0) - this.activeRuns(ls, jobId),
+    });
+    for (const intent of intents) {
+      ls.planQueue.delete(intent.jobId);
+      ls.pendingIntents.add(intent.jobId);
+    }
+    for (let i = 0; i < intents.length; i += this.intentsPerEntry) {
+      const batch: FireIntent[] = intents.slice(i, i + this.intentsPerEntry);
+      ls.outbox.push({ op: 'fire-intents', atMs: nowMs, term: ls.term, intents: batch });
+    }
+  }
+
+  private compile(job: Job): Schedule {
+    const cached = this.schedules.get(job.id);
+    if (cached?.version === job.version) return cached.schedule;
+    // The spec was validated before it entered the log, so this parse cannot fail.
+    const schedule = parseSchedule(job.schedule, {
+      timezone: job.timezone,
+      anchorMs: job.anchorMs ?? job.createdAtMs,
+    });
+    this.schedules.set(job.id, { version: job.version, schedule });
+    return schedule;
+  }
+
+  /** Runs of the job started and not finished: in flight here, DISPATCHED, or awaiting retry. */
+  private activeRuns(ls: TermState, jobId: string): number {
+    let n = 0;
+    for (const fireId of this.liveRuns.get(jobId) ?? []) {
+      if (this.isActive(ls, fireId)) n++;
+    }
+    return n;
+  }
+
+  private isActive(ls: TermState, fireId: string): boolean {
+    if (ls.inFlight.has(fireId)) return true;
+    const run = this.sm.runs.get(fireId);
+    return run !== undefined && (run.status === 'DISPATCHED' || run.attempts.length > 0);
+  }
+
+  private dispatch(ls: TermState, nowMs: number, deliveries: DeliveryOrder[]): void {
+    let handed = 0;
+    for (const fireId of ls.dispatchQueue) {
+      if (handed >= this.deliveriesPerStep) break;
+      ls.dispatchQueue.delete(fireId);
+      const run = this.sm.runs.get(fireId);
+      const job = run ? this.sm.jobs.get(run.jobId) : undefined;
+      // Only a run SCHEDULED in applied state, of a job not paused, goes out: a committed
+      // cancel, pause or delete wins over a slot not yet started.
+      if (!run || !job || job.paused || run.status !== 'SCHEDULED') continue;
+      if (run.dueAtMs > nowMs || ls.inFlight.has(fireId)) continue;
+      if (this.mustWait(ls, job, fireId)) {
+        hold(ls, job.id, fireId, this.sm);
+        continue;
+      }
+      const attempt = run.attempts.length + 1;
+      if (job.delivery === 'at_most_once') {
+        ls.inFlight.set(fireId, { phase: 'starting', attempt });
+        ls.outbox.push({ op: 'attempt-started', atMs: nowMs, term: ls.term, fireId, attempt });
+        continue;
+      }
+      const token = nextToken(Math.max(job.lastToken, ls.issued.get(job.id) ?? 0), ls.term);
+      ls.issued.set(job.id, token);
+      ls.inFlight.set(fireId, { phase: 'delivering', attempt });
+      deliveries.push(order(run, job, attempt, token, ls.term));
+      handed++;
+    }
+  }
+
+  /** buffer_one / buffer_all: a run waits while another run of its job is active. */
+  private mustWait(ls: TermState, job: Job, fireId: string): boolean {
+    if (job.overlap.policy !== 'buffer_one' && job.overlap.policy !== 'buffer_all') return false;
+    for (const other of this.liveRuns.get(job.id) ?? []) {
+      if (other !== fireId && this.isActive(ls, other)) return true;
+    }
+    return false;
+  }
+
+  private releaseHeld(ls: TermState, jobId: string): void {
+    const held = ls.held.get(jobId);
+    if (!held) return;
+    ls.held.delete(jobId);
+    // Back to the queue in slot order; dispatch() holds all but the first again.
+    for (const fireId of held) ls.dispatchQueue.add(fireId);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Reports from the runtime
+
+  /** A delivery ended. Its result is proposed at the next step (or discarded: another term). */
+  attemptDone(o: DeliveryOrder, finished: AttemptFinished, nowMs: number): void {
+    const ls = this.leader;
+    const f = ls?.inFlight.get(o.fireId);
+    if (!ls || ls.term !== o.term || f?.phase !== 'delivering' || f.attempt !== o.attempt) return;
+    let outcome = finished.outcome;
+    let error = finished.error;
+    // At most once: a second send is allowed only when the first provably never left.
+    if (
+      outcome === 'retry' &&
+      o.job.delivery === 'at_most_once' &&
+      !finished.isProvablyUndelivered
+    ) {
+      outcome = 'fail';
+      error = `at-most-once: not retried after a possible delivery (${error ?? finished.statusCode ?? 'error'})`;
+    }
+    const retryAtMs =
+      outcome === 'retry'
+        ? this.retryAt(o.job, o.attempt, o.slotMs, nowMs, finished.retryAfterMs)
+        : undefined;
+    const command: SchedulerCommand = {
+      op: 'attempt-result',
+      atMs: nowMs,
+      fireId: o.fireId,
+      attempt: o.attempt,
+      token: o.token,
+      outcome,
+      statusCode: finished.statusCode,
+      durationMs: finished.durationMs,
+      error,
+      responseExcerpt: finished.responseExcerpt,
+      retryAtMs,
+    };
+    ls.inFlight.set(o.fireId, { phase: 'reporting', attempt: o.attempt, command });
+    ls.outbox.push(command);
+  }
+
+  /**
+   * What became of a proposed command. A committed one has been applied already (afterApply
+   * saw it); a dropped or unknown one is planned or reported again if this term still holds.
+   */
+  proposalSettled(c: SchedulerCommand, fate: ProposalFate, term: number): void {
+    const ls = this.leader;
+    if (!ls || ls.term !== term) return;
+    ls.unsettled--;
+    if (c.op === 'fire-intents') {
+      for (const i of c.intents) {
+        ls.pendingIntents.delete(i.jobId);
+        // Committed: applied (or stale) and re-indexed; otherwise plan it again. An intent
+        // that commits twice is a no-op the second time (expectedNextFireAtMs).
+        if (fate !== 'committed') ls.planQueue.add(i.jobId);
+      }
+      return;
+    }
+    if (fate === 'committed') return;
+    switch (c.op) {
+      case 'attempt-result':
+        // Re-applying a result is a no-op, so proposing it again is safe.
+        if (ls.inFlight.get(c.fireId)?.phase === 'reporting') ls.outbox.push(c);
+        break;
+      case 'attempt-started':
+        if (fate === 'dropped' && ls.inFlight.get(c.fireId)?.phase === 'starting') {
+          ls.inFlight.delete(c.fireId);
+          ls.dispatchQueue.add(c.fireId);
+        }
+        break;
+      case 'mark-unknown':
+        ls.recovered = false;
+        break;
+      default:
+        break;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Leadership changes and graceful hand-over
+
+  /** Stop starting work: no new intents or deliveries; in-flight attempts finish and report. */
+  beginDrain(): void {
+    this.draining = true;
+  }
+
+  endDrain(): void {
+    this.draining = false;
+  }
+
+  /** Draining and nothing left in flight or unsettled: safe to hand leadership over. */
+  get isDrained(): boolean {
+    const ls = this.leader;
+    if (!this.draining) return false;
+    if (!ls) return true;
+    return ls.inFlight.size === 0 && ls.unsettled === 0 && ls.outbox.length === 0;
+  }
+
+  /** Drops the leader's memory; every id it held goes back to the wheels from applied state. */
+  private endTerm(): void {
+    const ls = this.leader;
+    this.draining = false;
+    if (!ls) return;
+    this.leader = undefined;
+    this.index.syncJobs(this.sm, [...ls.planQueue, ...ls.pendingIntents]);
+    const runs = new Set<string>([...ls.dispatchQueue, ...ls.inFlight.keys()]);
+    for (const held of ls.held.values()) for (const id of held) runs.add(id);
+    this.index.syncRuns(this.sm, [...runs]);
+  }
+}
+
+function newTermState(term: number): TermState {
+  return {
+    term,
+    planQueue: new Set(),
+    pendingIntents: new Set(),
+    dispatchQueue: new Set(),
+    held: new Map(),
+    inFlight: new Map(),
+    issued: new Map(),
+    readyOrders: [],
+    outbox: [],
+    unsettled: 0,
+    recovered: false,
+  };
+}
+
+function hold(ls: TermState, jobId: string, fireId: string, sm: SchedulerStateMachine): void {
+  let list = ls.held.get(jobId);
+  if (!list) ls.held.set(jobId, (list = []));
+  if (list.includes(fireId)) return;
+  list.push(fireId);
+  const slot = (id: string): number => sm.runs.get(id)?.slotMs ?? 0;
+  list.sort((a, b) => slot(a) - slot(b));
+}
+
+function order(run: Run, job: Job, attempt: number, token: number, term: number): DeliveryOrder {
+  return { fireId: run.fireId, jobId: run.jobId, slotMs: run.slotMs, attempt, token, term, job };
+}
+
+export function termOfToken(token: number): number {
+  return Math.floor(token / TOKENS_PER_TERM);
+}
+
+function jobIdOfFireId(fireId: string): string {
+  const at = fireId.lastIndexOf(':');
+  assert(at > 0, `fire id ${fireId} has no slot`);
+  return fireId.slice(0, at);
+}

@@ -1,0 +1,390 @@
+import t from 'tap';
+import type { SchedulerCommand } from '../../../src/scheduler/commands.js';
+import {
+  GroupDispatcher,
+  termOfToken,
+  type DeliveryOrder,
+  type DispatchStep,
+  type ProposalFate,
+} from '../../../src/scheduler/dispatcher.js';
+import type { JobSpec } from '../../../src/scheduler/model.js';
+import { SchedulerStateMachine } from '../../../src/scheduler/state-machine.js';
+import { MIN, T0, spec } from './fixtures.js';
+
+/** One replica whose proposals commit at once (or not, as a test says). */
+class Harness {
+  readonly sm = new SchedulerStateMachine();
+  d: GroupDispatcher;
+  term = 1;
+  leader = true;
+  lease = true;
+  /** What proposals become; 'committed' applies them. */
+  fate: ProposalFate = 'committed';
+  readonly proposed: SchedulerCommand[] = [];
+  readonly delivered: DeliveryOrder[] = [];
+
+  constructor() {
+    this.d = this.newDispatcher();
+  }
+
+  newDispatcher(): GroupDispatcher {
+    return new GroupDispatcher(this.sm, {
+      startMs: T0,
+      lookAheadMs: 3000,
+      misfireThresholdMs: 5000,
+      retryAt: (job, attempt, _slot, now) =>
+        attempt >= job.retry.maxAttempts ? undefined : now + 1000 * attempt,
+    });
+  }
+
+  apply(c: SchedulerCommand): void {
+    this.sm.applyCommand(c);
+    this.d.afterApply();
+  }
+
+  create(jobId: string, nextFireAtMs: number, over: Partial<JobSpec> = {}): void {
+    this.apply({
+      op: 'create-job',
+      atMs: T0,
+      jobId,
+      spec: spec(over),
+      nextFireAtMs,
+      requestId: undefined,
+    });
+  }
+
+  step(nowMs: number): DispatchStep {
+    const s = this.d.step(
+      nowMs,
+      this.leader ? { term: this.term, leaseValid: this.lease, caughtUp: true } : undefined,
+    );
+    for (const p of s.proposals) {
+      this.proposed.push(p);
+      if (this.fate === 'committed') this.apply(p);
+      this.d.proposalSettled(p, this.fate, this.term);
+    }
+    this.delivered.push(...s.deliveries);
+    return s;
+  }
+
+  succeed(o: DeliveryOrder, nowMs: number): void {
+    this.d.attemptDone(
+      o,
+      { outcome: 'success', statusCode: 200, durationMs: 5, isProvablyUndelivered: false },
+      nowMs,
+    );
+  }
+
+  ops(): string[] {
+    return this.proposed.map((p) => p.op);
+  }
+}
+
+const SLOT = T0 + MIN; // '* * * * *' fires at every whole minute
+
+t.test('at-least-once: intent ahead of the slot, delivery at the slot, result committed', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  t.same(h.step(SLOT - 10_000).proposals, [], 'nothing before the look-ahead');
+  h.step(SLOT - 2_000);
+  t.same(h.ops(), ['fire-intents'], 'intent proposed inside the look-ahead');
+  const run = h.sm.runs.get(`j1:${SLOT}`);
+  t.equal(run?.status, 'SCHEDULED');
+  t.equal(h.sm.jobs.get('j1')?.nextFireAtMs, SLOT + MIN, 'leader computed the next slot');
+  t.same(h.step(SLOT - 1).deliveries, [], 'not before the slot');
+  const s = h.step(SLOT + 3);
+  t.equal(s.deliveries.length, 1, 'delivered at the slot');
+  const o = s.deliveries[0]!;
+  t.equal(o.fireId, `j1:${SLOT}`);
+  t.equal(o.attempt, 1);
+  t.equal(termOfToken(o.token), 1, 'token from this term');
+  t.same(h.step(SLOT + 10).deliveries, [], 'not delivered twice while in flight');
+  h.succeed(o, SLOT + 20);
+  h.step(SLOT + 20);
+  t.equal(h.sm.runs.get(o.fireId)?.status, 'SUCCEEDED');
+  t.equal(h.sm.jobs.get('j1')?.lastToken, o.token, 'the result records the token');
+  t.equal(h.d.inFlightCount, 0);
+  t.end();
+});
+
+t.test('at-most-once: attempt-started commits before the send', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { delivery: 'at_most_once' });
+  h.step(SLOT - 2_000);
+  h.fate = 'unknown'; // the start entry does not apply yet
+  const s = h.step(SLOT);
+  t.same(s.deliveries, [], 'no send before attempt-started applies');
+  t.equal(h.ops().at(-1), 'attempt-started');
+  h.fate = 'committed';
+  h.apply(h.proposed.at(-1)!);
+  const s2 = h.step(SLOT + 1);
+  t.equal(s2.deliveries.length, 1, 'sent once the start applied');
+  t.equal(s2.deliveries[0]!.token, h.sm.runs.get(`j1:${SLOT}`)!.attempts[0]!.token);
+  t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'DISPATCHED');
+  // A 503 after a possible delivery is not retried at most once.
+  h.d.attemptDone(
+    s2.deliveries[0]!,
+    { outcome: 'retry', statusCode: 503, durationMs: 3, isProvablyUndelivered: false },
+    SLOT + 5,
+  );
+  h.step(SLOT + 5);
+  const run = h.sm.runs.get(`j1:${SLOT}`)!;
+  t.equal(run.status, 'DEAD');
+  t.match(run.reason, /non-retryable/);
+  t.end();
+});
+
+t.test('at-most-once: a connection refused (provably undelivered) is retried', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { delivery: 'at_most_once' });
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  const o = h.step(SLOT + 1).deliveries[0]!;
+  h.d.attemptDone(
+    o,
+    { outcome: 'retry', durationMs: 1, error: 'ECONNREFUSED', isProvablyUndelivered: true },
+    SLOT + 2,
+  );
+  h.step(SLOT + 2);
+  const run = h.sm.runs.get(o.fireId)!;
+  t.equal(run.status, 'SCHEDULED');
+  t.equal(run.dueAtMs, SLOT + 2 + 1000);
+  h.step(SLOT + 1500);
+  t.equal(h.delivered.length, 1, 'not before the retry time');
+  h.step(SLOT + 3002);
+  h.step(SLOT + 3003);
+  t.equal(h.delivered.length, 2, 'retried');
+  t.equal(h.delivered[1]!.attempt, 2);
+  t.ok(h.delivered[1]!.token > o.token, 'higher token');
+  t.end();
+});
+
+t.test('retries go back into the wheel; exhausted runs go to the DLQ', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { retry: { ...spec().retry, maxAttempts: 2 } });
+  h.step(SLOT - 2_000);
+  let now = SLOT;
+  for (let i = 0; i < 2; i++) {
+    h.step(now);
+    const o = h.delivered.at(-1)!;
+    t.equal(o.attempt, i + 1);
+    h.d.attemptDone(
+      o,
+      { outcome: 'retry', statusCode: 500, durationMs: 2, isProvablyUndelivered: false },
+      now + 2,
+    );
+    h.step(now + 2);
+    now += 2 + 1000 * (i + 1);
+  }
+  const run = h.sm.runs.get(`j1:${SLOT}`)!;
+  t.equal(run.status, 'DEAD');
+  t.ok(h.sm.dead.has(run.fireId), 'in the DLQ');
+  t.equal(run.attempts.length, 2);
+  t.end();
+});
+
+t.test('a pause committed before the slot wins: no delivery, the slot is recorded', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.apply({ op: 'pause-job', atMs: SLOT - 1000, jobId: 'j1' });
+  h.step(SLOT + 1);
+  t.equal(h.delivered.length, 0);
+  t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'SKIPPED');
+  // Next slot, still paused: planned as SKIPPED ('paused'), never delivered.
+  h.step(SLOT + MIN - 2000);
+  h.step(SLOT + MIN + 1);
+  t.equal(h.delivered.length, 0);
+  t.equal(h.sm.runs.get(`j1:${SLOT + MIN}`)?.reason, 'paused');
+  t.end();
+});
+
+t.test('a delete committed before the slot wins', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.apply({ op: 'delete-job', atMs: SLOT - 1000, jobId: 'j1' });
+  h.step(SLOT + 1);
+  t.equal(h.delivered.length, 0);
+  t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'CANCELLED');
+  t.end();
+});
+
+t.test('no delivery without the lease; it goes out when the lease is back', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.lease = false;
+  h.step(SLOT + 1);
+  t.equal(h.delivered.length, 0);
+  h.lease = true;
+  h.step(SLOT + 50);
+  t.equal(h.delivered.length, 1);
+  t.end();
+});
+
+t.test('not caught up: a new leader does nothing until its term applied', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  const s = h.d.step(SLOT, { term: 1, leaseValid: true, caughtUp: false });
+  t.same(s, { proposals: [], deliveries: [] });
+  t.end();
+});
+
+t.test(
+  'a new leader: at-most-once runs left DISPATCHED become UNKNOWN, at-least-once runs go out again with a higher token',
+  (t) => {
+    const h = new Harness();
+    h.create('most', SLOT, { delivery: 'at_most_once' });
+    h.create('least', SLOT);
+    h.step(SLOT - 2_000);
+    h.step(SLOT);
+    h.step(SLOT + 1);
+    t.equal(h.delivered.length, 2, 'both sent in term 1');
+    const first = h.delivered.find((o) => o.jobId === 'least')!;
+    // The leader dies with both attempts unreported. Another replica (same applied state) leads.
+    h.term = 3;
+    h.d = h.newDispatcher();
+    h.proposed.length = 0;
+    h.step(SLOT + 2_000);
+    t.equal(h.ops()[0], 'mark-unknown');
+    t.equal(h.sm.runs.get(`most:${SLOT}`)?.status, 'UNKNOWN', 'never re-sent');
+    const again = h.delivered.filter((o) => o.jobId === 'least');
+    t.equal(again.length, 2, 'at-least-once re-delivered');
+    t.equal(again[1]!.fireId, first.fireId, 'same fire id');
+    t.ok(again[1]!.token > first.token, 'higher token');
+    t.equal(termOfToken(again[1]!.token), 3);
+    t.equal(h.delivered.filter((o) => o.jobId === 'most').length, 1);
+    t.end();
+  },
+);
+
+t.test('a result from an earlier term is discarded', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  const o = h.delivered[0]!;
+  h.term = 2;
+  h.step(SLOT + 10); // same replica, new term: re-delivers
+  h.succeed(o, SLOT + 20);
+  h.step(SLOT + 20);
+  t.equal(h.sm.runs.get(o.fireId)?.status, 'SCHEDULED', 'stale result not proposed');
+  h.succeed(h.delivered[1]!, SLOT + 30);
+  h.step(SLOT + 30);
+  t.equal(h.sm.runs.get(o.fireId)?.status, 'SUCCEEDED');
+  t.end();
+});
+
+t.test('an intent that does not commit is planned again; a double commit is a no-op', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.fate = 'dropped';
+  h.step(SLOT - 2_000);
+  t.notOk(h.sm.runs.has(`j1:${SLOT}`));
+  h.fate = 'committed';
+  h.step(SLOT - 1_900);
+  t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'SCHEDULED');
+  h.apply(h.proposed[0]!); // the "dropped" one commits after all
+  t.equal(h.sm.jobs.get('j1')?.nextFireAtMs, SLOT + MIN, 'not advanced twice');
+  t.equal(h.sm.runsOf('j1').length, 1);
+  t.end();
+});
+
+t.test('leadership lost and regained: nothing popped is forgotten', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.fate = 'unknown';
+  h.step(SLOT - 2_000); // popped and proposed, fate unknown
+  h.leader = false;
+  h.step(SLOT - 1_500);
+  h.leader = true;
+  h.term = 2;
+  h.fate = 'committed';
+  h.step(SLOT - 1_000);
+  t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'SCHEDULED', 'planned again by the new term');
+  h.step(SLOT);
+  t.equal(h.delivered.length, 1);
+  t.end();
+});
+
+t.test('buffer_one holds the next slot while a run is in flight, then releases it', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { overlap: { policy: 'buffer_one', bufferCap: 0 } });
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  const first = h.delivered[0]!;
+  h.step(SLOT + MIN - 2_000);
+  h.step(SLOT + MIN + 1);
+  t.equal(h.delivered.length, 1, 'second slot held while the first is in flight');
+  t.equal(h.sm.runs.get(`j1:${SLOT + MIN}`)?.status, 'SCHEDULED');
+  // A third slot: buffer_one already holds one, so it is skipped.
+  h.step(SLOT + 2 * MIN - 2_000);
+  t.equal(h.sm.runs.get(`j1:${SLOT + 2 * MIN}`)?.status, 'SKIPPED');
+  h.succeed(first, SLOT + 2 * MIN);
+  h.step(SLOT + 2 * MIN);
+  h.step(SLOT + 2 * MIN + 1);
+  t.equal(h.delivered.length, 2, 'released after the first finished');
+  t.equal(h.delivered[1]!.slotMs, SLOT + MIN);
+  t.end();
+});
+
+t.test('overlap skip: a slot due while a run is in flight is SKIPPED with a reason', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { overlap: { policy: 'skip', bufferCap: 0 } });
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  h.step(SLOT + MIN - 2_000);
+  const run = h.sm.runs.get(`j1:${SLOT + MIN}`);
+  t.equal(run?.status, 'SKIPPED');
+  t.match(run?.reason, /run_in_flight/);
+  t.end();
+});
+
+t.test('misfire after an outage: fire_once coalesces, the rest are MISSED', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, {
+    misfire: { policy: 'fire_once', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+  });
+  h.step(SLOT + 5 * MIN + 30_000); // down across five slots
+  const runs = h.sm.runsOf('j1');
+  t.equal(runs.filter((r) => r.status === 'MISSED').length, 5);
+  t.equal(runs.filter((r) => r.status === 'SCHEDULED').length, 1);
+  t.equal(h.delivered.length, 0);
+  h.step(SLOT + 5 * MIN + 30_001);
+  t.equal(h.delivered.length, 1, 'the coalesced slot fires at once');
+  t.end();
+});
+
+t.test('drain: no new work starts; drained once in-flight results committed', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.create('j2', SLOT + 30_000);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  t.equal(h.delivered.length, 1);
+  h.d.beginDrain();
+  t.notOk(h.d.isDrained, 'one attempt in flight');
+  h.step(SLOT + 30_000);
+  t.equal(h.delivered.length, 1, 'nothing new while draining');
+  h.succeed(h.delivered[0]!, SLOT + 30_001);
+  h.step(SLOT + 30_001);
+  t.ok(h.d.isDrained);
+  t.equal(h.sm.runs.get(h.delivered[0]!.fireId)?.status, 'SUCCEEDED');
+  h.d.endDrain();
+  h.step(SLOT + 30_002);
+  h.step(SLOT + 30_003);
+  t.equal(h.delivered.length, 2, 'work resumes when the transfer is abandoned');
+  t.end();
+});
+
+t.test('tokens strictly increase per job across concurrent runs (allow)', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { schedule: '* * * * * *' }); // every second
+  let now = SLOT - 3_000;
+  for (let i = 0; i < 20; i++, now += 1000) h.step(now);
+  const tokens = h.delivered.map((o) => o.token);
+  t.ok(tokens.length >= 15);
+  for (let i = 1; i < tokens.length; i++) t.ok(tokens[i]! > tokens[i - 1]!, `token ${i} increases`);
+  t.end();
+});

@@ -120,6 +120,7 @@ export default tseslint.config(
       '.tickraft/**',
       'test/lint/fixtures/**',
       'sim-artifacts/**',
+      'scratch/**',
     ],
   },
   ...tseslint.configs.recommendedTypeChecked,

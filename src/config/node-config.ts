@@ -34,6 +34,30 @@ export interface NodeOptions {
   quiesceTicks?: number;
   /** How long SIGTERM may take to hand leaderships over before exiting anyway. @default 5000 */
   shutdownTimeoutMs?: number;
+  /** Slots due within this many ms are proposed as fire intents ahead of time. @default 3000 */
+  lookAheadMs?: number;
+  /** A slot later than this (ms) counts as misfired and goes through the job's misfire policy. @default 5000 */
+  misfireThresholdMs?: number;
+  /** Connections one node opens to one webhook origin. @default 64 */
+  webhookConnections?: number;
+  /** Deliveries in flight to one origin (beyond the connections they queue in the pool). @default 1024 */
+  originInflight?: number;
+  /** Deliveries of one tenant in flight on one node. @default 4096 */
+  tenantInflight?: number;
+  /** Deliveries waiting on one node before back-pressure (retried later). @default 200000 */
+  deliveryQueue?: number;
+}
+
+export interface DeliveryConfig {
+  readonly connectionsPerOrigin: number;
+  readonly originInflightMax: number;
+  readonly tenantInflightMax: number;
+  readonly queuedMax: number;
+}
+
+export interface SchedulerConfig {
+  readonly lookAheadMs: number;
+  readonly misfireThresholdMs: number;
 }
 
 export interface HostPort {
@@ -53,6 +77,8 @@ export interface CompiledNodeConfig {
   readonly snapshotEveryEntries: number;
   readonly snapshotEveryBytes: number;
   readonly shutdownTimeoutMs: number;
+  readonly scheduler: SchedulerConfig;
+  readonly delivery: DeliveryConfig;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -70,6 +96,12 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   quiesceTicks: '--quiesce-ticks',
   snapshotBytes: '--snapshot-bytes',
   shutdownTimeoutMs: '--shutdown-timeout-ms',
+  lookAheadMs: '--look-ahead-ms',
+  misfireThresholdMs: '--misfire-threshold-ms',
+  webhookConnections: '--webhook-connections',
+  originInflight: '--origin-inflight',
+  tenantInflight: '--tenant-inflight',
+  deliveryQueue: '--delivery-queue',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -135,6 +167,17 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     10_000_000,
   );
   const shutdownTimeoutMs = int('shutdownTimeoutMs', options.shutdownTimeoutMs ?? 5000, 0, 600_000);
+  const lookAheadMs = int('lookAheadMs', options.lookAheadMs ?? 3000, 100, 600_000);
+  const misfireThresholdMs = int(
+    'misfireThresholdMs',
+    options.misfireThresholdMs ?? 5000,
+    0,
+    86_400_000,
+  );
+  const connectionsPerOrigin = int('webhookConnections', options.webhookConnections ?? 64, 1, 4096);
+  const originInflightMax = int('originInflight', options.originInflight ?? 1024, 1, 1_000_000);
+  const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
+  const queuedMax = int('deliveryQueue', options.deliveryQueue ?? 200_000, 1, 10_000_000);
   if (violations.length > 0) throw new ValidationError('CONFIG_INVALID', violations);
   return Object.freeze({
     id,
@@ -152,6 +195,8 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     snapshotEveryEntries,
     snapshotEveryBytes,
     shutdownTimeoutMs,
+    scheduler: { lookAheadMs, misfireThresholdMs },
+    delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
   });
 }
 

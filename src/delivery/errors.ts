@@ -36,7 +36,11 @@ export type DeliveryErrorCode =
   /** OriginPools was closed; the request was never handed to a connection. */
   | 'DELIVERY_POOLS_CLOSED'
   /** OriginPools holds its maximum of origins, all busy; the request was never sent. */
-  | 'DELIVERY_ORIGINS_EXHAUSTED';
+  | 'DELIVERY_ORIGINS_EXHAUSTED'
+  /** The delivery queue was full: back-pressure, the request was never sent. */
+  | 'DELIVERY_QUEUE_FULL'
+  /** The job's tenant has no signing secret, so nothing can be signed or sent. */
+  | 'DELIVERY_TENANT_UNKNOWN';
 
 /**
  * A local refusal to deliver, carrying the classification an attempt would get (STYLE §3:

@@ -78,6 +78,12 @@ export class GroupReplica {
   inbox: InboxItem[] = [];
   private pendingReadIds: number[] = [];
   appliedIndex: number;
+  /**
+   * Term of the last applied entry. Equal to the leader's own term once its first entry (the
+   * term's no-op) applied: from then on its applied state holds everything earlier leaders
+   * committed, which the dispatcher waits for before it acts.
+   */
+  appliedTerm: number;
   snapshotIndex: number;
   snapshotsInstalled = 0;
   /** Entry bytes applied since the last snapshot (the size bound of the log). */
@@ -95,6 +101,7 @@ export class GroupReplica {
     this.snapshotIndex = snap?.meta.index ?? 0;
     if (snap && snap.meta.index > 0) stateMachine.restore(snap.data);
     this.appliedIndex = this.snapshotIndex;
+    this.appliedTerm = snap?.meta.term ?? 0;
     this.node = new RawNode({ id: nodeId, storage: log, rand, config, applied: this.appliedIndex });
   }
 
@@ -204,6 +211,7 @@ export class GroupReplica {
     if (rd.snapshot) {
       this.stateMachine.restore(rd.snapshot.data);
       this.appliedIndex = rd.snapshot.meta.index;
+      this.appliedTerm = rd.snapshot.meta.term;
       this.snapshotIndex = rd.snapshot.meta.index;
       this.snapshotsInstalled++;
       this.bytesSinceSnapshot = 0;
@@ -216,6 +224,7 @@ export class GroupReplica {
       // (Uint8Array length: byteLength, the getter V8 inlines.)
       if (e.type === 'normal' && e.data.length > 0) result = this.stateMachine.apply(e);
       this.appliedIndex = e.index;
+      this.appliedTerm = e.term;
       this.bytesSinceSnapshot += e.data.length;
       // Proposals whose entries were passed without being applied (not expected): unknown.
       while (w !== undefined && w.last < e.index) {

@@ -24,11 +24,26 @@ export interface GroupRecord {
   readonly epoch: number;
 }
 
-export type MetaCommand = {
-  readonly op: 'init';
-  readonly members: readonly Omit<MemberRecord, 'state'>[];
-  readonly groups: readonly Omit<GroupRecord, 'epoch'>[];
-};
+/**
+ * A tenant: who owns jobs, the secrets their webhooks are signed with (two during a rotation:
+ * both sign, as Standard Webhooks allows), and its delivery cap.
+ */
+export interface TenantRecord {
+  readonly id: string;
+  /** `whsec_…` secrets, newest first; checked by the proposer (src/delivery/signing.ts). */
+  readonly signingSecrets: readonly string[];
+  /** Deliveries of this tenant in flight at once on one node. */
+  readonly inflightMax: number;
+  readonly updatedAtMs: number;
+}
+
+export type MetaCommand =
+  | {
+      readonly op: 'init';
+      readonly members: readonly Omit<MemberRecord, 'state'>[];
+      readonly groups: readonly Omit<GroupRecord, 'epoch'>[];
+    }
+  | { readonly op: 'put-tenant'; readonly tenant: TenantRecord };
 
 export type MetaResult = { ok: true } | { ok: false; code: string; reason: string };
 
@@ -43,6 +58,7 @@ export class MetaStateMachine implements GroupStateMachine {
   initialized = false;
   readonly members = new Map<NodeId, MemberRecord>();
   readonly groups = new Map<number, GroupRecord>();
+  readonly tenants = new Map<string, TenantRecord>();
 
   apply(entry: Entry): MetaResult {
     const c = JSON.parse(decoder.decode(entry.data)) as MetaCommand;
@@ -59,6 +75,9 @@ export class MetaStateMachine implements GroupStateMachine {
         for (const g of c.groups) this.groups.set(g.id, { ...g, epoch: 1 });
         this.initialized = true;
         return { ok: true };
+      case 'put-tenant':
+        this.tenants.set(c.tenant.id, c.tenant);
+        return { ok: true };
     }
   }
 
@@ -68,6 +87,7 @@ export class MetaStateMachine implements GroupStateMachine {
         initialized: this.initialized,
         members: [...this.members.values()],
         groups: [...this.groups.values()],
+        tenants: [...this.tenants.values()],
       }),
     );
   }
@@ -77,11 +97,14 @@ export class MetaStateMachine implements GroupStateMachine {
       initialized: boolean;
       members: MemberRecord[];
       groups: GroupRecord[];
+      tenants?: TenantRecord[];
     };
     this.initialized = s.initialized;
     this.members.clear();
     this.groups.clear();
     for (const m of s.members) this.members.set(m.id, m);
     for (const g of s.groups) this.groups.set(g.id, g);
+    this.tenants.clear();
+    for (const t of s.tenants ?? []) this.tenants.set(t.id, t);
   }
 }

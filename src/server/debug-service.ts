@@ -19,6 +19,9 @@ import {
   type PutCommand,
 } from './put-batch.js';
 import type { TickraftNode } from './node.js';
+import { SystemClock } from '../base/clock.js';
+import { ValidationError } from '../base/errors.js';
+import { SchedulerAdmin } from './scheduler-admin.js';
 
 const PROTO_PATH = fileURLToPath(new URL('../../proto/debug.proto', import.meta.url));
 
@@ -46,8 +49,38 @@ export function loadDebugService(): grpc.ServiceClientConstructor {
 
 export class DebugServer {
   private server: grpc.Server | undefined;
+  private readonly admin: SchedulerAdmin;
 
-  constructor(private readonly node: TickraftNode) {}
+  constructor(private readonly node: TickraftNode) {
+    this.admin = new SchedulerAdmin(node, SystemClock);
+  }
+
+  private async scheduler(json: string): Promise<unknown> {
+    let req: Record<string, unknown>;
+    try {
+      req = JSON.parse(json) as Record<string, unknown>;
+    } catch {
+      throw new ValidationError('REQUEST_INVALID', [{ field: 'json', reason: 'is not JSON' }]);
+    }
+    const jobId = typeof req['jobId'] === 'string' ? req['jobId'] : '';
+    switch (req['op']) {
+      case 'put-tenant':
+        return this.admin.putTenant(req);
+      case 'create-job':
+        return this.admin.createJob(req);
+      case 'pause-job':
+      case 'resume-job':
+      case 'delete-job':
+      case 'trigger-job':
+        return this.admin.jobCommand(req['op'], jobId);
+      case 'get-job':
+        return this.admin.getJob(jobId);
+      default:
+        throw new ValidationError('REQUEST_INVALID', [
+          { field: 'op', reason: `unknown op ${JSON.stringify(req['op'])}` },
+        ]);
+    }
+  }
 
   /** The ring: from the meta group's map once known, else the flag plan. */
   private ranges(): RingRange[] {
@@ -138,7 +171,7 @@ export class DebugServer {
         cb: grpc.sendUnaryData<unknown>,
       ) => {
         const groupId = this.groupFor(call.request.key);
-        const sm = this.node.kv.get(groupId);
+        const sm = this.node.kvOf(groupId);
         if (!sm) {
           cb(this.notLeader(groupId));
           return;
@@ -148,6 +181,15 @@ export class DebugServer {
             const value = sm.get(call.request.key);
             cb(null, { found: value !== undefined, value: value ?? '', groupId });
           },
+          (err: unknown) => cb(toServiceError(err)),
+        );
+      },
+      scheduler: (
+        call: grpc.ServerUnaryCall<{ json: string }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        this.scheduler(call.request.json).then(
+          (result) => cb(null, { json: JSON.stringify(result) }),
           (err: unknown) => cb(toServiceError(err)),
         );
       },
@@ -176,7 +218,7 @@ export class DebugServer {
         applied: st.applied,
         lastIndex: st.lastIndex,
         voters: [...st.confState.voters],
-        keys: this.node.kv.get(g.groupId)?.data.size ?? 0,
+        keys: this.node.kvOf(g.groupId)?.data.size ?? 0,
         quiesced: g.node.isQuiesced(),
       };
     });
@@ -196,6 +238,11 @@ export class DebugServer {
       entriesPersisted: this.node.host.stats.entriesPersisted,
       fsyncMsTotal: this.node.host.stats.fsyncMsTotal,
       messagesSent: this.node.host.stats.messagesSent,
+      schedulerProposed: this.node.scheduler.stats.proposed,
+      schedulerDelivered: this.node.scheduler.stats.delivered,
+      schedulerResults: this.node.scheduler.stats.results,
+      deliveryQueued: this.node.deliveryQueued,
+      deliveryInflight: this.node.deliveryInflight,
     };
   }
 
@@ -219,16 +266,31 @@ function toServiceError(err: unknown): grpc.ServiceError {
   if (isServiceError(err)) return err;
   const code = (err as { code?: unknown }).code;
   const status =
-    code === 'RAFT_NOT_LEADER' || code === 'RAFT_PROPOSAL_UNKNOWN' || code === 'RAFT_READ_FAILED'
-      ? grpc.status.UNAVAILABLE
-      : code === 'RAFT_PROPOSAL_DROPPED'
-        ? grpc.status.UNAVAILABLE
-        : grpc.status.INTERNAL;
+    typeof code === 'string'
+      ? (STATUS_OF_CODE[code] ?? grpc.status.INTERNAL)
+      : grpc.status.INTERNAL;
   const message = err instanceof Error ? err.message : String(err);
   const md = new grpc.Metadata();
   if (typeof code === 'string') md.set('tickraft-error-code', code);
+  const leader = (err as { leaderHint?: unknown }).leaderHint;
+  if (typeof leader === 'string' && leader !== '') md.set('tickraft-leader', leader);
   return Object.assign(new Error(message), { code: status, details: message, metadata: md });
 }
+
+const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
+  RAFT_NOT_LEADER: grpc.status.UNAVAILABLE,
+  RAFT_PROPOSAL_UNKNOWN: grpc.status.UNAVAILABLE,
+  RAFT_READ_FAILED: grpc.status.UNAVAILABLE,
+  RAFT_PROPOSAL_DROPPED: grpc.status.UNAVAILABLE,
+  REQUEST_INVALID: grpc.status.INVALID_ARGUMENT,
+  JOB_SPEC_INVALID: grpc.status.INVALID_ARGUMENT,
+  TENANT_INVALID: grpc.status.INVALID_ARGUMENT,
+  JOB_NOT_FOUND: grpc.status.NOT_FOUND,
+  JOB_ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
+  JOB_VERSION_CONFLICT: grpc.status.ABORTED,
+  RUN_NOT_FOUND: grpc.status.NOT_FOUND,
+  RUN_WRONG_STATE: grpc.status.FAILED_PRECONDITION,
+};
 
 function isServiceError(err: unknown): err is grpc.ServiceError {
   return (

@@ -16,8 +16,12 @@ export interface KvPut {
   readonly v: string;
 }
 
-/** First byte of a binary put command (a msgpack map starts with 0x80-0x8f, 0xde or 0xdf). */
-export const KV_PUT_TAG = 0x01;
+/**
+ * First byte of a binary put command: 'K'. A msgpack map starts with 0x80-0x8f, 0xde or 0xdf,
+ * and a scheduler command (src/base/codec.ts) with its version byte 0x01, so a data group tells
+ * the three apart by the first byte.
+ */
+export const KV_PUT_TAG = 0x4b;
 
 function varintBytes(v: number): number {
   let n = 1;

@@ -74,6 +74,42 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         int,
       ),
     )
+    .addOption(
+      new Option(
+        '--look-ahead-ms <ms>',
+        'propose fire intents this long before their slot (default 3000)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--misfire-threshold-ms <ms>',
+        "a slot later than this goes through the job's misfire policy (default 5000)",
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--webhook-connections <n>',
+        'connections to one webhook origin (default 64)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--origin-inflight <n>',
+        'deliveries in flight to one origin (default 1024)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--tenant-inflight <n>',
+        'deliveries of one tenant in flight on this node (default 4096)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--delivery-queue <n>',
+        'deliveries waiting on this node before back-pressure (default 200000)',
+      ).argParser(int),
+    )
     .action(async (flags: Record<string, unknown>) => {
       process.exitCode = await run(mergeConfig(flags));
     });

@@ -14,7 +14,11 @@ import { encodeMetaCommand, MetaStateMachine } from '../placement/meta-state.js'
 import { NodeStore } from '../storage/node-store.js';
 import { PeerTransport } from '../transport/peer-transport.js';
 import type { NodeId } from '../raft/messages.js';
-import { KvStateMachine } from './kv-state-machine.js';
+import { DeliveryRunner } from '../delivery/delivery-runner.js';
+import { OriginPools } from '../delivery/origin-pools.js';
+import type { KvStateMachine } from './kv-state-machine.js';
+import { DataGroupStateMachine } from './data-group-state-machine.js';
+import { SchedulerRuntime } from './scheduler-runtime.js';
 
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -24,8 +28,12 @@ export interface NodeLogger {
 
 export class TickraftNode {
   readonly meta = new MetaStateMachine();
-  readonly kv = new Map<number, KvStateMachine>();
+  /** The data groups' state machines hosted here (scheduler and test key-value state). */
+  readonly data = new Map<number, DataGroupStateMachine>();
   host!: MultiRaftHost;
+  scheduler!: SchedulerRuntime;
+  private pools!: OriginPools;
+  private runner!: DeliveryRunner;
   private store!: NodeStore;
   private transport!: PeerTransport;
   private plan: BootstrapPlan | undefined;
@@ -66,13 +74,38 @@ export class TickraftNode {
       snapshotEveryBytes: cfg.snapshotEveryBytes,
       makeStateMachine: (groupId) => {
         if (groupId === META_GROUP_ID) return this.meta;
-        const sm = new KvStateMachine();
-        this.kv.set(groupId, sm);
+        const sm = new DataGroupStateMachine();
+        this.data.set(groupId, sm);
+        // Groups created after start-up (bootstrap) join the running scheduler.
+        if (this.scheduler !== undefined) this.scheduler.attach(groupId, sm);
         return sm;
       },
       onFatal: (err) => this.die(err),
     });
+    this.pools = new OriginPools({ connectionsPerOrigin: cfg.delivery.connectionsPerOrigin });
+    this.runner = new DeliveryRunner({
+      pools: this.pools,
+      queue: {
+        queuedMax: cfg.delivery.queuedMax,
+        tenantInflightMax: cfg.delivery.tenantInflightMax,
+        originInflightMax: cfg.delivery.originInflightMax,
+      },
+      secretsOf: (tenant) => this.meta.tenants.get(tenant)?.signingSecrets,
+    });
+    this.scheduler = new SchedulerRuntime({
+      host: this.host,
+      runner: this.runner,
+      clock: SystemClock,
+      rand: rand.fork(),
+      drainMaxMs: Math.max(1000, cfg.shutdownTimeoutMs - 1000),
+      dispatcher: {
+        lookAheadMs: cfg.scheduler.lookAheadMs,
+        misfireThresholdMs: cfg.scheduler.misfireThresholdMs,
+      },
+      onError: (err) => this.die(err),
+    });
     this.host.openGroups();
+    for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
     const fresh = this.store.groupIds().length === 0;
     if (fresh) await this.bootstrap();
     else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
@@ -92,6 +125,7 @@ export class TickraftNode {
     this.host.transport = this.transport;
     this.host.afterTurn = () => this.afterTurn();
     this.host.start();
+    this.scheduler.start();
     // Preferred leaders campaign once the startup quiet period is over, so leadership starts
     // balanced; anyone else would time out later and only then campaign.
     const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
@@ -142,7 +176,21 @@ export class TickraftNode {
     }
   }
 
+  get deliveryQueued(): number {
+    return this.runner.queuedCount;
+  }
+
+  get deliveryInflight(): number {
+    return this.runner.inflightCount;
+  }
+
+  /** The test key-value state of a data group hosted here. */
+  kvOf(groupId: number): KvStateMachine | undefined {
+    return this.data.get(groupId)?.kv;
+  }
+
   private afterTurn(): void {
+    this.scheduler.stepAll();
     this.balanceLeaders();
     const meta = this.host.groups.get(META_GROUP_ID);
     if (!meta || this.meta.initialized || this.metaInitProposed || !meta.isLeader || !this.plan)
@@ -190,14 +238,16 @@ export class TickraftNode {
       // A transfer can be abandoned (the target lagged); try a few times, a second apart.
       const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
+      if (this.scheduler.isHandingOver(g.groupId)) continue;
       this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
-      this.host.report(g.groupId, { kind: 'transfer-leader', to: preferred });
+      this.scheduler.handOver(g.groupId, preferred);
     }
   }
 
   /**
-   * Graceful stop: hand every leadership to another voter, wait (bounded) until none is left
-   * here, then stop the loop and close the transport and the store.
+   * Graceful stop: hand every leadership to another voter (data groups drain their in-flight
+   * attempts first), wait (bounded) until none is left here, then stop the loop and close the
+   * transport and the store.
    */
   async shutdown(): Promise<{ transferred: number; remaining: number }> {
     this.stopping = true;
@@ -210,7 +260,9 @@ export class TickraftNode {
       for (const g of led()) {
         const target = this.bestTransferTarget(g.groupId);
         if (target) {
-          this.host.report(g.groupId, { kind: 'transfer-leader', to: target });
+          if (g.groupId === META_GROUP_ID)
+            this.host.report(g.groupId, { kind: 'transfer-leader', to: target });
+          else this.scheduler.handOver(g.groupId, target);
           asked++;
           if (round === 0) transferred++;
         }
@@ -220,6 +272,9 @@ export class TickraftNode {
       await sleep(Math.min(200, this.config.tickMs * 4));
     }
     const remaining = led().length;
+    this.scheduler.stop();
+    this.runner.close();
+    await this.pools.close();
     await this.host.stop();
     await this.transport.close();
     await this.store.close();

@@ -76,6 +76,7 @@ interface DebugClient extends grpc.Client {
   putBatch: Unary<{ puts: { key: string; value: string }[] }, { committed: number }>;
   get: Unary<{ key: string }, { found: boolean; value: string; groupId: number }>;
   status: Unary<Record<string, never>, NodeStatus>;
+  scheduler: Unary<{ json: string }, { json: string }>;
 }
 
 function call<Req, Res>(
@@ -163,6 +164,26 @@ export class ProcNode {
 
   get(key: string, timeoutMs = 3000): Promise<{ found: boolean; value: string; groupId: number }> {
     return call(this.client.get, this.client, { key }, timeoutMs);
+  }
+
+  /** A scheduler admin request (DebugService.Scheduler) on this node. */
+  async scheduler(req: Record<string, unknown>, timeoutMs = 3000): Promise<unknown> {
+    const res = await call(
+      this.client.scheduler,
+      this.client,
+      { json: JSON.stringify(req) },
+      timeoutMs,
+    );
+    return JSON.parse(res.json) as unknown;
+  }
+
+  /** SIGSTOP / SIGCONT: the process freezes with its sockets open, as in a long GC pause. */
+  pause(): void {
+    this.proc?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.proc?.kill('SIGCONT');
   }
 
   close(): void {
@@ -254,14 +275,30 @@ export class ProcCluster {
 
   /** Puts through whichever node leads the key's group, following leader hints. */
   async put(key: string, value: string, timeoutMs = 5000): Promise<void> {
+    await this.onLeader((n, ms) => n.put(key, value, ms), timeoutMs);
+  }
+
+  /**
+   * A scheduler admin request through whichever node leads the job's group (or the meta group),
+   * following leader hints. Errors other than "not the leader" are thrown at once.
+   */
+  async scheduler(req: Record<string, unknown>, timeoutMs = 10_000): Promise<unknown> {
+    return this.onLeader((n, ms) => n.scheduler(req, ms), timeoutMs);
+  }
+
+  private async onLeader<T>(
+    fn: (n: ProcNode, ms: number) => Promise<T>,
+    timeoutMs: number,
+  ): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     let target = this.nodes.find((n) => n.running) ?? this.nodes[0]!;
     let lastErr: unknown;
     while (Date.now() < deadline) {
       try {
-        await target.put(key, value, Math.max(100, deadline - Date.now()));
-        return;
+        return await fn(target, Math.max(100, deadline - Date.now()));
       } catch (err) {
+        const code = (err as grpc.ServiceError).code;
+        if (code !== grpc.status.UNAVAILABLE && code !== grpc.status.DEADLINE_EXCEEDED) throw err;
         lastErr = err;
         const hint = (err as grpc.ServiceError).metadata?.get('tickraft-leader')[0];
         const hinted =
@@ -271,7 +308,7 @@ export class ProcCluster {
         await sleep(hinted ? 0 : 50);
       }
     }
-    throw lastErr instanceof Error ? lastErr : new Error('put failed');
+    throw lastErr instanceof Error ? lastErr : new Error('no leader answered');
   }
 
   async stopAll(): Promise<void> {

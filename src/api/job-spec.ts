@@ -1,0 +1,331 @@
+/**
+ * A job definition as a client sends it (JSON-shaped, most fields optional) turned into the
+ * complete JobSpec the log stores, with every violation named by field, and the job's first
+ * slot. Runs on the node that proposes the create or update, never inside apply: the state
+ * machine only ever sees specs that passed here, with the defaults written out.
+ *
+ * Defaults: timezone UTC; delivery at_least_once; retry 5 attempts, 1 s initial backoff ×2 up to
+ * 5 min, max age 24 h; attempt deadline 30 s; misfire fire_once within a 1 h catch-up window
+ * (fire_all cap 100); overlap allow (buffer_all cap 10); priority 2; payload `{}`. An `every`
+ * schedule without an anchor is anchored at the creation time, written into the spec so every
+ * replica counts from the same instant.
+ */
+import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { validateRetryPolicy } from '../delivery/backoff.js';
+import { validateWebhookJob } from '../delivery/webhook.js';
+import { nextFire } from '../schedule/next-fire.js';
+import { tryParseSchedule, type Schedule } from '../schedule/parse.js';
+import type {
+  DeliverySemantics,
+  JobSpec,
+  MisfirePolicyName,
+  OverlapPolicyName,
+  RetryPolicy,
+} from '../scheduler/model.js';
+
+export const PAYLOAD_BYTES_MAX = 64 * 1024;
+export const NAME_CHARS_MAX = 200;
+export const TENANT_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+export const PRIORITY_MAX = 3;
+export const FIRE_ALL_CAP_MAX = 10_000;
+export const BUFFER_CAP_MAX = 1_000;
+export const CATCH_UP_WINDOW_MS_MAX = 7 * 86_400_000;
+
+export const DEFAULT_RETRY: RetryPolicy = Object.freeze({
+  maxAttempts: 5,
+  initialBackoffMs: 1_000,
+  maxBackoffMs: 300_000,
+  multiplier: 2,
+  maxAgeMs: 86_400_000,
+});
+
+/** What a client may send; absent fields take the defaults above. */
+export interface JobSpecInput {
+  readonly tenant?: unknown;
+  readonly name?: unknown;
+  readonly schedule?: unknown;
+  readonly timezone?: unknown;
+  readonly anchorMs?: unknown;
+  readonly target?: unknown;
+  readonly payload?: unknown;
+  readonly delivery?: unknown;
+  readonly retry?: unknown;
+  readonly attemptDeadlineMs?: unknown;
+  readonly misfire?: unknown;
+  readonly overlap?: unknown;
+  readonly priority?: unknown;
+  readonly startAtMs?: unknown;
+  readonly endAtMs?: unknown;
+  readonly remainingFires?: unknown;
+}
+
+export interface CompiledJobSpec {
+  readonly spec: JobSpec;
+  readonly schedule: Schedule;
+}
+
+/**
+ * Completes and checks a client's job definition.
+ * @throws ValidationError JOB_SPEC_INVALID with every violation, each naming its field.
+ */
+export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobSpec {
+  const v: FieldViolation[] = [];
+  const add = (field: string, reason: string): void => void v.push({ field, reason });
+
+  const tenant = str(input.tenant, 'tenant', add);
+  if (tenant !== undefined && !TENANT_ID_PATTERN.test(tenant))
+    add(
+      'tenant',
+      'must be 1-63 lowercase letters, digits, _ or -, starting with a letter or digit',
+    );
+  const name = str(input.name, 'name', add, '');
+  if (name !== undefined && name.length > NAME_CHARS_MAX)
+    add('name', `must be at most ${NAME_CHARS_MAX} characters`);
+  const scheduleText = str(input.schedule, 'schedule', add);
+  const timezone = str(input.timezone, 'timezone', add, 'UTC');
+  const anchorIn = optInt(input.anchorMs, 'anchorMs', add);
+
+  const targetIn = obj(input.target, 'target', add);
+  const url = targetIn ? str(targetIn['url'], 'target.url', add) : undefined;
+  const headers: Record<string, string> = {};
+  const headersIn = targetIn ? obj(targetIn['headers'], 'target.headers', add, true) : undefined;
+  for (const [k, val] of Object.entries(headersIn ?? {})) {
+    if (typeof val === 'string') headers[k] = val;
+    else add(`target.headers.${k}`, 'must be a string');
+  }
+
+  let payload = '{}';
+  if (input.payload !== undefined) {
+    if (typeof input.payload === 'string') payload = input.payload;
+    else payload = JSON.stringify(input.payload);
+  }
+  if (utf8Length(payload) > PAYLOAD_BYTES_MAX)
+    add('payload', `must be at most ${PAYLOAD_BYTES_MAX} bytes of UTF-8`);
+
+  const delivery = oneOf<DeliverySemantics>(
+    input.delivery,
+    'delivery',
+    ['at_least_once', 'at_most_once'],
+    'at_least_once',
+    add,
+  );
+  const retryIn = obj(input.retry, 'retry', add, true) ?? {};
+  const retry: RetryPolicy = {
+    maxAttempts: int(retryIn['maxAttempts'], 'retry.maxAttempts', add, DEFAULT_RETRY.maxAttempts),
+    initialBackoffMs: int(
+      retryIn['initialBackoffMs'],
+      'retry.initialBackoffMs',
+      add,
+      DEFAULT_RETRY.initialBackoffMs,
+    ),
+    maxBackoffMs: int(
+      retryIn['maxBackoffMs'],
+      'retry.maxBackoffMs',
+      add,
+      DEFAULT_RETRY.maxBackoffMs,
+    ),
+    multiplier: num(retryIn['multiplier'], 'retry.multiplier', add, DEFAULT_RETRY.multiplier),
+    maxAgeMs: int(retryIn['maxAgeMs'], 'retry.maxAgeMs', add, DEFAULT_RETRY.maxAgeMs),
+  };
+  const attemptDeadlineMs = int(input.attemptDeadlineMs, 'attemptDeadlineMs', add, 30_000);
+
+  const misfireIn = obj(input.misfire, 'misfire', add, true) ?? {};
+  const misfire = {
+    policy: oneOf<MisfirePolicyName>(
+      misfireIn['policy'],
+      'misfire.policy',
+      ['fire_all', 'fire_once', 'skip'],
+      'fire_once',
+      add,
+    ),
+    fireAllCap: int(misfireIn['fireAllCap'], 'misfire.fireAllCap', add, 100),
+    catchUpWindowMs: int(misfireIn['catchUpWindowMs'], 'misfire.catchUpWindowMs', add, 3_600_000),
+  };
+  if (misfire.fireAllCap < 1 || misfire.fireAllCap > FIRE_ALL_CAP_MAX)
+    add('misfire.fireAllCap', `must be in [1, ${FIRE_ALL_CAP_MAX}]`);
+  if (misfire.catchUpWindowMs < 0 || misfire.catchUpWindowMs > CATCH_UP_WINDOW_MS_MAX)
+    add('misfire.catchUpWindowMs', `must be in [0, ${CATCH_UP_WINDOW_MS_MAX}]`);
+
+  const overlapIn = obj(input.overlap, 'overlap', add, true) ?? {};
+  const overlap = {
+    policy: oneOf<OverlapPolicyName>(
+      overlapIn['policy'],
+      'overlap.policy',
+      ['allow', 'skip', 'buffer_one', 'buffer_all'],
+      'allow',
+      add,
+    ),
+    bufferCap: int(overlapIn['bufferCap'], 'overlap.bufferCap', add, 10),
+  };
+  if (overlap.bufferCap < 1 || overlap.bufferCap > BUFFER_CAP_MAX)
+    add('overlap.bufferCap', `must be in [1, ${BUFFER_CAP_MAX}]`);
+
+  const priority = int(input.priority, 'priority', add, 2);
+  if (priority < 0 || priority > PRIORITY_MAX) add('priority', `must be in [0, ${PRIORITY_MAX}]`);
+  const startAtMs = optInt(input.startAtMs, 'startAtMs', add);
+  const endAtMs = optInt(input.endAtMs, 'endAtMs', add);
+  if (startAtMs !== undefined && endAtMs !== undefined && endAtMs < startAtMs)
+    add('endAtMs', 'must not be before startAtMs');
+  const remainingFires = optInt(input.remainingFires, 'remainingFires', add);
+  if (remainingFires !== undefined && remainingFires < 1)
+    add('remainingFires', 'must be at least 1 when given');
+
+  let schedule: Schedule | undefined;
+  let anchorMs = anchorIn;
+  if (scheduleText !== undefined && timezone !== undefined) {
+    const isInterval = /^\s*every\b/i.test(scheduleText);
+    if (isInterval && anchorMs === undefined) anchorMs = nowMs;
+    const parsed = tryParseSchedule(scheduleText, { timezone, anchorMs });
+    if (parsed.ok) schedule = parsed.schedule;
+    else for (const pv of parsed.violations) v.push(pv);
+    if (!isInterval) anchorMs = undefined;
+  }
+
+  const spec: JobSpec = {
+    tenant: tenant ?? '',
+    name: name ?? '',
+    schedule: scheduleText ?? '',
+    timezone: schedule?.timezone ?? timezone ?? 'UTC',
+    anchorMs,
+    target: { url: url ?? '', headers },
+    payload,
+    delivery,
+    retry,
+    attemptDeadlineMs,
+    misfire,
+    overlap,
+    priority,
+    startAtMs,
+    endAtMs,
+    remainingFires,
+  };
+  if (url !== undefined) v.push(...validateWebhookJob({ ...spec, id: 'x' }));
+  v.push(...validateRetryPolicy(retry));
+  if (v.length > 0) throw new ValidationError('JOB_SPEC_INVALID', dedupe(v));
+  return { spec, schedule: schedule! };
+}
+
+/**
+ * The first slot at or after `fromMs` (strictly after `fromMs - 1`) that the job's start and end
+ * allow, or undefined when there is none.
+ */
+export function firstSlotMs(c: CompiledJobSpec, fromMs: number): number | undefined {
+  const from = Math.max(fromMs, c.spec.startAtMs ?? fromMs);
+  const slot = nextFire(c.schedule, from - 1);
+  if (slot === undefined) return undefined;
+  if (c.spec.endAtMs !== undefined && slot > c.spec.endAtMs) return undefined;
+  return slot;
+}
+
+/** A create for a job that would never fire is refused rather than stored finished. */
+export function requireFirstSlot(c: CompiledJobSpec, nowMs: number): number {
+  const slot = firstSlotMs(c, nowMs);
+  if (slot === undefined) {
+    throw new ValidationError('JOB_SPEC_INVALID', [
+      { field: 'schedule', reason: 'has no slot from now on (an instant in the past, or ended)' },
+    ]);
+  }
+  return slot;
+}
+
+type Add = (field: string, reason: string) => void;
+
+function str(value: unknown, field: string, add: Add, dflt?: string): string | undefined {
+  if (value === undefined || value === null) {
+    if (dflt === undefined) add(field, 'is required');
+    return dflt;
+  }
+  if (typeof value !== 'string') {
+    add(field, 'must be a string');
+    return undefined;
+  }
+  if (dflt === undefined && value.trim() === '') {
+    add(field, 'must not be empty');
+    return undefined;
+  }
+  return value;
+}
+
+function obj(
+  value: unknown,
+  field: string,
+  add: Add,
+  optional = false,
+): Record<string, unknown> | undefined {
+  if (value === undefined || value === null) {
+    if (!optional) add(field, 'is required');
+    return undefined;
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    add(field, 'must be an object');
+    return undefined;
+  }
+  return value as Record<string, unknown>;
+}
+
+function num(value: unknown, field: string, add: Add, dflt: number): number {
+  if (value === undefined || value === null) return dflt;
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    add(field, 'must be a finite number');
+    return dflt;
+  }
+  return value;
+}
+
+function int(value: unknown, field: string, add: Add, dflt: number): number {
+  const n = num(value, field, add, dflt);
+  if (!Number.isSafeInteger(n)) {
+    add(field, 'must be an integer');
+    return dflt;
+  }
+  return n;
+}
+
+function optInt(value: unknown, field: string, add: Add): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    add(field, 'must be an integer (UTC ms)');
+    return undefined;
+  }
+  return value;
+}
+
+function oneOf<T extends string>(
+  value: unknown,
+  field: string,
+  allowed: readonly T[],
+  dflt: T,
+  add: Add,
+): T {
+  if (value === undefined || value === null) return dflt;
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    add(field, `must be one of ${allowed.join(', ')}`);
+    return dflt;
+  }
+  return value as T;
+}
+
+function dedupe(v: FieldViolation[]): FieldViolation[] {
+  const seen = new Set<string>();
+  return v.filter((x) => {
+    const k = `${x.field}\u0000${x.reason}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}

@@ -1,0 +1,188 @@
+/**
+ * Performs the attempts a leader hands out: queued fairly (fair-queue.ts: per-tenant and
+ * per-origin caps, P0 first, tenants in turn), sent through one undici pool per origin
+ * (origin-pools.ts), signed with the tenant's secrets, and reported back once each ends. A full
+ * queue is back-pressure: the attempt is reported as a retry that never left, so the leader
+ * plans it again later instead of the queue growing without bound.
+ */
+import { setMaxListeners } from 'node:events';
+import type { Clock } from '../base/clock.js';
+import { SystemClock } from '../base/clock.js';
+import type { Job } from '../scheduler/model.js';
+import { FairQueue, type FairItem, type FairQueueOptions } from './fair-queue.js';
+import type { OriginPools } from './origin-pools.js';
+import { compileSigningKeys, type SigningKeys } from './signing.js';
+import { deliverWebhook, originOf, type AttemptReport, type WebhookLimits } from './webhook.js';
+
+/** One attempt to perform. */
+export interface DeliveryRequest {
+  readonly job: Job;
+  readonly fireId: string;
+  readonly slotMs: number;
+  readonly attempt: number;
+  readonly token: number;
+}
+
+export type DeliveryCallback = (report: AttemptReport) => void;
+
+interface Task extends FairItem {
+  readonly request: DeliveryRequest;
+  readonly onDone: DeliveryCallback;
+  /** Who asked (a group and its leader term), so a deposed leader's queue can be dropped. */
+  readonly owner: string;
+}
+
+export interface DeliveryRunnerOptions {
+  readonly pools: OriginPools;
+  readonly queue: FairQueueOptions;
+  /** The tenant's current secrets (newest first), or undefined for an unknown tenant. */
+  readonly secretsOf: (tenant: string) => readonly string[] | undefined;
+  readonly clock?: Clock;
+  readonly limits?: WebhookLimits;
+}
+
+export interface DeliveryRunnerStats {
+  submitted: number;
+  started: number;
+  finished: number;
+  rejectedFull: number;
+  dropped: number;
+}
+
+export class DeliveryRunner {
+  private readonly queue: FairQueue<Task>;
+  private readonly clock: Clock;
+  private readonly abort = new AbortController();
+  private readonly signing = new Map<string, { secrets: string; keys: SigningKeys }>();
+  readonly stats: DeliveryRunnerStats = {
+    submitted: 0,
+    started: 0,
+    finished: 0,
+    rejectedFull: 0,
+    dropped: 0,
+  };
+
+  constructor(private readonly options: DeliveryRunnerOptions) {
+    this.queue = new FairQueue<Task>(options.queue);
+    this.clock = options.clock ?? SystemClock;
+    // Every attempt in flight listens on the one shutdown signal.
+    setMaxListeners(0, this.abort.signal);
+  }
+
+  get inflightCount(): number {
+    return this.queue.inflightCount;
+  }
+
+  get queuedCount(): number {
+    return this.queue.queuedCount;
+  }
+
+  /** Queues one attempt; `onDone` is called exactly once, asynchronously or at once. */
+  submit(owner: string, request: DeliveryRequest, onDone: DeliveryCallback): void {
+    this.stats.submitted++;
+    const origin = originOf(request.job.target.url) ?? request.job.target.url;
+    const task: Task = {
+      tenant: request.job.tenant,
+      origin,
+      priority: request.job.priority,
+      request,
+      onDone,
+      owner,
+    };
+    const pushed = this.queue.push(task);
+    if (pushed !== 'queued') {
+      this.stats.rejectedFull++;
+      onDone({
+        outcome: 'retry',
+        code: 'DELIVERY_QUEUE_FULL',
+        durationMs: 0,
+        error:
+          pushed === 'full' ? 'delivery queue full' : `tenant ${task.tenant} has too many queued`,
+        responseExcerpt: '',
+        isProvablyUndelivered: true,
+      });
+      return;
+    }
+    this.pump();
+  }
+
+  /** Forgets the queued (not started) attempts of an owner: its leadership ended. */
+  dropQueued(owner: string): number {
+    const removed = this.queue.removeQueuedWhere((t) => t.owner === owner);
+    this.stats.dropped += removed.length;
+    return removed.length;
+  }
+
+  private pump(): void {
+    for (let task = this.queue.take(); task !== undefined; task = this.queue.take()) {
+      this.start(task);
+    }
+  }
+
+  private start(task: Task): void {
+    this.stats.started++;
+    const r = task.request;
+    const finish = (report: AttemptReport): void => {
+      this.queue.done(task);
+      this.stats.finished++;
+      task.onDone(report);
+      this.pump();
+    };
+    const signing = this.signingKeys(r.job.tenant);
+    if (!signing) {
+      finish({
+        outcome: 'fail',
+        code: 'DELIVERY_TENANT_UNKNOWN',
+        durationMs: 0,
+        error: `tenant ${r.job.tenant} has no signing secret`,
+        responseExcerpt: '',
+        isProvablyUndelivered: true,
+      });
+      return;
+    }
+    deliverWebhook(
+      {
+        job: r.job,
+        fireId: r.fireId,
+        slotMs: r.slotMs,
+        attempt: r.attempt,
+        token: r.token,
+        signing,
+        nowMs: this.clock.nowMs(),
+      },
+      {
+        pools: this.options.pools,
+        signal: this.abort.signal,
+        clock: this.clock,
+        ...(this.options.limits ? { limits: this.options.limits } : {}),
+      },
+    ).then(finish, (err: unknown) =>
+      // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as
+      // a retry so the run is not lost.
+      finish({
+        outcome: 'retry',
+        durationMs: 0,
+        error: `internal: ${err instanceof Error ? err.message : String(err)}`,
+        responseExcerpt: '',
+        isProvablyUndelivered: false,
+      }),
+    );
+  }
+
+  private signingKeys(tenant: string): SigningKeys | undefined {
+    const secrets = this.options.secretsOf(tenant);
+    if (!secrets || secrets.length === 0) return undefined;
+    const key = secrets.join('\n');
+    const cached = this.signing.get(tenant);
+    if (cached?.secrets === key) return cached.keys;
+    const keys = compileSigningKeys(secrets);
+    this.signing.set(tenant, { secrets: key, keys });
+    return keys;
+  }
+
+  /** Ends every attempt in flight (reported as aborted) and refuses queued ones. */
+  close(): void {
+    this.abort.abort();
+    this.queue.removeQueuedWhere(() => true);
+  }
+}

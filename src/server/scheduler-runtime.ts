@@ -1,0 +1,224 @@
+/**
+ * The I/O shell around each data group's GroupDispatcher: it reads the wall clock and the Raft
+ * facts (leader, term, lease, applied term), steps the dispatcher, proposes what it returns as
+ * one batch per group, hands its deliveries to the DeliveryRunner, and reports every proposal's
+ * fate and every attempt's end back. It runs on a short timer (the wheel's resolution) and after
+ * every loop turn of the host, so a due slot waits for neither a Raft tick nor an idle loop.
+ *
+ * Graceful hand-over (deploys, start-up balancing): handOver() first drains the group's
+ * dispatcher — no new intents or deliveries, in-flight attempts finish and their results commit —
+ * and only then asks Raft to transfer, so the next leader has nothing to redo.
+ */
+import type { Clock } from '../base/clock.js';
+import type { Rand } from '../base/rand.js';
+import { planRetry } from '../delivery/backoff.js';
+import type { DeliveryRunner } from '../delivery/delivery-runner.js';
+import type { AttemptReport } from '../delivery/webhook.js';
+import type { MultiRaftHost } from '../multiraft/host.js';
+import type { NodeId } from '../raft/messages.js';
+import { encodeSchedulerCommand, type SchedulerCommand } from '../scheduler/commands.js';
+import {
+  GroupDispatcher,
+  type DeliveryOrder,
+  type DispatcherOptions,
+  type Leadership,
+  type ProposalFate,
+} from '../scheduler/dispatcher.js';
+import type { DataGroupStateMachine } from './data-group-state-machine.js';
+
+export interface SchedulerRuntimeOptions {
+  readonly host: MultiRaftHost;
+  readonly runner: DeliveryRunner;
+  readonly clock: Clock;
+  /** Retry jitter. */
+  readonly rand: Rand;
+  /** How often the dispatchers are stepped when nothing else wakes them. @default 10 */
+  readonly pollMs?: number;
+  /** Longest a hand-over waits for in-flight attempts before it transfers anyway. @default 10000 */
+  readonly drainMaxMs?: number;
+  readonly dispatcher?: Partial<Omit<DispatcherOptions, 'startMs' | 'retryAt'>>;
+  readonly onError?: (err: unknown) => void;
+}
+
+interface GroupRuntime {
+  readonly groupId: number;
+  readonly sm: DataGroupStateMachine;
+  readonly dispatcher: GroupDispatcher;
+  /** The term this node led the group in at the last step; 0 = not leader. */
+  ledTerm: number;
+}
+
+interface HandOver {
+  readonly to: NodeId;
+  readonly sinceMs: number;
+  askedAtMs: number;
+}
+
+export interface SchedulerRuntimeStats {
+  steps: number;
+  proposed: number;
+  delivered: number;
+  results: number;
+}
+
+export class SchedulerRuntime {
+  private readonly groups = new Map<number, GroupRuntime>();
+  private readonly handOvers = new Map<number, HandOver>();
+  private timer: NodeJS.Timeout | undefined;
+  private stepping = false;
+  readonly stats: SchedulerRuntimeStats = { steps: 0, proposed: 0, delivered: 0, results: 0 };
+
+  constructor(private readonly opts: SchedulerRuntimeOptions) {}
+
+  /** Starts dispatching for a data group hosted here (every replica keeps its indexes). */
+  attach(groupId: number, sm: DataGroupStateMachine): GroupDispatcher {
+    const clock = this.opts.clock;
+    const rand = this.opts.rand;
+    const dispatcher = new GroupDispatcher(sm.scheduler, {
+      ...this.opts.dispatcher,
+      startMs: clock.nowMs(),
+      retryAt: (job, attempt, slotMs, nowMs, retryAfterMs) =>
+        planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),
+    });
+    sm.onRestore = () => dispatcher.rebuild();
+    this.groups.set(groupId, { groupId, sm, dispatcher, ledTerm: 0 });
+    return dispatcher;
+  }
+
+  dispatcherOf(groupId: number): GroupDispatcher | undefined {
+    return this.groups.get(groupId)?.dispatcher;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.stepAll(), this.opts.pollMs ?? 10);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Steps every group's dispatcher once. Safe to call at any time between loop turns. */
+  stepAll(): void {
+    if (this.stepping) return;
+    this.stepping = true;
+    try {
+      const nowMs = this.opts.clock.nowMs();
+      for (const g of this.groups.values()) this.stepGroup(g, nowMs);
+      this.progressHandOvers(nowMs);
+    } catch (err) {
+      this.opts.onError?.(err);
+    } finally {
+      this.stepping = false;
+    }
+  }
+
+  private stepGroup(g: GroupRuntime, nowMs: number): void {
+    const replica = this.opts.host.groups.get(g.groupId);
+    if (!replica) return;
+    g.dispatcher.afterApply();
+    let leadership: Leadership | undefined;
+    if (replica.isLeader) {
+      const term = replica.node.raft.term;
+      leadership = {
+        term,
+        leaseValid: replica.node.isLeaseValid(),
+        caughtUp: replica.appliedTerm === term,
+      };
+    }
+    const term = leadership?.term ?? 0;
+    if (g.ledTerm !== 0 && g.ledTerm !== term) {
+      // Leadership ended: attempts not yet started are the next leader's to make.
+      this.opts.runner.dropQueued(ownerOf(g.groupId, g.ledTerm));
+    }
+    g.ledTerm = term;
+    const step = g.dispatcher.step(nowMs, leadership);
+    this.stats.steps++;
+    if (step.proposals.length > 0) this.propose(g, step.proposals, term);
+    for (const order of step.deliveries) this.deliver(g, order);
+  }
+
+  private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {
+    this.stats.proposed += commands.length;
+    const datas = commands.map(encodeSchedulerCommand);
+    const settle = (fate: ProposalFate): void => {
+      for (const c of commands) g.dispatcher.proposalSettled(c, fate, term);
+    };
+    this.opts.host.proposeBatch(g.groupId, datas).then(
+      () => settle('committed'),
+      (err: unknown) => settle(fateOf(err)),
+    );
+  }
+
+  private deliver(g: GroupRuntime, order: DeliveryOrder): void {
+    this.stats.delivered++;
+    this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
+      this.stats.results++;
+      g.dispatcher.attemptDone(
+        order,
+        {
+          outcome: report.outcome,
+          statusCode: report.statusCode,
+          durationMs: report.durationMs,
+          error: report.error ?? report.code,
+          responseExcerpt: report.responseExcerpt === '' ? undefined : report.responseExcerpt,
+          retryAfterMs: report.retryAfterMs,
+          isProvablyUndelivered: report.isProvablyUndelivered,
+        },
+        this.opts.clock.nowMs(),
+      );
+    });
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Graceful hand-over
+
+  /** Drains the group's dispatcher, then transfers leadership to `to`. */
+  handOver(groupId: number, to: NodeId): void {
+    const g = this.groups.get(groupId);
+    if (!g) {
+      this.opts.host.report(groupId, { kind: 'transfer-leader', to });
+      return;
+    }
+    if (this.handOvers.has(groupId)) return;
+    g.dispatcher.beginDrain();
+    this.handOvers.set(groupId, { to, sinceMs: this.opts.clock.nowMs(), askedAtMs: 0 });
+  }
+
+  isHandingOver(groupId: number): boolean {
+    return this.handOvers.has(groupId);
+  }
+
+  private progressHandOvers(nowMs: number): void {
+    const drainMaxMs = this.opts.drainMaxMs ?? 10_000;
+    for (const [groupId, h] of this.handOvers) {
+      const g = this.groups.get(groupId);
+      const replica = this.opts.host.groups.get(groupId);
+      if (!g || !replica?.isLeader) {
+        g?.dispatcher.endDrain();
+        this.handOvers.delete(groupId);
+        continue;
+      }
+      const drained = g.dispatcher.isDrained || nowMs - h.sinceMs > drainMaxMs;
+      if (!drained) continue;
+      if (h.askedAtMs !== 0 && nowMs - h.askedAtMs < 1000) continue;
+      if (h.askedAtMs !== 0 && nowMs - h.sinceMs > drainMaxMs + 5000) {
+        // The transfer keeps failing (target lagging or gone): lead on, and dispatch again.
+        g.dispatcher.endDrain();
+        this.handOvers.delete(groupId);
+        continue;
+      }
+      h.askedAtMs = nowMs;
+      this.opts.host.report(groupId, { kind: 'transfer-leader', to: h.to });
+    }
+  }
+}
+
+function ownerOf(groupId: number, term: number): string {
+  return `${groupId}/${term}`;
+}
+
+function fateOf(err: unknown): ProposalFate {
+  const code = (err as { code?: unknown }).code;
+  return code === 'RAFT_NOT_LEADER' || code === 'RAFT_PROPOSAL_DROPPED' ? 'dropped' : 'unknown';
+}

@@ -1,0 +1,103 @@
+/**
+ * A webhook receiver for the real-process tests: an HTTP server on loopback that records every
+ * request (fire id, fencing token, attempt, slot, receipt time, signature check) and behaves as
+ * a careful receiver would: it rejects (409) a token of a lower leader term than the highest it
+ * has seen for the job, the fencing rule of DESIGN §1. A test may hold the answers for some
+ * fire ids (the leader dies while the request is in flight) or answer them with a status.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { compileSigningKeys, verifyWebhook } from '../../src/delivery/signing.js';
+import { termOfToken } from '../../src/scheduler/dispatcher.js';
+
+export interface Receipt {
+  readonly fireId: string;
+  readonly jobId: string;
+  readonly slotMs: number;
+  readonly attempt: number;
+  readonly token: number;
+  readonly term: number;
+  readonly atMs: number;
+  readonly signatureOk: boolean;
+  /** The status the sink answered (0 while held). */
+  status: number;
+  readonly body: Record<string, unknown>;
+  readonly headers: IncomingMessage['headers'];
+}
+
+export type Behaviour = 'ok' | 'hold' | number;
+
+export class WebhookSink {
+  readonly receipts: Receipt[] = [];
+  /** Highest token term accepted per job (the fencing state of a careful receiver). */
+  readonly termOf = new Map<string, number>();
+  readonly held: ServerResponse[] = [];
+  behaviour: (r: Receipt) => Behaviour = () => 'ok';
+  private server: Server | undefined;
+  url = '';
+
+  constructor(private readonly secrets: readonly string[]) {}
+
+  async start(host = '127.0.0.1'): Promise<string> {
+    const keys = compileSigningKeys(this.secrets);
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const body = JSON.parse(text) as Record<string, unknown>;
+        const token = Number(req.headers['tickraft-fencing-token']);
+        const fireId = String(req.headers['idempotency-key']);
+        const receipt: Receipt = {
+          fireId,
+          jobId: String(body['jobId']),
+          slotMs: Number(body['slotMs']),
+          attempt: Number(req.headers['tickraft-attempt']),
+          token,
+          term: termOfToken(token),
+          atMs: Date.now(),
+          signatureOk: verifyWebhook(req.headers, text, keys, { nowMs: Date.now() }).ok,
+          status: 0,
+          body,
+          headers: req.headers,
+        };
+        this.receipts.push(receipt);
+        const seen = this.termOf.get(receipt.jobId) ?? 0;
+        if (receipt.term < seen) {
+          receipt.status = 409;
+          res.writeHead(409).end('stale fencing token');
+          return;
+        }
+        this.termOf.set(receipt.jobId, receipt.term);
+        const b = this.behaviour(receipt);
+        if (b === 'hold') {
+          this.held.push(res);
+          return;
+        }
+        receipt.status = b === 'ok' ? 200 : b;
+        res.writeHead(receipt.status, { 'content-type': 'text/plain' }).end('ok');
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    this.server = server;
+    const { port } = server.address() as AddressInfo;
+    this.url = `http://${host}:${port}`;
+    return this.url;
+  }
+
+  of(jobId: string): Receipt[] {
+    return this.receipts.filter((r) => r.jobId === jobId);
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.held.splice(0)) res.destroy();
+    const server = this.server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+/** A fixed, valid Standard Webhooks secret for tests (24 bytes of 0x2a). */
+export const TEST_SECRET = `whsec_${Buffer.alloc(24, 42).toString('base64')}`;

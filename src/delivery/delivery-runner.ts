@@ -37,6 +37,11 @@ export interface DeliveryRunnerOptions {
   readonly queue: FairQueueOptions;
   /** The tenant's current secrets (newest first), or undefined for an unknown tenant. */
   readonly secretsOf: (tenant: string) => readonly string[] | undefined;
+  /**
+   * Asked just before a queued attempt is sent: false when its owner may no longer send (the
+   * leadership or its lease ended while it waited). It is then reported as never sent.
+   */
+  readonly mayStart?: (owner: string) => boolean;
   readonly clock?: Clock;
   readonly limits?: WebhookLimits;
 }
@@ -128,6 +133,18 @@ export class DeliveryRunner {
       task.onDone(report);
       this.pump();
     };
+    if (this.options.mayStart && !this.options.mayStart(task.owner)) {
+      this.stats.dropped++;
+      finish({
+        outcome: 'retry',
+        code: 'DELIVERY_NOT_STARTED',
+        durationMs: 0,
+        error: 'leadership or its lease ended before the send',
+        responseExcerpt: '',
+        isProvablyUndelivered: true,
+      });
+      return;
+    }
     const signing = this.signingKeys(r.job.tenant);
     if (!signing) {
       finish({

@@ -39,6 +39,8 @@ export type DeliveryErrorCode =
   | 'DELIVERY_ORIGINS_EXHAUSTED'
   /** The delivery queue was full: back-pressure, the request was never sent. */
   | 'DELIVERY_QUEUE_FULL'
+  /** The sender's leadership or lease ended while the attempt waited; it was never sent. */
+  | 'DELIVERY_NOT_STARTED'
   /** The job's tenant has no signing secret, so nothing can be signed or sent. */
   | 'DELIVERY_TENANT_UNKNOWN';
 

@@ -30,6 +30,8 @@ export type InboxItem =
   | { readonly kind: 'snapshot-status'; readonly to: NodeId; readonly ok: boolean }
   | { readonly kind: 'unreachable'; readonly to: NodeId }
   | { readonly kind: 'campaign' }
+  /** Leave quiescence (the group has work coming, e.g. runs due soon). */
+  | { readonly kind: 'wake' }
   | { readonly kind: 'transfer-leader'; readonly to: NodeId };
 
 interface Waiter<T> {
@@ -161,6 +163,9 @@ export class GroupReplica {
           break;
         case 'campaign':
           if (this.node.raft.lead === '') this.node.campaign();
+          break;
+        case 'wake':
+          if (this.node.isQuiesced()) this.node.wakeUp();
           break;
         case 'transfer-leader':
           this.node.transferLeader(item.to);

@@ -184,6 +184,15 @@ export class MultiRaftHost {
     this.wake();
   }
 
+  /**
+   * Ticks of wall time the groups have not been ticked for yet. After a stall (a SIGSTOP, a long
+   * GC pause) Raft still believes in a lease that the clock says has run out, until the next
+   * turn ticks it; whoever acts on the lease checks this first.
+   */
+  ticksBehind(): number {
+    return this.ticker.pending();
+  }
+
   propose(groupId: number, data: Uint8Array): Promise<unknown> {
     const g = this.groups.get(groupId);
     if (!g) return Promise.reject(new NotLeaderError(groupId, '', 'group not hosted on this node'));

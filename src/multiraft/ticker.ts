@@ -16,6 +16,12 @@ export class Ticker {
     this.originMs = clock.monotonicMs();
   }
 
+  /** Ticks elapsed and not yet handed out by due(): how far the Raft state lags the clock. */
+  pending(): number {
+    const total = Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);
+    return Math.max(0, total - this.ticksDone);
+  }
+
   /** Ticks elapsed since the previous call (0 when none). */
   due(): number {
     const total = Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);

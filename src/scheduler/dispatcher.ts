@@ -192,6 +192,18 @@ export class GroupDispatcher {
     return this.leader?.inFlight.size ?? 0;
   }
 
+  /**
+   * Runs not finished (waiting for their slot or a retry, or in flight) or intents pending: the
+   * group must stay awake (not quiesce), because delivering needs a fresh lease at the slot.
+   */
+  get hasLiveWork(): boolean {
+    const ls = this.leader;
+    return (
+      this.liveRuns.size > 0 ||
+      (ls !== undefined && (ls.pendingIntents.size > 0 || ls.inFlight.size > 0))
+    );
+  }
+
   get isDraining(): boolean {
     return this.draining;
   }

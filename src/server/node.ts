@@ -91,6 +91,7 @@ export class TickraftNode {
         originInflightMax: cfg.delivery.originInflightMax,
       },
       secretsOf: (tenant) => this.meta.tenants.get(tenant)?.signingSecrets,
+      mayStart: (owner) => this.scheduler.mayStart(owner),
     });
     this.scheduler = new SchedulerRuntime({
       host: this.host,

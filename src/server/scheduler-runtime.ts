@@ -122,10 +122,14 @@ export class SchedulerRuntime {
       const term = replica.node.raft.term;
       leadership = {
         term,
-        leaseValid: replica.node.isLeaseValid(),
+        leaseValid: this.leaseHolds(g.groupId),
         caughtUp: replica.appliedTerm === term,
       };
     }
+    // A quiesced group has no lease (no heartbeats, no quorum acks): wake it while runs are
+    // live so that it holds a lease when their slots come.
+    if (leadership && g.dispatcher.hasLiveWork && replica.node.isQuiesced())
+      this.opts.host.report(g.groupId, { kind: 'wake' });
     const term = leadership?.term ?? 0;
     if (g.ledTerm !== 0 && g.ledTerm !== term) {
       // Leadership ended: attempts not yet started are the next leader's to make.
@@ -136,6 +140,28 @@ export class SchedulerRuntime {
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
+  }
+
+  /**
+   * The lease as Raft sees it, trusted only when Raft has been ticked up to the clock: after a
+   * stall the loop has not ticked yet, and a lease that ran out meanwhile still looks valid.
+   */
+  private leaseHolds(groupId: number): boolean {
+    const host = this.opts.host;
+    if (host.ticksBehind() > 1) {
+      host.wake();
+      return false;
+    }
+    return host.groups.get(groupId)?.node.isLeaseValid() ?? false;
+  }
+
+  /** Whether an attempt queued by `owner` (group/term) may still start now. */
+  mayStart(owner: string): boolean {
+    const [groupId, term] = owner.split('/').map(Number) as [number, number];
+    const replica = this.opts.host.groups.get(groupId);
+    return (
+      replica?.isLeader === true && replica.node.raft.term === term && this.leaseHolds(groupId)
+    );
   }
 
   private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {

@@ -25,7 +25,8 @@ export interface Receipt {
   readonly headers: IncomingMessage['headers'];
 }
 
-export type Behaviour = 'ok' | 'hold' | number;
+/** Answer 200 at once, hold the answer, answer this status, or answer 200 after a delay. */
+export type Behaviour = 'ok' | 'hold' | number | { readonly delayMs: number };
 
 export class WebhookSink {
   readonly receipts: Receipt[] = [];
@@ -72,6 +73,13 @@ export class WebhookSink {
         const b = this.behaviour(receipt);
         if (b === 'hold') {
           this.held.push(res);
+          return;
+        }
+        if (typeof b === 'object') {
+          setTimeout(() => {
+            receipt.status = 200;
+            res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+          }, b.delayMs);
           return;
         }
         receipt.status = b === 'ok' ? 200 : b;

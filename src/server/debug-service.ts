@@ -68,6 +68,8 @@ export class DebugServer {
         return this.admin.putTenant(req);
       case 'create-job':
         return this.admin.createJob(req);
+      case 'create-jobs':
+        return this.admin.createJobs(req['jobs']);
       case 'pause-job':
       case 'resume-job':
       case 'delete-job':

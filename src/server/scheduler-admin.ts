@@ -7,9 +7,16 @@
  * A request for a group (or the meta group) this node does not lead fails with NotLeaderError
  * and the leader's id, so a client retries there.
  */
-import { TickraftError, ValidationError } from '../base/errors.js';
+import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
 import type { Clock } from '../base/clock.js';
-import { compileJobSpec, firstSlotMs, requireFirstSlot, JOB_ID_PATTERN } from '../api/job-spec.js';
+import {
+  compileJobSpec,
+  firstSlotMs,
+  requireFirstSlot,
+  JOB_ID_PATTERN,
+  type CompiledJobSpec,
+  type JobSpecInput,
+} from '../api/job-spec.js';
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -20,6 +27,14 @@ import { encodeSchedulerCommand, type SchedulerCommand } from '../scheduler/comm
 import type { Job, Run } from '../scheduler/model.js';
 import type { ApplyResult } from '../scheduler/state-machine.js';
 import type { TickraftNode } from './node.js';
+
+export const CREATE_BATCH_MAX = 1000;
+
+export interface CreateJobRequest {
+  readonly jobId?: unknown;
+  readonly requestId?: unknown;
+  readonly spec?: unknown;
+}
 
 export class SchedulerAdminError extends TickraftError {
   override readonly name = 'SchedulerAdminError';
@@ -82,36 +97,84 @@ export class SchedulerAdmin {
     return tenant;
   }
 
-  async createJob(req: { jobId?: unknown; requestId?: unknown; spec?: unknown }): Promise<Job> {
-    const jobId = typeof req.jobId === 'string' ? req.jobId : '';
+  async createJob(req: CreateJobRequest): Promise<Job> {
+    const c = this.createCommand(req, this.clock.nowMs(), '');
+    const r = await this.propose(c.jobId, c);
+    return this.jobAfter(r.jobId ?? c.jobId);
+  }
+
+  /**
+   * Creates many jobs (bulk registration, at most CREATE_BATCH_MAX): all are checked first and
+   * none is proposed if any is invalid; then each group's jobs are proposed as one batch. This
+   * node must lead every group involved.
+   */
+  async createJobs(reqs: unknown): Promise<{ created: number; duplicates: number }> {
+    if (!Array.isArray(reqs) || reqs.length === 0 || reqs.length > CREATE_BATCH_MAX)
+      throw new ValidationError('JOB_SPEC_INVALID', [
+        { field: 'jobs', reason: `must be a list of 1 to ${CREATE_BATCH_MAX} jobs` },
+      ]);
     const nowMs = this.clock.nowMs();
-    const violations = [];
+    const violations: FieldViolation[] = [];
+    const byGroup = new Map<number, Uint8Array[]>();
+    (reqs as CreateJobRequest[]).forEach((req, i) => {
+      try {
+        const c = this.createCommand(req, nowMs, `jobs[${i}].`);
+        const groupId = this.groupOf(c.jobId);
+        let list = byGroup.get(groupId);
+        if (!list) byGroup.set(groupId, (list = []));
+        list.push(encodeSchedulerCommand(c));
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        violations.push(...err.violations);
+      }
+    });
+    if (violations.length > 0) throw new ValidationError('JOB_SPEC_INVALID', violations);
+    for (const groupId of byGroup.keys()) this.requireLeader(groupId);
+    const results = await Promise.all(
+      [...byGroup].map(([groupId, datas]) => this.node.host.proposeBatch(groupId, datas)),
+    );
+    let created = 0;
+    let duplicates = 0;
+    for (const r of results.flat() as ApplyResult[]) {
+      if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+      if (r.duplicate === true) duplicates++;
+      else created++;
+    }
+    return { created, duplicates };
+  }
+
+  /** Validates a create request and computes its first slot; names fields under `prefix`. */
+  private createCommand(
+    req: CreateJobRequest,
+    nowMs: number,
+    prefix: string,
+  ): Extract<SchedulerCommand, { op: 'create-job' }> {
+    const jobId = typeof req.jobId === 'string' ? req.jobId : '';
+    const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))
-      violations.push({ field: 'jobId', reason: `must match ${JOB_ID_PATTERN.source}` });
-    let compiled;
+      violations.push({ field: `${prefix}jobId`, reason: `must match ${JOB_ID_PATTERN.source}` });
+    let compiled: CompiledJobSpec | undefined;
     try {
-      compiled = compileJobSpec(req.spec ?? {}, nowMs);
+      compiled = compileJobSpec((req.spec ?? {}) as JobSpecInput, nowMs);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
-      violations.push(...err.violations);
+      for (const v of err.violations) violations.push({ ...v, field: `${prefix}spec.${v.field}` });
     }
     if (compiled && !this.node.meta.tenants.has(compiled.spec.tenant))
       violations.push({
-        field: 'spec.tenant',
+        field: `${prefix}spec.tenant`,
         reason: `tenant ${compiled.spec.tenant} does not exist`,
       });
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
-    const nextFireAtMs = requireFirstSlot(compiled, nowMs);
-    const r = await this.propose(jobId, {
+    return {
       op: 'create-job',
       atMs: nowMs,
       jobId,
       spec: compiled.spec,
-      nextFireAtMs,
+      nextFireAtMs: requireFirstSlot(compiled, nowMs),
       requestId: typeof req.requestId === 'string' ? req.requestId : undefined,
-    });
-    return this.jobAfter(r.jobId ?? jobId);
+    };
   }
 
   async jobCommand(

@@ -46,6 +46,8 @@ export interface DeliveryRunnerOptions {
   readonly limits?: WebhookLimits;
 }
 
+const STARTS_PER_TURN = 128;
+
 export interface DeliveryRunnerStats {
   submitted: number;
   started: number;
@@ -118,10 +120,27 @@ export class DeliveryRunner {
     return removed.length;
   }
 
+  private pumpScheduled = false;
+
+  /**
+   * Starts what the queue allows, at most STARTS_PER_TURN per event-loop turn: starting an
+   * attempt costs tens of µs, and a spike of thousands started at once would hold the loop long
+   * enough to delay Raft heartbeats into elections.
+   */
   private pump(): void {
-    for (let task = this.queue.take(); task !== undefined; task = this.queue.take()) {
-      this.start(task);
-    }
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      let started = 0;
+      for (let task = this.queue.take(); task !== undefined; task = this.queue.take()) {
+        this.start(task);
+        if (++started >= STARTS_PER_TURN) {
+          this.pump();
+          return;
+        }
+      }
+    });
   }
 
   private start(task: Task): void {

@@ -132,6 +132,12 @@ export class RawNode {
     return this.raft.isLeaseValid();
   }
 
+  /** Ticks the lease still holds for (0 without one), counted on this node's tick clock. */
+  leaseRemainingTicks(): number {
+    const end = this.raft.leaseExpiresAtTick();
+    return end === undefined ? 0 : Math.max(0, end - this.raft.ticks);
+  }
+
   hasReady(): boolean {
     if (this.inFlight) return false;
     const r = this.raft;

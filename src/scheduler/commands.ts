@@ -24,6 +24,21 @@ export interface FireIntent {
   readonly nextFireAtMs: number | undefined;
 }
 
+export interface AttemptResultCommand {
+  readonly op: 'attempt-result';
+  readonly atMs: number;
+  readonly fireId: string;
+  readonly attempt: number;
+  readonly token: number;
+  readonly outcome: AttemptOutcome;
+  readonly statusCode: number | undefined;
+  readonly durationMs: number;
+  readonly error: string | undefined;
+  readonly responseExcerpt: string | undefined;
+  /** outcome 'retry': when the next attempt may start (leader computed, with jitter). */
+  readonly retryAtMs: number | undefined;
+}
+
 export type SchedulerCommand =
   | {
       readonly op: 'create-job';
@@ -77,19 +92,12 @@ export type SchedulerCommand =
       readonly fireId: string;
       readonly attempt: number;
     }
+  | AttemptResultCommand
   | {
-      readonly op: 'attempt-result';
+      /** Many results in one entry: a spike's results cost one log entry per step, not each. */
+      readonly op: 'attempt-results';
       readonly atMs: number;
-      readonly fireId: string;
-      readonly attempt: number;
-      readonly token: number;
-      readonly outcome: AttemptOutcome;
-      readonly statusCode: number | undefined;
-      readonly durationMs: number;
-      readonly error: string | undefined;
-      readonly responseExcerpt: string | undefined;
-      /** outcome 'retry': when the next attempt may start (leader computed, with jitter). */
-      readonly retryAtMs: number | undefined;
+      readonly results: readonly AttemptResultCommand[];
     }
   | {
       /** At-most-once runs whose attempt started under an earlier leader: outcome unknowable. */

@@ -23,7 +23,7 @@
  */
 import { assert } from '../base/assert.js';
 import { parseSchedule, type Schedule } from '../schedule/parse.js';
-import type { FireIntent, SchedulerCommand } from './commands.js';
+import type { AttemptResultCommand, FireIntent, SchedulerCommand } from './commands.js';
 import { DueIndex } from './due-index.js';
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents } from './intent-planner.js';
@@ -78,6 +78,8 @@ export interface DispatcherOptions {
   readonly intentsPerStep?: number;
   /** Deliveries handed out per step; the rest wait for the next step. @default 16384 */
   readonly deliveriesPerStep?: number;
+  /** Attempt results per attempt-results entry. @default 1024 */
+  readonly resultsPerEntry?: number;
   /** Resolution of the wheels. @default 10 */
   readonly tickMs?: number;
   /** Where the wheels start (the runtime's clock when the replica is created). */
@@ -116,7 +118,7 @@ type InFlight =
   | {
       readonly phase: 'reporting';
       readonly attempt: number;
-      readonly command: SchedulerCommand;
+      readonly command: AttemptResultCommand;
     };
 
 /** The leader's memory, valid for one term; dropped (and its ids re-indexed) when it ends. */
@@ -150,6 +152,7 @@ export class GroupDispatcher {
   private readonly intentsPerEntry: number;
   private readonly intentsPerStep: number;
   private readonly deliveriesPerStep: number;
+  private readonly resultsPerEntry: number;
   private readonly retryAt: RetryPlanner;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
@@ -168,6 +171,7 @@ export class GroupDispatcher {
     this.intentsPerEntry = options.intentsPerEntry ?? 512;
     this.intentsPerStep = options.intentsPerStep ?? 8192;
     this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
+    this.resultsPerEntry = options.resultsPerEntry ?? 1024;
     this.retryAt = options.retryAt;
     this.index = new DueIndex({
       lookAheadMs: this.lookAheadMs,
@@ -311,11 +315,27 @@ export class GroupDispatcher {
     if (leadership.leaseValid && ls.readyOrders.length > 0) {
       for (const o of ls.readyOrders.splice(0)) out.deliveries.push(o);
     }
-    if (ls.outbox.length > 0) {
-      for (const c of ls.outbox.splice(0)) out.proposals.push(c);
-      ls.unsettled += out.proposals.length;
-    }
+    if (ls.outbox.length > 0) this.flushOutbox(ls, nowMs, out.proposals);
     return out;
+  }
+
+  /** The outbox as proposals, the attempt results of the step coalesced into few entries. */
+  private flushOutbox(ls: TermState, nowMs: number, proposals: SchedulerCommand[]): void {
+    let results: AttemptResultCommand[] = [];
+    for (const c of ls.outbox.splice(0)) {
+      if (c.op !== 'attempt-result') {
+        proposals.push(c);
+        continue;
+      }
+      results.push(c);
+      if (results.length >= this.resultsPerEntry) {
+        proposals.push({ op: 'attempt-results', atMs: nowMs, results });
+        results = [];
+      }
+    }
+    if (results.length === 1) proposals.push(results[0]!);
+    else if (results.length > 1) proposals.push({ op: 'attempt-results', atMs: nowMs, results });
+    ls.unsettled += proposals.length;
   }
 
   private recover(ls: TermState, nowMs: number): void {
@@ -460,7 +480,7 @@ export class GroupDispatcher {
       outcome === 'retry'
         ? this.retryAt(o.job, o.attempt, o.slotMs, nowMs, finished.retryAfterMs)
         : undefined;
-    const command: SchedulerCommand = {
+    const command: AttemptResultCommand = {
       op: 'attempt-result',
       atMs: nowMs,
       fireId: o.fireId,
@@ -475,6 +495,28 @@ export class GroupDispatcher {
     };
     ls.inFlight.set(o.fireId, { phase: 'reporting', attempt: o.attempt, command });
     ls.outbox.push(command);
+  }
+
+  /**
+   * A delivery that never started (its lease or leadership lapsed while it waited in the
+   * delivery queue). An at-least-once run goes back to the queue as if it had not been handed
+   * out: it was no attempt. An at-most-once run has a committed start, so it ends like a
+   * provably undelivered attempt (retried by its policy).
+   */
+  attemptNotStarted(o: DeliveryOrder, nowMs: number): void {
+    const ls = this.leader;
+    const f = ls?.inFlight.get(o.fireId);
+    if (!ls || ls.term !== o.term || f?.phase !== 'delivering' || f.attempt !== o.attempt) return;
+    if (o.job.delivery === 'at_most_once') {
+      this.attemptDone(
+        o,
+        { outcome: 'retry', durationMs: 0, error: 'not started', isProvablyUndelivered: true },
+        nowMs,
+      );
+      return;
+    }
+    ls.inFlight.delete(o.fireId);
+    ls.dispatchQueue.add(o.fireId);
   }
 
   /**
@@ -499,6 +541,10 @@ export class GroupDispatcher {
       case 'attempt-result':
         // Re-applying a result is a no-op, so proposing it again is safe.
         if (ls.inFlight.get(c.fireId)?.phase === 'reporting') ls.outbox.push(c);
+        break;
+      case 'attempt-results':
+        for (const r of c.results)
+          if (ls.inFlight.get(r.fireId)?.phase === 'reporting') ls.outbox.push(r);
         break;
       case 'attempt-started':
         if (fate === 'dropped' && ls.inFlight.get(c.fireId)?.phase === 'starting') {

@@ -10,7 +10,12 @@
 import { assert, assertNever } from '../base/assert.js';
 import { decode, encode } from '../base/codec.js';
 import type { Entry } from '../raft/messages.js';
-import { decodeSchedulerCommand, type FireIntent, type SchedulerCommand } from './commands.js';
+import {
+  decodeSchedulerCommand,
+  type AttemptResultCommand,
+  type FireIntent,
+  type SchedulerCommand,
+} from './commands.js';
 import { nextToken } from './fencing.js';
 import { fireIdOf, isTerminal, type Attempt, type Job, type Run, type RunStatus } from './model.js';
 import { assertTransition } from './run-lifecycle.js';
@@ -130,6 +135,9 @@ export class SchedulerStateMachine {
       case 'replay-run':
         run(c.fireId);
         break;
+      case 'attempt-results':
+        for (const r of c.results) run(r.fireId);
+        break;
       case 'mark-unknown':
       case 'purge-dead':
         for (const id of c.fireIds) run(id);
@@ -182,6 +190,9 @@ export class SchedulerStateMachine {
         return this.attemptStarted(c.fireId, c.attempt, c.term, c.atMs);
       case 'attempt-result':
         return this.attemptResult(c);
+      case 'attempt-results':
+        for (const r of c.results) this.attemptResult(r);
+        return { ok: true };
       case 'mark-unknown':
         for (const id of c.fireIds) {
           const run = this.runs.get(id);
@@ -386,7 +397,7 @@ export class SchedulerStateMachine {
     return { ok: true, token, status: run.status };
   }
 
-  private attemptResult(c: Extract<SchedulerCommand, { op: 'attempt-result' }>): ApplyResult {
+  private attemptResult(c: AttemptResultCommand): ApplyResult {
     const run = this.runs.get(c.fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
     const job = this.jobs.get(run.jobId);

@@ -154,7 +154,7 @@ export class SchedulerAdmin {
       violations.push({ field: `${prefix}jobId`, reason: `must match ${JOB_ID_PATTERN.source}` });
     let compiled: CompiledJobSpec | undefined;
     try {
-      compiled = compileJobSpec((req.spec ?? {}), nowMs);
+      compiled = compileJobSpec(req.spec ?? {}, nowMs);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       for (const v of err.violations) violations.push({ ...v, field: `${prefix}spec.${v.field}` });

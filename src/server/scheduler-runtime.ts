@@ -148,11 +148,12 @@ export class SchedulerRuntime {
    */
   private leaseHolds(groupId: number): boolean {
     const host = this.opts.host;
-    if (host.ticksBehind() > 1) {
-      host.wake();
-      return false;
-    }
-    return host.groups.get(groupId)?.node.isLeaseValid() ?? false;
+    const behind = host.ticksBehind();
+    if (behind > 1) host.wake();
+    // Ticks the clock has passed but Raft has not counted yet eat into the lease; one more for
+    // the tick in progress.
+    const remaining = host.groups.get(groupId)?.node.leaseRemainingTicks() ?? 0;
+    return remaining > behind + 1;
   }
 
   /** Whether an attempt queued by `owner` (group/term) may still start now. */
@@ -180,6 +181,10 @@ export class SchedulerRuntime {
     this.stats.delivered++;
     this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
       this.stats.results++;
+      if (report.code === 'DELIVERY_NOT_STARTED') {
+        g.dispatcher.attemptNotStarted(order, this.opts.clock.nowMs());
+        return;
+      }
       g.dispatcher.attemptDone(
         order,
         {

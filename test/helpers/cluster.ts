@@ -62,6 +62,11 @@ export interface NodeStatus {
   entriesPersisted: number;
   fsyncMsTotal: number;
   messagesSent: number;
+  schedulerProposed: number;
+  schedulerDelivered: number;
+  schedulerResults: number;
+  deliveryQueued: number;
+  deliveryInflight: number;
 }
 
 type Unary<Req, Res> = (

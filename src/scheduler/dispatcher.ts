@@ -297,13 +297,37 @@ export class GroupDispatcher {
     // Orders whose at-most-once start applied go out even while draining: the start is
     // committed, and not sending would only turn the run UNKNOWN under the next leader.
     if (leadership.leaseValid && ls.readyOrders.length > 0) {
-      for (const o of ls.readyOrders.splice(0)) out.deliveries.push(o);
+      for (const o of ls.readyOrders.splice(0)) {
+        if (this.stillWanted(o)) {
+          out.deliveries.push(o);
+          continue;
+        }
+        // A pause or delete applied between the start and this step: it was acknowledged
+        // before anything left, so nothing may leave now. The attempt provably never went out.
+        this.attemptDone(
+          o,
+          {
+            outcome: 'retry',
+            durationMs: 0,
+            error: 'not sent: job paused or deleted after the attempt started',
+            isProvablyUndelivered: true,
+          },
+          nowMs,
+        );
+      }
     }
     if (ls.outbox.length > 0) {
       for (const c of ls.outbox.splice(0)) out.proposals.push(c);
       ls.unsettled += out.proposals.length;
     }
     return out;
+  }
+
+  /** An at-most-once order whose start applied may still go out (no pause or delete since). */
+  private stillWanted(o: DeliveryOrder): boolean {
+    const job = this.sm.jobs.get(o.jobId);
+    const run = this.sm.runs.get(o.fireId);
+    return job !== undefined && !job.paused && run?.status === 'DISPATCHED';
   }
 
   private recover(ls: TermState, nowMs: number): void {

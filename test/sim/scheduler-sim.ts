@@ -550,9 +550,25 @@ export class SchedulerSim {
     return new SchedApp(startMs, make, (e, c, pre, r, sm) => this.observeApply(e, c, pre, r, sm));
   }
 
-  private startClocks(node: SNode): void {
+  /**
+   * Whole ticks the node's clock has passed since the ticks it last counted. The runtime
+   * counts ticks from the clock (src/multiraft/ticker.ts), so after a stall the next reading
+   * sees them all, whichever comes first: the tick timer or the dispatcher's step.
+   */
+  private owedTicks(n: SNode): number {
+    const rate = this.clockRate.get(n.id) ?? 1;
+    const since = this.now - (this.lastTickAt.get(n.id) ?? this.now);
+    return Math.floor((since * rate) / TICK_MS + 1e-6);
+  }
+
+  private countTicks(n: SNode, ticks: number): void {
+    const rate = this.clockRate.get(n.id) ?? 1;
+    this.lastTickAt.set(n.id, (this.lastTickAt.get(n.id) ?? this.now) + (ticks * TICK_MS) / rate);
+  }
+
+  private startClocks(node: SNode, resetTicks = true): void {
     const rate = this.clockRate.get(node.id) ?? 1;
-    this.lastTickAt.set(node.id, this.now);
+    if (resetTicks) this.lastTickAt.set(node.id, this.now);
     this.q.push(this.now + (this.rand.float() * TICK_MS) / rate, {
       kind: 'tick',
       node: node.id,
@@ -680,6 +696,14 @@ export class SchedulerSim {
     const app = n.app;
     const r = n.raft;
     const now = this.wall(n.id);
+    // The lease is judged on the clock as read now: a stall between the last tick and this
+    // step (SIGSTOP, GC) must not leave the lease looking valid.
+    const owed = this.owedTicks(n);
+    if (owed >= 1) {
+      this.countTicks(n, owed);
+      n.node.tick(owed);
+      this.trace(n.id, `tick x${owed} before the dispatcher step`, owed > 1);
+    }
     const isLeader = r.role === 'leader';
     if (!isLeader) app.drain = undefined;
     const leadership = isLeader
@@ -1190,15 +1214,11 @@ export class SchedulerSim {
     const n = this.nodes.get(id);
     if (!n?.up) return;
     this.trace('sim', `SIGCONT ${id}`);
-    // The real loop ticks every elapsed tick first, then drains what queued up meanwhile.
-    const rate = this.clockRate.get(id) ?? 1;
-    const elapsed = Math.floor(
-      ((this.now - (this.lastTickAt.get(id) ?? this.now)) * rate) / TICK_MS,
-    );
-    if (elapsed >= 1) n.deliver({ kind: 'tick', n: elapsed });
+    // Work that queued up meanwhile runs now; the elapsed ticks are counted from the clock at
+    // the next tick or dispatcher step, whichever runs first.
     for (const ev of stash)
       if (ev.kind !== 'tick' && ev.kind !== 'dstep') this.q.push(this.now, ev);
-    this.startClocks(n);
+    this.startClocks(n, false);
   }
 
   isolate(id: NodeId): void {
@@ -1293,9 +1313,12 @@ export class SchedulerSim {
       case 'tick': {
         const n = this.nodeEvent(ev);
         if (!n || n.incarnation !== ev.incarnation) return;
-        this.trace(n.id, 'tick', false);
-        this.lastTickAt.set(n.id, this.now);
-        n.deliver({ kind: 'tick' });
+        const owed = this.owedTicks(n);
+        if (owed >= 1) {
+          this.trace(n.id, `tick${owed > 1 ? ` x${owed}` : ''}`, owed > 1);
+          this.countTicks(n, owed);
+          n.deliver({ kind: 'tick', n: owed });
+        }
         this.q.push(this.now + TICK_MS / (this.clockRate.get(n.id) ?? 1), ev);
         return;
       }

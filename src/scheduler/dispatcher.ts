@@ -313,7 +313,24 @@ export class GroupDispatcher {
     // Orders whose at-most-once start applied go out even while draining: the start is
     // committed, and not sending would only turn the run UNKNOWN under the next leader.
     if (leadership.leaseValid && ls.readyOrders.length > 0) {
-      for (const o of ls.readyOrders.splice(0)) out.deliveries.push(o);
+      for (const o of ls.readyOrders.splice(0)) {
+        if (this.stillWanted(o)) {
+          out.deliveries.push(o);
+          continue;
+        }
+        // A pause or delete applied between the start and this step: it was acknowledged
+        // before anything left, so nothing may leave now. The attempt provably never went out.
+        this.attemptDone(
+          o,
+          {
+            outcome: 'retry',
+            durationMs: 0,
+            error: 'not sent: job paused or deleted after the attempt started',
+            isProvablyUndelivered: true,
+          },
+          nowMs,
+        );
+      }
     }
     if (ls.outbox.length > 0) this.flushOutbox(ls, nowMs, out.proposals);
     return out;
@@ -336,6 +353,13 @@ export class GroupDispatcher {
     if (results.length === 1) proposals.push(results[0]!);
     else if (results.length > 1) proposals.push({ op: 'attempt-results', atMs: nowMs, results });
     ls.unsettled += proposals.length;
+  }
+
+  /** An at-most-once order whose start applied may still go out (no pause or delete since). */
+  private stillWanted(o: DeliveryOrder): boolean {
+    const job = this.sm.jobs.get(o.jobId);
+    const run = this.sm.runs.get(o.fireId);
+    return job !== undefined && !job.paused && run?.status === 'DISPATCHED';
   }
 
   private recover(ls: TermState, nowMs: number): void {

@@ -1,10 +1,12 @@
 /**
  * `npm run sim -- --seeds N [--from S]` runs N seeds; `npm run sim -- --seed S` replays one and
  * prints its fault counts and the tail of its trace. Exit code 1 on any violation.
+ * `--scheduler` runs the scheduler simulation (scheduler-sim.ts) instead of the KV one.
  */
 import { parseArgs } from 'node:util';
 import { checkSimHistory } from './history-check.js';
 import { runSim, type SimResult } from './cluster-sim.js';
+import { runSchedulerSim, type SchedSimResult } from './scheduler-sim.js';
 
 const { values } = parseArgs({
   options: {
@@ -13,8 +15,52 @@ const { values } = parseArgs({
     from: { type: 'string' },
     'safety-ms': { type: 'string' },
     verbose: { type: 'boolean', default: false },
+    scheduler: { type: 'boolean', default: false },
+    tail: { type: 'string' },
   },
 });
+
+function runScheduler(): void {
+  const safety = values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {};
+  const tail = Number(values.tail ?? '80');
+  const show = (res: SchedSimResult): void => {
+    console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);
+    console.error(`replay: npm run sim -- --scheduler --seed ${res.seed} --tail 400`);
+    for (const line of res.traceTail) console.error(`  ${line}`);
+  };
+  if (values.seed !== undefined) {
+    const res = runSchedulerSim({ seed: Number(values.seed), traceTail: tail, ...safety });
+    console.log(
+      `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} epoch=${res.epoch} events=${res.events} hash=${res.traceHash.slice(0, 16)}`,
+    );
+    console.log(JSON.stringify(res.counts));
+    if (values.verbose) for (const line of res.traceTail) console.log(`  ${line}`);
+    if (!res.ok) show(res);
+    process.exitCode = res.ok ? 0 : 1;
+    return;
+  }
+  const n = Number(values.seeds ?? '100');
+  const from = Number(values.from ?? '1');
+  const started = performance.now();
+  const totals: Record<string, number> = {};
+  const failedSeeds: number[] = [];
+  for (let s = from; s < from + n; s++) {
+    const res = runSchedulerSim({ seed: s, traceTail: tail, ...safety });
+    for (const [k, v] of Object.entries(res.counts) as [string, number][])
+      totals[k] = (totals[k] ?? 0) + v;
+    if (!res.ok) {
+      failedSeeds.push(s);
+      show(res);
+    }
+  }
+  const secs = (performance.now() - started) / 1000;
+  console.log(
+    `scheduler seeds ${from}..${from + n - 1}: ${n - failedSeeds.length} passed, ${failedSeeds.length} failed in ${secs.toFixed(1)} s`,
+  );
+  if (failedSeeds.length > 0) console.log(`failed: ${failedSeeds.join(' ')}`);
+  console.log(`totals: ${JSON.stringify(totals)}`);
+  process.exitCode = failedSeeds.length === 0 ? 0 : 1;
+}
 
 function runOne(seed: number): SimResult & { linearizable: string } {
   const res = runSim({
@@ -41,7 +87,9 @@ function report(res: SimResult): void {
   for (const line of res.traceTail) console.error(`  ${line}`);
 }
 
-if (values.seed !== undefined) {
+if (values.scheduler) {
+  runScheduler();
+} else if (values.seed !== undefined) {
   const res = runOne(Number(values.seed));
   console.log(
     `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} events=${res.events} hash=${res.traceHash.slice(0, 16)} linearizable=${res.linearizable}`,

@@ -2,6 +2,9 @@
  * The simulator's replicated state machine: a tiny key-value store with put, append and
  * compare-and-set, driven by simulated clients. Commands are JSON so traces stay readable.
  */
+import type { Entry } from '../../src/raft/messages.js';
+import type { ReplicatedApp } from './sim-node.js';
+
 export type KvCommand =
   | { op: 'put'; key: string; value: string; opId: number }
   | { op: 'append'; key: string; value: string; opId: number }
@@ -20,8 +23,21 @@ export function decodeCommand(data: Uint8Array): KvCommand {
   return JSON.parse(dec.decode(data)) as KvCommand;
 }
 
-export class KvStore {
+export class KvStore implements ReplicatedApp {
   readonly data = new Map<string, string>();
+
+  applyEntry(e: Entry): boolean {
+    return this.apply(decodeCommand(e.data));
+  }
+
+  read(key: string): string | null {
+    return this.get(key);
+  }
+
+  restoreFrom(data: Uint8Array): void {
+    this.data.clear();
+    for (const [k, v] of KvStore.restore(data).data) this.data.set(k, v);
+  }
 
   apply(c: KvCommand): boolean {
     switch (c.op) {

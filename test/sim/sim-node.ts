@@ -1,6 +1,7 @@
 /**
  * One simulated node: a RawNode, its disk (MemoryLogStorage that only changes when a simulated
- * fsync completes), the key-value state machine, and the runtime loop the real node will run:
+ * fsync completes), a replicated state machine (the key-value store by default, the scheduler in
+ * scheduler-sim.ts), and the runtime loop the real node will run:
  * drain the inbox → take a Ready → persist (taking simulated disk time; nothing else is stepped
  * meanwhile) → send → apply → advance. A crash drops the Ready being persisted, or persists only
  * a prefix of its entries (a torn tail), and loses all in-memory state.
@@ -11,11 +12,30 @@ import type { ConfChange, Entry, Message, NodeId } from '../../src/raft/messages
 import type { Raft, RaftInit } from '../../src/raft/raft.js';
 import { RawNode } from '../../src/raft/raw-node.js';
 import type { Ready } from '../../src/raft/ready.js';
-import { decodeCommand, KvStore } from './kv.js';
+import { KvStore } from './kv.js';
+
+/**
+ * The state machine a node replicates. It lives only in memory: a crash loses it, and boot()
+ * makes a fresh one from the latest snapshot on disk.
+ */
+export interface ReplicatedApp {
+  /** Applies one committed normal entry with a payload; the result goes to the proposer. */
+  applyEntry(e: Entry): unknown;
+  /** Called once the committed entries of a Ready (and its snapshot, if any) are applied. */
+  afterApply?(): void;
+  snapshot(): Uint8Array;
+  /** Replaces the whole state with a snapshot's. */
+  restoreFrom(data: Uint8Array): void;
+  /** A linearizable read's answer, once the read index is applied. */
+  read?(key: string): unknown;
+}
 
 export type InboxItem =
   | { kind: 'msg'; m: Message }
-  | { kind: 'tick' }
+  /** `n` > 1 after a stall: every elapsed tick at once, as the real ticker does. */
+  | { kind: 'tick'; n?: number }
+  /** Runtime work outside Raft (the dispatcher), run between Readys like everything else. */
+  | { kind: 'app'; run: () => void }
   | { kind: 'client'; op: ClientOp }
   | { kind: 'report-snap'; to: NodeId; ok: boolean }
   | { kind: 'transfer'; to: NodeId }
@@ -30,26 +50,28 @@ export interface ClientOp {
 }
 
 export type OpOutcome =
-  | { status: 'ok'; output: unknown }
+  | { status: 'ok'; output: unknown; index?: number }
   | { status: 'fail'; reason: string; leaderHint?: NodeId }
   | { status: 'unknown'; reason: string };
 
-export interface NodeHooks {
-  send(from: SimNode, m: Message): void;
+export interface NodeHooks<A extends ReplicatedApp = KvStore> {
+  send(from: SimNode<A>, m: Message): void;
   complete(op: ClientOp, outcome: OpOutcome): void;
   persistDelayMs(): number;
   now(): number;
   trace(node: NodeId, line: string): void;
-  onReady(node: SimNode, rd: Ready): void;
-  onApplied(node: SimNode, e: Entry): void;
-  onAdvanced(node: SimNode): void;
-  schedulePersisted(node: SimNode, incarnation: number, delayMs: number): void;
+  onReady(node: SimNode<A>, rd: Ready): void;
+  onApplied(node: SimNode<A>, e: Entry): void;
+  onAdvanced(node: SimNode<A>): void;
+  schedulePersisted(node: SimNode<A>, incarnation: number, delayMs: number): void;
 }
 
-export interface SimNodeConfig {
+export interface SimNodeConfig<A extends ReplicatedApp = KvStore> {
   readonly id: NodeId;
+  /** A fresh, empty state machine (boot restores the snapshot into it). @default KvStore */
+  readonly makeApp?: () => A;
   readonly rand: SeededRand;
-  readonly hooks: NodeHooks;
+  readonly hooks: NodeHooks<A>;
   readonly electionTimeoutTicks: number;
   readonly heartbeatTicks: number;
   readonly snapshotEveryEntries: number;
@@ -58,12 +80,14 @@ export interface SimNodeConfig {
   readonly makeRaft: ((init: RaftInit) => Raft) | undefined;
 }
 
-export class SimNode {
+export class SimNode<A extends ReplicatedApp = KvStore> {
   readonly id: NodeId;
   /** What survives a crash. */
   disk: MemoryLogStorage;
   node: RawNode;
-  kv: KvStore;
+  app!: A;
+  /** Term of the last applied entry (or of the snapshot restored): the dispatcher's caughtUp. */
+  lastAppliedTerm = 0;
   incarnation = 0;
   up = true;
   private inbox: InboxItem[] = [];
@@ -78,20 +102,31 @@ export class SimNode {
   snapshotsInstalled = 0;
 
   constructor(
-    private readonly cfg: SimNodeConfig,
+    private readonly cfg: SimNodeConfig<A>,
     disk: MemoryLogStorage,
   ) {
     this.id = cfg.id;
     this.disk = disk;
-    this.kv = new KvStore();
     this.node = this.boot();
+  }
+
+  /** The key-value store of the KV simulation. */
+  get kv(): A {
+    return this.app;
+  }
+
+  private newApp(): A {
+    // Without makeApp the config's type parameter is the default, KvStore.
+    return this.cfg.makeApp ? this.cfg.makeApp() : (new KvStore() as unknown as A);
   }
 
   private boot(): RawNode {
     const snap = this.disk.snapshot();
-    this.kv = snap ? KvStore.restore(snap.data) : new KvStore();
+    this.app = this.newApp();
+    if (snap) this.app.restoreFrom(snap.data);
     const applied = snap?.meta.index ?? 0;
     this.lastApplied = applied;
+    this.lastAppliedTerm = snap?.meta.term ?? 0;
     this.lastCommit = 0;
     return new RawNode({
       id: this.id,
@@ -148,7 +183,10 @@ export class SimNode {
         n.step(item.m);
         break;
       case 'tick':
-        n.tick();
+        n.tick(item.n ?? 1);
+        break;
+      case 'app':
+        item.run();
         break;
       case 'report-snap':
         n.reportSnapshot(item.to, item.ok);
@@ -175,6 +213,11 @@ export class SimNode {
     }
   }
 
+  /** Proposes a write; only from inside an inbox item (between Readys), e.g. an 'app' item. */
+  proposeWrite(op: ClientOp): void {
+    this.handleClient(op);
+  }
+
   private handleClient(op: ClientOp): void {
     if (op.kind === 'read') {
       this.pendingReads.set(op.opId, op);
@@ -196,15 +239,21 @@ export class SimNode {
     this.writeToDisk(rd, tornKeep);
     for (const m of rd.messages) this.cfg.hooks.send(this, m);
     if (rd.snapshot) {
-      this.kv = KvStore.restore(rd.snapshot.data);
+      this.app.restoreFrom(rd.snapshot.data);
       this.snapshotsInstalled++;
       this.lastApplied = rd.snapshot.meta.index;
+      this.lastAppliedTerm = rd.snapshot.meta.term;
       this.cfg.hooks.trace(
         this.id,
         `install-snapshot i${rd.snapshot.meta.index} t${rd.snapshot.meta.term}`,
       );
     }
-    for (const e of rd.committedEntries) this.apply(e);
+    // Proposers hear of their entries once the whole batch is applied and the app has caught up
+    // with it (the dispatcher settles proposals against its derived state).
+    const done: [ClientOp, OpOutcome][] = [];
+    for (const e of rd.committedEntries) this.apply(e, done);
+    if (rd.snapshot || rd.committedEntries.length > 0) this.app.afterApply?.();
+    for (const [op, outcome] of done) this.cfg.hooks.complete(op, outcome);
     for (const s of rd.readStates) {
       const op = this.pendingReads.get(s.requestId);
       if (!op) continue;
@@ -228,19 +277,20 @@ export class SimNode {
     if (rd.hardState && tornKeep === undefined) this.disk.setHardState(rd.hardState);
   }
 
-  private apply(e: Entry): void {
+  private apply(e: Entry, done: [ClientOp, OpOutcome][]): void {
     this.cfg.hooks.onApplied(this, e);
     this.lastApplied = e.index;
+    this.lastAppliedTerm = e.term;
     const pending = this.pendingWrites.get(e.index);
-    let result = true;
-    if (e.type === 'normal' && e.data.byteLength > 0) result = this.kv.apply(decodeCommand(e.data));
+    let result: unknown = true;
+    if (e.type === 'normal' && e.data.byteLength > 0) result = this.app.applyEntry(e);
     if (pending) {
       this.pendingWrites.delete(e.index);
       if (pending.term === e.term) {
-        this.cfg.hooks.complete(pending.op, { status: 'ok', output: result });
+        done.push([pending.op, { status: 'ok', output: result, index: e.index }]);
       } else {
         // Another entry was committed at our index: ours never will be.
-        this.cfg.hooks.complete(pending.op, { status: 'fail', reason: 'superseded' });
+        done.push([pending.op, { status: 'fail', reason: 'superseded' }]);
       }
     }
   }
@@ -249,7 +299,7 @@ export class SimNode {
     for (let i = 0; i < this.waitingReads.length;) {
       const w = this.waitingReads[i]!;
       if (this.lastApplied >= w.index) {
-        this.cfg.hooks.complete(w.op, { status: 'ok', output: this.kv.get(w.op.key) });
+        this.cfg.hooks.complete(w.op, { status: 'ok', output: this.app.read?.(w.op.key) });
         this.waitingReads.splice(i, 1);
       } else {
         i++;
@@ -268,7 +318,7 @@ export class SimNode {
     const applied = this.node.raft.log.applied;
     if (applied - this.disk.firstIndex() + 1 < this.cfg.snapshotEveryEntries) return;
     if (applied > this.disk.lastIndex()) return;
-    this.disk.createSnapshot(applied, this.node.raft.confState, this.kv.snapshot());
+    this.disk.createSnapshot(applied, this.node.raft.confState, this.app.snapshot());
     this.snapshotsTaken++;
   }
 

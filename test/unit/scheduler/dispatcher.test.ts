@@ -388,3 +388,32 @@ t.test('tokens strictly increase per job across concurrent runs (allow)', (t) =>
   for (let i = 1; i < tokens.length; i++) t.ok(tokens[i]! > tokens[i - 1]!, `token ${i} increases`);
   t.end();
 });
+
+t.test('at-most-once: a pause applied after the start but before the send wins', (t) => {
+  // Found by the scheduler simulation (seed 129): the start applied, the client's pause was
+  // acknowledged in the same batch, and the next step still sent the order.
+  for (const stop of ['pause', 'delete'] as const) {
+    const h = new Harness();
+    h.create('j1', SLOT, { delivery: 'at_most_once' });
+    h.step(SLOT - 2_000);
+    h.fate = 'unknown';
+    h.step(SLOT);
+    const started = h.proposed.at(-1)!;
+    t.equal(started.op, 'attempt-started');
+    h.fate = 'committed';
+    h.apply(started);
+    h.apply(
+      stop === 'pause'
+        ? { op: 'pause-job', atMs: SLOT + 1, jobId: 'j1' }
+        : { op: 'delete-job', atMs: SLOT + 1, jobId: 'j1' },
+    );
+    const s = h.step(SLOT + 2);
+    t.same(s.deliveries, [], `${stop}: nothing sent after the acknowledged ${stop}`);
+    t.equal(h.ops().at(-1), 'attempt-result', `${stop}: the unsent attempt is reported`);
+    const run = h.sm.runs.get(`j1:${SLOT}`)!;
+    t.equal(run.status, stop === 'pause' ? 'SKIPPED' : 'DEAD', `${stop}: run ended`);
+    t.match(run.attempts[0]!.error, /not sent/);
+    t.equal(h.d.inFlightCount, 0);
+  }
+  t.end();
+});

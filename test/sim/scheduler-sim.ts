@@ -1313,12 +1313,20 @@ export class SchedulerSim {
       case 'tick': {
         const n = this.nodeEvent(ev);
         if (!n || n.incarnation !== ev.incarnation) return;
-        const owed = this.owedTicks(n);
-        if (owed >= 1) {
-          this.trace(n.id, `tick${owed > 1 ? ` x${owed}` : ''}`, owed > 1);
-          this.countTicks(n, owed);
-          n.deliver({ kind: 'tick', n: owed });
-        }
+        // Ticks are counted when the node steps them, not when they are queued: a node busy
+        // with a write steps its inbox later, and a dispatcher step queued before these ticks
+        // must count them itself (it reads the clock), or it would judge the lease on stale ticks.
+        n.deliver({
+          kind: 'app',
+          run: () => {
+            if (n.incarnation !== ev.incarnation) return;
+            const owed = this.owedTicks(n);
+            if (owed < 1) return;
+            this.trace(n.id, `tick${owed > 1 ? ` x${owed}` : ''}`, owed > 1);
+            this.countTicks(n, owed);
+            n.node.tick(owed);
+          },
+        });
         this.q.push(this.now + TICK_MS / (this.clockRate.get(n.id) ?? 1), ev);
         return;
       }

@@ -268,6 +268,12 @@ async function spike(): Promise<void> {
     }
     const leaders = new Map<number, ProcNode>();
     for (const [groupId, id] of led) leaders.set(groupId, cluster.node(id));
+    const perNode = new Map<string, number>();
+    for (const [groupId, id] of led)
+      if (groupId !== META_GROUP_ID) perNode.set(id, (perNode.get(id) ?? 0) + 1);
+    console.log(
+      `  data groups led per node: ${[...perNode].map(([id, n]) => `${id} ${n}`).join(', ')}`,
+    );
     const ranges = splitRing(GROUPS, META_GROUP_ID + 1);
     const createMs = Math.max(8000, JOBS * 0.6);
     const slotMs = Math.ceil((Date.now() + createMs + 4000) / 1000) * 1000;

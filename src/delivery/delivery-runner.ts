@@ -5,7 +5,6 @@
  * queue is back-pressure: the attempt is reported as a retry that never left, so the leader
  * plans it again later instead of the queue growing without bound.
  */
-import { setMaxListeners } from 'node:events';
 import type { Clock } from '../base/clock.js';
 import { SystemClock } from '../base/clock.js';
 import type { Job } from '../scheduler/model.js';
@@ -59,7 +58,6 @@ export interface DeliveryRunnerStats {
 export class DeliveryRunner {
   private readonly queue: FairQueue<Task>;
   private readonly clock: Clock;
-  private readonly abort = new AbortController();
   private readonly signing = new Map<string, { secrets: string; keys: SigningKeys }>();
   readonly stats: DeliveryRunnerStats = {
     submitted: 0,
@@ -72,8 +70,6 @@ export class DeliveryRunner {
   constructor(private readonly options: DeliveryRunnerOptions) {
     this.queue = new FairQueue<Task>(options.queue);
     this.clock = options.clock ?? SystemClock;
-    // Every attempt in flight listens on the one shutdown signal.
-    setMaxListeners(0, this.abort.signal);
   }
 
   get inflightCount(): number {
@@ -187,8 +183,9 @@ export class DeliveryRunner {
         nowMs: this.clock.nowMs(),
       },
       {
+        // No abort signal: one listener per attempt costs more than the attempt's own timer, and
+        // a shutdown ends what is in flight by destroying the pools instead.
         pools: this.options.pools,
-        signal: this.abort.signal,
         clock: this.clock,
         ...(this.options.limits ? { limits: this.options.limits } : {}),
       },
@@ -216,9 +213,8 @@ export class DeliveryRunner {
     return keys;
   }
 
-  /** Ends every attempt in flight (reported as aborted) and refuses queued ones. */
+  /** Forgets queued attempts; the owner ends those in flight by destroying the pools. */
   close(): void {
-    this.abort.abort();
     this.queue.removeQueuedWhere(() => true);
   }
 }

@@ -124,6 +124,21 @@ export function validateWebhookJob(job: WebhookJob, prefix = ''): FieldViolation
   return checkWebhookJob(job, prefix).violations;
 }
 
+/**
+ * Checks already made, per job object. A job's webhook fields never change in place (an update
+ * stores a new object), so each version is parsed and validated once, not at every attempt.
+ */
+const checkedJobs = new WeakMap<WebhookJob, ReturnType<typeof checkWebhookJob>>();
+
+function checkWebhookJobOnce(job: WebhookJob): ReturnType<typeof checkWebhookJob> {
+  let checked = checkedJobs.get(job);
+  if (checked === undefined) {
+    checked = checkWebhookJob(job, '');
+    checkedJobs.set(job, checked);
+  }
+  return checked;
+}
+
 /** Validation that also hands back what it parsed, so an attempt parses each field once. */
 function checkWebhookJob(
   job: WebhookJob,
@@ -212,7 +227,7 @@ export function buildWebhookRequest(
   assert(Number.isSafeInteger(attempt.slotMs), `slotMs must be an integer, got ${attempt.slotMs}`);
   assert(Number.isSafeInteger(attempt.attempt) && attempt.attempt >= 1, 'attempt must be ≥ 1');
   assert(Number.isSafeInteger(attempt.token) && attempt.token >= 0, 'token must be ≥ 0');
-  const { violations, url, payload } = checkWebhookJob(job, '');
+  const { violations, url, payload } = checkWebhookJobOnce(job);
   if (violations.length > 0 || url === undefined || payload === undefined) {
     return { ok: false, violations };
   }

@@ -275,7 +275,9 @@ export class TickraftNode {
     const remaining = led().length;
     this.scheduler.stop();
     this.runner.close();
-    await this.pools.close();
+    // Whatever the drain left in flight is cut: the next leader re-delivers (at least once) or
+    // marks it UNKNOWN (at most once).
+    await this.pools.destroy();
     await this.host.stop();
     await this.transport.close();
     await this.store.close();

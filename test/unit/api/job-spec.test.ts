@@ -1,0 +1,107 @@
+import t from 'tap';
+import { ValidationError } from '../../../src/base/errors.js';
+import {
+  compileJobSpec,
+  firstSlotMs,
+  PAYLOAD_BYTES_MAX,
+  requireFirstSlot,
+} from '../../../src/api/job-spec.js';
+
+const NOW = Date.UTC(2026, 2, 8, 6, 0, 0); // 01:00 in New York, the day clocks spring forward
+const base = { tenant: 'acme', name: 'report', target: { url: 'https://example.test/hook' } };
+
+function violations(input: Record<string, unknown>): string[] {
+  try {
+    compileJobSpec(input, NOW);
+  } catch (err) {
+    if (err instanceof ValidationError) return err.violations.map((v) => v.field);
+    throw err;
+  }
+  return [];
+}
+
+t.test('defaults are written out so every replica sees the same spec', (t) => {
+  const { spec } = compileJobSpec({ ...base, schedule: '*/5 * * * *' }, NOW);
+  t.equal(spec.timezone, 'UTC');
+  t.equal(spec.delivery, 'at_least_once');
+  t.same(spec.retry, {
+    maxAttempts: 5,
+    initialBackoffMs: 1000,
+    maxBackoffMs: 300_000,
+    multiplier: 2,
+    maxAgeMs: 86_400_000,
+  });
+  t.equal(spec.misfire.policy, 'fire_once');
+  t.equal(spec.overlap.policy, 'allow');
+  t.equal(spec.priority, 2);
+  t.equal(spec.payload, '{}');
+  t.equal(spec.anchorMs, undefined, 'cron schedules have no anchor');
+  t.end();
+});
+
+t.test('an every schedule is anchored at creation unless told otherwise', (t) => {
+  const c = compileJobSpec({ ...base, schedule: 'every 90s' }, NOW);
+  t.equal(c.spec.anchorMs, NOW);
+  t.equal(firstSlotMs(c, NOW), NOW, 'the anchor itself is the first slot');
+  t.equal(firstSlotMs(c, NOW + 1), NOW + 90_000);
+  t.end();
+});
+
+t.test('the first slot follows the zone and the DST rules', (t) => {
+  // 02:30 does not exist in New York on 2026-03-08: the job fires at the transition (03:00 EDT).
+  const c = compileJobSpec({ ...base, schedule: '30 2 * * *', timezone: 'America/New_York' }, NOW);
+  t.equal(new Date(requireFirstSlot(c, NOW)).toISOString(), '2026-03-08T07:00:00.000Z');
+  t.end();
+});
+
+t.test('start and end bound the first slot; a job that can never fire is refused', (t) => {
+  const c = compileJobSpec({ ...base, schedule: '0 * * * *', startAtMs: NOW + 3 * 3600_000 }, NOW);
+  t.equal(firstSlotMs(c, NOW), NOW + 3 * 3600_000);
+  const past = compileJobSpec({ ...base, schedule: 'at 2026-01-01T00:00:00Z' }, NOW);
+  t.throws(() => requireFirstSlot(past, NOW), /schedule: has no slot/);
+  t.end();
+});
+
+t.test('bad input names every offending field and changes nothing', (t) => {
+  t.same(violations({ ...base, schedule: '61 * * * *' }), ['schedule.minute']);
+  t.same(violations({ ...base, schedule: '* * * * *', timezone: 'Mars/Base' }), ['timezone']);
+  t.same(violations({ ...base, tenant: 'Bad Tenant', schedule: '* * * * *' }), ['tenant']);
+  t.same(violations({ name: 'x', schedule: '* * * * *', target: { url: 'ftp://x' } }), [
+    'tenant',
+    'target.url',
+  ]);
+  t.same(violations({ ...base, schedule: '* * * * *', delivery: 'exactly_once' }), ['delivery']);
+  t.same(
+    violations({ ...base, schedule: '* * * * *', retry: { maxAttempts: 0, multiplier: 0.5 } }),
+    ['retry.maxAttempts', 'retry.multiplier'],
+  );
+  t.same(violations({ ...base, schedule: '* * * * *', priority: 7 }), ['priority']);
+  t.same(violations({ ...base, schedule: '* * * * *', overlap: { policy: 'queue' } }), [
+    'overlap.policy',
+  ]);
+  t.same(violations({ ...base, schedule: '* * * * *', misfire: { fireAllCap: 0 } }), [
+    'misfire.fireAllCap',
+  ]);
+  t.same(
+    violations({
+      ...base,
+      schedule: '* * * * *',
+      payload: JSON.stringify('x'.repeat(PAYLOAD_BYTES_MAX)),
+    }),
+    ['payload'],
+    'payload over 64 KiB',
+  );
+  t.same(violations({ ...base, schedule: '* * * * *', payload: '{"a":' }), ['payload']);
+  t.same(
+    violations({
+      ...base,
+      schedule: '* * * * *',
+      target: { url: 'https://x.test/', headers: { 'Tickraft-Token': 'x' } },
+    }),
+    ['target.headers.Tickraft-Token'],
+  );
+  t.same(violations({ ...base, schedule: '* * * * *', startAtMs: NOW + 10, endAtMs: NOW }), [
+    'endAtMs',
+  ]);
+  t.end();
+});

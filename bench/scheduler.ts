@@ -237,6 +237,12 @@ async function bareClient(origin: string, n: number): Promise<SinkStats & { slot
   return { ...(await sinkGet(origin, '/stats')), slotMs };
 }
 
+async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
+  let total = 0;
+  for (const n of cluster.nodes) total += (await n.status()).cpuMs;
+  return total;
+}
+
 async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
   const out = new Map<number, number>();
   for (const n of cluster.nodes) {
@@ -339,6 +345,8 @@ async function spike(): Promise<void> {
     );
     if (marginMs < 3500)
       console.log('  WARNING: created too late for the look-ahead; raise the margin');
+    while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
+    const cpuBefore = await clusterCpuMs(cluster);
     const deadline = slotMs + 60_000;
     let stats = await sinkGet(sink.origin, '/stats');
     while (stats.count < JOBS && Date.now() < deadline) {
@@ -369,6 +377,10 @@ async function spike(): Promise<void> {
       `  leader changes: ${changedCreating} of ${GROUPS + 1} groups changed term while creating, ${changed} during the spike`,
     );
     const ours = summarize('tickraft', stats, slotMs, JOBS);
+    const cpuAfter = await clusterCpuMs(cluster);
+    console.log(
+      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
+    );
     const bare = await bareClient(sink.origin, JOBS);
     const ceiling = summarize('bare undici Pool (ceiling)', bare, bare.slotMs, JOBS);
     console.log(

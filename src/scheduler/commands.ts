@@ -105,6 +105,15 @@ export type SchedulerCommand =
       readonly atMs: number;
       readonly fireIds: readonly string[];
     }
+  | {
+      /**
+       * Runs planned before an outage whose slot passed while no leader could deliver them:
+       * the job's misfire policy says they do not fire (skip, coalesced, outside the window).
+       */
+      readonly op: 'miss-runs';
+      readonly atMs: number;
+      readonly runs: readonly { readonly fireId: string; readonly reason: string }[];
+    }
   | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
   | { readonly op: 'purge-dead'; readonly atMs: number; readonly fireIds: readonly string[] };
 

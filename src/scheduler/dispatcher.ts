@@ -114,6 +114,8 @@ type InFlight =
   | { readonly phase: 'starting'; readonly attempt: number }
   /** Handed to delivery; waiting for attemptDone(). */
   | { readonly phase: 'delivering'; readonly attempt: number }
+  /** miss-runs proposed (a stale first attempt its misfire policy drops); waiting to apply. */
+  | { readonly phase: 'missing'; readonly attempt: number }
   /** attempt-result proposed; waiting for it to apply. */
   | {
       readonly phase: 'reporting';
@@ -279,6 +281,10 @@ export class GroupDispatcher {
         return false;
       case 'delivering':
         return false;
+      case 'missing':
+        if (run?.status === 'SCHEDULED') return false;
+        ls.inFlight.delete(fireId);
+        return true;
       case 'reporting': {
         const mine = run?.attempts.find((a) => a.attempt === f.attempt);
         if (!run || mine?.outcome !== undefined) {
@@ -437,6 +443,8 @@ export class GroupDispatcher {
 
   private dispatch(ls: TermState, nowMs: number, deliveries: DeliveryOrder[]): void {
     let handed = 0;
+    const missed: { fireId: string; reason: string }[] = [];
+    const deferred: string[] = [];
     for (const fireId of ls.dispatchQueue) {
       if (handed >= this.deliveriesPerStep) break;
       ls.dispatchQueue.delete(fireId);
@@ -446,6 +454,25 @@ export class GroupDispatcher {
       // cancel, pause or delete wins over a slot not yet started.
       if (!run || !job || job.paused || run.status !== 'SCHEDULED') continue;
       if (run.dueAtMs > nowMs || ls.inFlight.has(fireId)) continue;
+      // Buffered runs wait on purpose, so lateness says nothing about an outage for them.
+      const isStale =
+        !run.manual &&
+        run.attempts.length === 0 &&
+        job.overlap.policy !== 'buffer_one' &&
+        job.overlap.policy !== 'buffer_all' &&
+        nowMs - run.slotMs > this.misfireThresholdMs;
+      if (isStale && (ls.pendingIntents.has(job.id) || ls.planQueue.has(job.id))) {
+        // The job's own catch-up is being planned: decide once its runs exist (fire_once must
+        // see them to coalesce).
+        deferred.push(fireId);
+        continue;
+      }
+      const stale = isStale ? this.staleReason(ls, job, run, nowMs) : undefined;
+      if (stale !== undefined) {
+        ls.inFlight.set(fireId, { phase: 'missing', attempt: 1 });
+        missed.push({ fireId, reason: stale });
+        continue;
+      }
       if (this.mustWait(ls, job, fireId)) {
         hold(ls, job.id, fireId, this.sm);
         continue;
@@ -461,6 +488,41 @@ export class GroupDispatcher {
       ls.inFlight.set(fireId, { phase: 'delivering', attempt });
       deliveries.push(order(run, job, attempt, token, ls.term));
       handed++;
+    }
+    if (missed.length > 0) ls.outbox.push({ op: 'miss-runs', atMs: nowMs, runs: missed });
+    for (const fireId of deferred) ls.dispatchQueue.add(fireId);
+  }
+
+  /**
+   * A run planned before an outage (its intent committed) whose slot passed long before anyone
+   * could deliver it: the job's misfire policy decides as it would have at planning. Retries,
+   * manual runs and runs late by less than the misfire threshold go out as usual.
+   */
+  private staleReason(ls: TermState, job: Job, run: Run, nowMs: number): string | undefined {
+    const lateMs = nowMs - run.slotMs;
+    if (lateMs > Math.max(job.misfire.catchUpWindowMs, this.misfireThresholdMs))
+      return 'outside_catch_up_window';
+    switch (job.misfire.policy) {
+      case 'skip':
+        return 'skip_policy';
+      case 'fire_all':
+        return undefined;
+      case 'fire_once':
+        // Only the newest of the job's stale runs fires; the others coalesce into it.
+        for (const other of this.liveRuns.get(job.id) ?? []) {
+          const r = this.sm.runs.get(other);
+          if (
+            r !== undefined &&
+            r.slotMs > run.slotMs &&
+            r.slotMs <= nowMs &&
+            r.status === 'SCHEDULED' &&
+            !r.manual &&
+            r.attempts.length === 0 &&
+            ls.inFlight.get(other)?.phase !== 'missing'
+          )
+            return 'coalesced';
+        }
+        return undefined;
     }
   }
 
@@ -578,6 +640,13 @@ export class GroupDispatcher {
         break;
       case 'mark-unknown':
         ls.recovered = false;
+        break;
+      case 'miss-runs':
+        for (const r of c.runs) {
+          if (ls.inFlight.get(r.fireId)?.phase !== 'missing') continue;
+          ls.inFlight.delete(r.fireId);
+          ls.dispatchQueue.add(r.fireId);
+        }
         break;
       default:
         break;

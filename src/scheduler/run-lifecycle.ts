@@ -7,8 +7,9 @@ import { assert } from '../base/assert.js';
 import type { RunStatus } from './model.js';
 
 const LEGAL: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
-  // Attempt started (at-most-once), succeeded, retried later, or ended without firing.
-  SCHEDULED: ['DISPATCHED', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'CANCELLED', 'SKIPPED'],
+  // Attempt started (at-most-once), succeeded, retried later, or ended without firing (MISSED:
+  // planned before an outage, its slot passed while nobody could deliver it).
+  SCHEDULED: ['DISPATCHED', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'CANCELLED', 'SKIPPED', 'MISSED'],
   DISPATCHED: ['SUCCEEDED', 'SCHEDULED', 'DEAD', 'UNKNOWN', 'SKIPPED'],
   // Only a replay leaves a terminal status.
   DEAD: ['SCHEDULED'],

@@ -138,6 +138,9 @@ export class SchedulerStateMachine {
       case 'attempt-results':
         for (const r of c.results) run(r.fireId);
         break;
+      case 'miss-runs':
+        for (const r of c.runs) run(r.fireId);
+        break;
       case 'mark-unknown':
       case 'purge-dead':
         for (const id of c.fireIds) run(id);
@@ -199,6 +202,14 @@ export class SchedulerStateMachine {
           if (run?.status === 'DISPATCHED') {
             this.finish(run, 'UNKNOWN', 'at-most-once attempt lost with its leader', c.atMs);
           }
+        }
+        return { ok: true };
+      case 'miss-runs':
+        for (const { fireId, reason } of c.runs) {
+          const run = this.runs.get(fireId);
+          // Only a run nobody has attempted yet; anything else moved on meanwhile.
+          if (run?.status === 'SCHEDULED' && run.attempts.length === 0)
+            this.finish(run, 'MISSED', reason, c.atMs);
         }
         return { ok: true };
       case 'replay-run':

@@ -245,6 +245,7 @@ export class DebugServer {
       schedulerResults: this.node.scheduler.stats.results,
       deliveryQueued: this.node.deliveryQueued,
       deliveryInflight: this.node.deliveryInflight,
+      cpuMs: cpuMs(),
     };
   }
 
@@ -277,6 +278,11 @@ function toServiceError(err: unknown): grpc.ServiceError {
   const leader = (err as { leaderHint?: unknown }).leaderHint;
   if (typeof leader === 'string' && leader !== '') md.set('tickraft-leader', leader);
   return Object.assign(new Error(message), { code: status, details: message, metadata: md });
+}
+
+function cpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
 }
 
 const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {

@@ -67,6 +67,7 @@ export interface NodeStatus {
   schedulerResults: number;
   deliveryQueued: number;
   deliveryInflight: number;
+  cpuMs: number;
 }
 
 type Unary<Req, Res> = (
@@ -183,12 +184,16 @@ export class ProcNode {
   }
 
   /** SIGSTOP / SIGCONT: the process freezes with its sockets open, as in a long GC pause. */
+  paused = false;
+
   pause(): void {
     this.proc?.kill('SIGSTOP');
+    this.paused = true;
   }
 
   resume(): void {
     this.proc?.kill('SIGCONT');
+    this.paused = false;
   }
 
   close(): void {

@@ -72,9 +72,11 @@ export class SchedulerCluster {
   /** The node leading `groupId` and its term, once exactly one running node claims it. */
   async leaderOf(groupId: number): Promise<{ node: ProcNode; term: number }> {
     return eventually(async () => {
-      for (const n of this.cluster.nodes.filter((x) => x.running)) {
-        const st = await n.status(1000);
-        const g = st.groups.find((x) => x.groupId === groupId);
+      // A frozen (SIGSTOP) node is skipped, and one that does not answer in time is passed
+      // over: only a node that answers and says it leads counts.
+      for (const n of this.cluster.nodes.filter((x) => x.running && !x.paused)) {
+        const st = await n.status(1000).catch(() => undefined);
+        const g = st?.groups.find((x) => x.groupId === groupId);
         if (g?.role === 'leader') return { node: n, term: g.term };
       }
       throw new Error(`no leader of group ${groupId}`);

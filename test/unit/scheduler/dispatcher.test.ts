@@ -417,3 +417,38 @@ t.test('at-most-once: a pause applied after the start but before the send wins',
   }
   t.end();
 });
+
+t.test('runs planned before an outage go through the misfire policy when it ends', (t) => {
+  const outage = (policy: 'skip' | 'fire_once' | 'fire_all'): Harness => {
+    const h = new Harness();
+    h.create('j1', SLOT, {
+      schedule: '*/10 * * * * *',
+      misfire: { policy, fireAllCap: 2, catchUpWindowMs: 3600_000 },
+    });
+    h.step(SLOT - 2_000); // intent for SLOT committed: the run exists, SCHEDULED
+    t.equal(h.sm.runs.get(`j1:${SLOT}`)?.status, 'SCHEDULED');
+    // Down from before SLOT until SLOT + 47 s: nobody steps. Then a few steps (apply between).
+    h.step(SLOT + 47_000);
+    h.step(SLOT + 47_001);
+    h.step(SLOT + 47_002);
+    return h;
+  };
+  const skip = outage('skip');
+  t.equal(skip.delivered.length, 0, 'skip: nothing fires late');
+  t.equal(skip.sm.runs.get(`j1:${SLOT}`)?.status, 'MISSED');
+  t.equal(skip.sm.runs.get(`j1:${SLOT}`)?.reason, 'skip_policy');
+
+  const once = outage('fire_once');
+  t.equal(once.delivered.length, 1, 'fire_once: exactly one late fire');
+  t.equal(once.delivered[0]!.slotMs, SLOT + 40_000, 'the newest slot');
+  t.equal(once.sm.runs.get(`j1:${SLOT}`)?.reason, 'coalesced', 'the pre-planned one coalesced');
+
+  const all = outage('fire_all');
+  const fired = all.delivered.map((o) => o.slotMs).sort((a, b) => a - b);
+  t.same(fired, [SLOT, SLOT + 30_000, SLOT + 40_000], 'fire_all: the planned one and the cap');
+  t.equal(
+    all.sm.runsOf('j1').filter((r) => r.status === 'MISSED' && r.reason === 'fire_all_cap').length,
+    2,
+  );
+  t.end();
+});

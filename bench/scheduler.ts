@@ -254,7 +254,10 @@ async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
 
 async function spike(): Promise<void> {
   const sink = await startSink();
-  const cluster = await ProcCluster.create({ groups: GROUPS });
+  const cluster = await ProcCluster.create({
+    groups: GROUPS,
+    extraArgs: (process.env['BENCH_NODE_FLAGS'] ?? '').split(' ').filter((a) => a !== ''),
+  });
   try {
     cluster.startAll();
     await cluster.waitReady(60_000);

@@ -191,7 +191,7 @@ export class TickraftNode {
   }
 
   private afterTurn(): void {
-    this.scheduler.stepAll();
+    this.scheduler.stepAfterTurn();
     this.balanceLeaders();
     const meta = this.host.groups.get(META_GROUP_ID);
     if (!meta || this.meta.initialized || this.metaInitProposed || !meta.isLeader || !this.plan)

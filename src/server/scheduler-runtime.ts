@@ -98,9 +98,21 @@ export class SchedulerRuntime {
     this.timer = undefined;
   }
 
+  private lastStepMs = 0;
+
+  /**
+   * After a loop turn: steps the dispatchers unless they were stepped within the last couple
+   * of milliseconds. Under load the loop turns many times per millisecond; stepping at each
+   * would cost more than it gains, and a step's results share one entry anyway.
+   */
+  stepAfterTurn(): void {
+    if (this.opts.clock.monotonicMs() - this.lastStepMs >= 2) this.stepAll();
+  }
+
   /** Steps every group's dispatcher once. Safe to call at any time between loop turns. */
   stepAll(): void {
     if (this.stepping) return;
+    this.lastStepMs = this.opts.clock.monotonicMs();
     this.stepping = true;
     try {
       const nowMs = this.opts.clock.nowMs();

@@ -4,6 +4,7 @@
  * entry's first byte says which one it is for: scheduler commands start with the codec's version
  * byte, key-value puts with their own tag (kv-state-machine.ts).
  */
+import { assert } from '../base/assert.js';
 import { CODEC_VERSION, decode, encode } from '../base/codec.js';
 import type { GroupStateMachine } from '../multiraft/group-replica.js';
 import type { Entry } from '../raft/messages.js';
@@ -27,7 +28,8 @@ export class DataGroupStateMachine implements GroupStateMachine {
 
   restore(data: Uint8Array): void {
     const s = decode(data) as { v: number; kv: Uint8Array; scheduler: Uint8Array };
-    if (s.v !== 1) throw new Error(`unknown data group snapshot version ${s.v}`);
+    // Snapshots are written by this module only; another version is a bug or a newer build.
+    assert(s.v === 1, `unknown data group snapshot version ${s.v}`);
     this.kv.restore(s.kv);
     this.scheduler.restore(s.scheduler);
     this.onRestore?.();

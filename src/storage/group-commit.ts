@@ -6,27 +6,36 @@
  * is durable. Everything is checked before the batch is written: a bad change is an assertion
  * with nothing on disk, never a half-applied write. Deletes are explicit keys inside the same
  * batch (never a range clear, which LevelDB does not do atomically with other writes).
+ *
+ * The log is stored as records of consecutive entries (log-record.ts), one per group and commit
+ * in steady state. Writing entries from index i deletes every record from i on and rewrites the
+ * one that holds i after its start; a compaction to i deletes the records at or below i and
+ * rewrites the one that straddles i. The mirror keeps the record starts that make this possible.
  */
 import { assert, assertionFailed } from '../base/assert.js';
 import type { Entry, HardState, Snapshot } from '../raft/messages.js';
 import { snapshotChunkCount, type GroupMirror } from './group-log.js';
 import {
-  ENTRY_KEY_BYTES_TOTAL,
+  LOG_KEY_BYTES_TOTAL,
   SNAPSHOT_CHUNK_BYTES_MAX,
   hardStateKey,
   snapshotChunkKey,
   snapshotMetaKey,
-  writeEntryKey,
+  writeLogKey,
 } from './keys.js';
 import {
-  decodeEntry,
+  LOG_RECORD_BYTES_TARGET,
+  decodeLogRecord,
+  encodeLogRecordInto,
+  entryBytesInRecord,
+  recordHeaderBytes,
+} from './log-record.js';
+import {
   decodeHardState,
   decodeSnapshotMeta,
   encodeChecked,
-  encodeEntryInto,
   encodeHardState,
   encodeSnapshotMeta,
-  entryRecordBytes,
   sameEntry,
   sameHardState,
   sameSnapshotMeta,
@@ -71,16 +80,110 @@ export class CountingSink implements BatchSink {
 }
 
 /**
- * Deletes the stored log entries with index in [lo, hi]. A compaction deletes a whole log (tens
- * of thousands of keys), so the keys are views of one buffer, as in planGroupUpdate.
+ * Deletes the log records that start at starts[lo, hi). A compaction deletes a whole log's
+ * records, so the keys are views of one buffer, as in putRecords.
  */
-function deleteEntries(sink: BatchSink, groupId: number, lo: number, hi: number): void {
-  if (hi < lo) return;
-  const keys = new Uint8Array((hi - lo + 1) * ENTRY_KEY_BYTES_TOTAL);
-  for (let i = lo, at = 0; i <= hi; i++, at += ENTRY_KEY_BYTES_TOTAL) {
-    writeEntryKey(keys, at, groupId, i);
-    sink.del(new Uint8Array(keys.buffer, at, ENTRY_KEY_BYTES_TOTAL));
+function deleteRecords(
+  sink: BatchSink,
+  groupId: number,
+  starts: readonly number[],
+  lo: number,
+  hi: number,
+): void {
+  if (hi <= lo) return;
+  const keys = new Uint8Array((hi - lo) * LOG_KEY_BYTES_TOTAL);
+  for (let k = lo, at = 0; k < hi; k++, at += LOG_KEY_BYTES_TOTAL) {
+    writeLogKey(keys, at, groupId, starts[k]!);
+    sink.del(new Uint8Array(keys.buffer, at, LOG_KEY_BYTES_TOTAL));
   }
+}
+
+/**
+ * Queues consecutive entries as log records of at most LOG_RECORD_BYTES_TARGET (at least one
+ * entry each; in steady state one record per group and commit). Returns the first index of each
+ * record. Keys and records all go into one buffer, each put as a view of it: one allocation per
+ * call, and LevelDB copies what is put. `check`: decode the first record back and compare it
+ * with the entries (the batch's pair assertion).
+ */
+function putRecords(
+  sink: BatchSink,
+  groupId: number,
+  entries: readonly Entry[],
+  check: boolean,
+): number[] {
+  // Where each record begins in `entries`, and the bytes of everything queued.
+  const cuts = [0];
+  let total = 0;
+  let run = 0;
+  for (let k = 0; k < entries.length; k++) {
+    const b = entryBytesInRecord(entries[k]!);
+    if (run > 0 && run + b > LOG_RECORD_BYTES_TARGET) {
+      cuts.push(k);
+      run = 0;
+    }
+    run += b;
+    total += b;
+  }
+  cuts.push(entries.length);
+  for (let r = 0; r + 1 < cuts.length; r++) {
+    const lo = cuts[r]!;
+    total += LOG_KEY_BYTES_TOTAL + recordHeaderBytes(entries[lo]!.index, cuts[r + 1]! - lo);
+  }
+  const out = new Uint8Array(total);
+  const buffer = out.buffer;
+  const starts: number[] = [];
+  let at = 0;
+  for (let r = 0; r + 1 < cuts.length; r++) {
+    const lo = cuts[r]!;
+    const hi = cuts[r + 1]!;
+    const first = entries[lo]!.index;
+    writeLogKey(out, at, groupId, first);
+    const key = new Uint8Array(buffer, at, LOG_KEY_BYTES_TOTAL);
+    const valueAt = at + LOG_KEY_BYTES_TOTAL;
+    at = encodeLogRecordInto(out, valueAt, entries, lo, hi);
+    const value = new Uint8Array(buffer, valueAt, at - valueAt);
+    sink.put(key, value);
+    starts.push(first);
+    if (check && r === 0) checkRecord(groupId, value, entries, lo, hi);
+  }
+  assert(at === total, `group ${groupId}: log records took ${at} bytes, not ${total}`);
+  return starts;
+}
+
+/** Pair assertion: a record as written decodes to the entries it was made of. */
+function checkRecord(
+  groupId: number,
+  record: Uint8Array,
+  entries: readonly Entry[],
+  lo: number,
+  hi: number,
+): void {
+  const back = decodeLogRecord(record);
+  let same = back.length === hi - lo;
+  for (let k = 0; same && k < back.length; k++) same = sameEntry(back[k]!, entries[lo + k]!);
+  assert(
+    same,
+    `group ${groupId}: the log record from ${entries[lo]!.index} does not decode to what was encoded`,
+  );
+}
+
+/**
+ * Rewrites the stored entries [lo, hi) of a record that a truncation or a compaction cuts, as a
+ * record that starts at lo. They were one record or part of one, so they fit in one.
+ */
+function rewriteRecord(
+  sink: BatchSink,
+  mirror: GroupMirror,
+  lo: number,
+  hi: number,
+  checks: PairChecks,
+): void {
+  const written = putRecords(sink, mirror.groupId, mirror.storedEntries(lo, hi), checks.entry);
+  checks.entry = false;
+  assert(
+    written.length === 1 && written[0] === lo,
+    `group ${mirror.groupId}: rewriting entries ${lo}..${hi - 1} took ${written.length} records`,
+  );
 }
 
 /** Queues snapshot meta and data chunks, and deletes chunks of the old snapshot past the new. */
@@ -134,11 +237,12 @@ export function planGroupUpdate(
   let termAt = (i: number): number | undefined => mirror.term(i);
   let replaced = false;
 
+  const starts = mirror.recordStarts();
   const snap = u.snapshot;
   if (snap !== undefined) {
     const idx = snap.meta.index;
     assert(idx >= snapIndex, `group ${g}: snapshot ${idx} is older than the stored ${snapIndex}`);
-    deleteEntries(sink, g, mirror.firstIndex(), mirror.lastIndex());
+    deleteRecords(sink, g, starts, 0, starts.length);
     putSnapshot(sink, mirror, snap);
     snapIndex = idx;
     last = idx;
@@ -147,6 +251,7 @@ export function planGroupUpdate(
   }
 
   const entries = u.entries;
+  let newStarts: number[] = [];
   if (entries.length > 0) {
     const first = entries[0]!.index;
     assert(
@@ -154,17 +259,6 @@ export function planGroupUpdate(
       `group ${g}: entries from ${first} do not attach to the log (${snapIndex}, ${last}]`,
     );
     let prevTerm = termAt(first - 1)!;
-    // The keys and records of this update all go into one buffer, each put as a view of it:
-    // one allocation per group and batch rather than two per entry, and views of an off-heap
-    // buffer are handed to LevelDB (which copies what is put) without moving any bytes first.
-    let recordBytes = 0;
-    for (let k = 0; k < entries.length; k++) {
-      recordBytes += ENTRY_KEY_BYTES_TOTAL + entryRecordBytes(entries[k]!);
-    }
-    const records = new Uint8Array(recordBytes);
-    const buffer = records.buffer;
-    let at = 0;
-    let tailAt = 0;
     for (let k = 0; k < entries.length; k++) {
       const e = entries[k]!;
       // (Per entry: messages are built only when a check fails.)
@@ -180,29 +274,31 @@ export function planGroupUpdate(
         );
       }
       prevTerm = e.term;
-      writeEntryKey(records, at, g, e.index);
-      const key = new Uint8Array(buffer, at, ENTRY_KEY_BYTES_TOTAL);
-      tailAt = at + ENTRY_KEY_BYTES_TOTAL;
-      at = encodeEntryInto(records, tailAt, e);
-      sink.put(key, new Uint8Array(buffer, tailAt, at - tailAt));
     }
-    assert(at === recordBytes, `group ${g}: entry records took ${at} bytes, not ${recordBytes}`);
     const newLast = first + entries.length - 1;
     assert(
       replaced || newLast >= Math.min(stored.commit, last),
       `group ${g}: writing ${first}..${newLast} truncates committed entries (commit ${stored.commit})`,
     );
-    deleteEntries(sink, g, newLast + 1, last);
-    last = newLast;
-    // Pair assertion, one per batch: the tail record as written decodes to the entry.
-    if (checks.entry) {
-      checks.entry = false;
-      const tail = entries[entries.length - 1]!;
-      assert(
-        sameEntry(decodeEntry(records.subarray(tailAt, at)), tail),
-        `group ${g}: entry ${tail.index} does not decode to what was encoded`,
+    if (!replaced && first <= last) {
+      // A conflicting tail: every record from `first` on is deleted (one that starts exactly
+      // there is overwritten by the new record instead), and one that holds `first` after its
+      // own start is rewritten without its tail.
+      let k = starts.length;
+      while (k > 0 && starts[k - 1]! >= first) k--;
+      deleteRecords(
+        sink,
+        g,
+        starts,
+        k < starts.length && starts[k] === first ? k + 1 : k,
+        starts.length,
       );
+      const end = k < starts.length ? starts[k]! - 1 : last;
+      if (k > 0 && end >= first) rewriteRecord(sink, mirror, starts[k - 1]!, first, checks);
     }
+    newStarts = putRecords(sink, g, entries, checks.entry);
+    checks.entry = false;
+    last = newLast;
   }
 
   const hs = u.hardState;
@@ -216,7 +312,7 @@ export function planGroupUpdate(
 
   return () => {
     if (snap !== undefined) mirror.installSnapshot(snap);
-    mirror.append(entries);
+    mirror.append(entries, newStarts);
     if (hs !== undefined) mirror.setHardState(hs);
   };
 }
@@ -263,6 +359,13 @@ export function planCompaction(
     `group ${g}: snapshot ${idx} past commit ${mirror.hardState().commit}`,
   );
   putSnapshot(sink, mirror, snap);
-  deleteEntries(sink, g, mirror.firstIndex(), idx);
+  // Records wholly at or below idx go; the last of them may hold entries past idx, which are
+  // rewritten as a record from idx + 1.
+  const starts = mirror.recordStarts();
+  let k = 0;
+  while (k < starts.length && starts[k]! <= idx) k++;
+  deleteRecords(sink, g, starts, 0, k);
+  const end = k < starts.length ? starts[k]! - 1 : mirror.lastIndex();
+  if (end > idx) rewriteRecord(sink, mirror, idx + 1, end + 1, new PairChecks());
   return () => mirror.compactTo(snap);
 }

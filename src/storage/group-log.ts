@@ -6,6 +6,10 @@
  * made the same change has been written and synced, so the core never sees state a crash could
  * lose. The log held is [firstIndex, lastIndex]; the snapshot covers everything up to
  * firstIndex - 1, and term(firstIndex - 1) is the snapshot's term.
+ *
+ * The mirror also knows how the log is cut into records on disk (log-record.ts): the first index
+ * of each, ascending, the first one at firstIndex. A truncation or compaction that falls inside a
+ * record has to rewrite it, and deletes name records by their first index.
  */
 import { assert } from '../base/assert.js';
 import { takeWithinBytes, type LogStorage } from '../raft/log-storage.js';
@@ -43,6 +47,8 @@ export interface GroupState {
   readonly snapshot: Snapshot;
   /** Entries snapshot.meta.index + 1, + 2, ... in order. */
   readonly entries: Entry[];
+  /** The first index of each stored log record, ascending (empty when the log is). */
+  readonly recordStarts: number[];
   readonly hardState: HardState;
 }
 
@@ -53,6 +59,8 @@ export class GroupMirror implements GroupLog {
   private snap: Snapshot;
   /** ents[k] is the entry at index snapIndex + 1 + k. */
   private ents: Entry[];
+  /** starts[k] is the first index of the k-th stored record; starts[0] is firstIndex. */
+  private starts: number[];
   private hs: HardState;
 
   constructor(groupId: number, bootstrap: GroupBootstrap | undefined, state: GroupState) {
@@ -60,13 +68,21 @@ export class GroupMirror implements GroupLog {
     this.bootstrap = bootstrap;
     this.snap = state.snapshot;
     this.ents = state.entries;
+    this.starts = state.recordStarts;
     this.hs = state.hardState;
+    assert(
+      this.ents.length === 0
+        ? this.starts.length === 0
+        : this.starts[0] === this.firstIndex() && this.starts.at(-1)! <= this.lastIndex(),
+      `group ${groupId}: record starts do not cover the log`,
+    );
   }
 
   static empty(groupId: number, bootstrap: GroupBootstrap | undefined): GroupMirror {
     return new GroupMirror(groupId, bootstrap, {
       snapshot: EMPTY_SNAPSHOT,
       entries: [],
+      recordStarts: [],
       hardState: EMPTY_HARD_STATE,
     });
   }
@@ -109,6 +125,22 @@ export class GroupMirror implements GroupLog {
     return this.hs;
   }
 
+  // --- For the planners (group-commit.ts) ---
+
+  /** The first index of each stored log record, ascending. Read-only for callers. */
+  recordStarts(): readonly number[] {
+    return this.starts;
+  }
+
+  /** The stored entries [lo, hi), which must be in the log (a record being rewritten). */
+  storedEntries(lo: number, hi: number): Entry[] {
+    assert(
+      lo > this.snapIndex && hi <= this.lastIndex() + 1 && lo < hi,
+      `storedEntries(${lo}, ${hi}) outside the log (${this.snapIndex}, ${this.lastIndex()}]`,
+    );
+    return this.ents.slice(lo - this.snapIndex - 1, hi - this.snapIndex - 1);
+  }
+
   // --- Changes, called by NodeStore only after the matching batch is durable ---
 
   /** A follower installs a leader's snapshot: the log becomes exactly the snapshot point. */
@@ -116,18 +148,27 @@ export class GroupMirror implements GroupLog {
     assert(snap.meta.index >= this.snapIndex, 'installed snapshot older than the stored one');
     this.snap = snap;
     this.ents = [];
+    this.starts = [];
   }
 
-  /** Writes entries; those at or after the first new index are replaced. */
-  append(entries: readonly Entry[]): void {
+  /**
+   * Writes entries; those at or after the first new index are replaced. `newStarts`: the first
+   * index of each record they were written in (the first is entries[0].index). A stored record
+   * that held the first new index keeps its start: the planner rewrote it without the tail.
+   */
+  append(entries: readonly Entry[], newStarts: readonly number[]): void {
     if (entries.length === 0) return;
     const first = entries[0]!.index;
     assert(
       first > this.snapIndex && first <= this.lastIndex() + 1,
       `append at ${first} outside (${this.snapIndex}, ${this.lastIndex() + 1}]`,
     );
+    assert(newStarts[0] === first, `records of entries from ${first} start at ${newStarts[0]}`);
     this.ents.length = first - this.snapIndex - 1;
     for (const e of entries) this.ents.push(e);
+    const starts = this.starts;
+    while (starts.length > 0 && starts[starts.length - 1]! >= first) starts.pop();
+    for (const s of newStarts) starts.push(s);
   }
 
   setHardState(hs: HardState): void {
@@ -143,5 +184,10 @@ export class GroupMirror implements GroupLog {
     );
     this.ents = this.ents.slice(index - this.snapIndex);
     this.snap = snap;
+    // Records wholly covered by the snapshot are gone; one that held index + 1 was rewritten to
+    // start there (planCompaction).
+    const starts = this.starts.filter((s) => s > index);
+    if (this.ents.length > 0 && starts[0] !== index + 1) starts.unshift(index + 1);
+    this.starts = starts;
   }
 }

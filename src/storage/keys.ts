@@ -4,24 +4,25 @@
  *   format          'F'
  *   group record    'G' group(u32 BE)
  *   hard state      'H' group(u32 BE)
- *   log entry       'L' group(u32 BE) index(u64 BE)
+ *   log record      'L' group(u32 BE) first index(u64 BE)
  *   snapshot meta   'M' group(u32 BE)
  *   snapshot chunk  'S' group(u32 BE) chunk(u32 BE)
  *
- * Big-endian numbers make LevelDB's bytewise order the numeric order, so a group's log entries
- * are one contiguous key range sorted by index, and appends arrive in key order (cheap
- * compaction). Kind bytes are printable letters so that a raw dump of the database is readable.
+ * A log record (log-record.ts) holds consecutive entries from its first index on; a group's
+ * records never overlap and leave no gap. Big-endian numbers make LevelDB's bytewise order the
+ * numeric order, so a group's log is one contiguous key range sorted by index, and appends arrive
+ * in key order (cheap compaction). Kind bytes are printable letters so that a raw dump of the database is readable.
  */
 import { assert, assertionFailed } from '../base/assert.js';
 
-export type GroupKeyKind = 'group' | 'hard-state' | 'entry' | 'snapshot-meta' | 'snapshot-chunk';
+export type GroupKeyKind = 'group' | 'hard-state' | 'log' | 'snapshot-meta' | 'snapshot-chunk';
 export type KeyKind = 'format' | GroupKeyKind;
 
 const KIND_BYTE: Readonly<Record<KeyKind, number>> = {
   format: 0x46, // F
   group: 0x47, // G
   'hard-state': 0x48, // H
-  entry: 0x4c, // L
+  log: 0x4c, // L
   'snapshot-meta': 0x4d, // M
   'snapshot-chunk': 0x53, // S
 };
@@ -33,7 +34,7 @@ const KIND_OF_BYTE = new Map<number, KeyKind>(
 export const GROUP_KIND_ORDER: readonly GroupKeyKind[] = [
   'group',
   'hard-state',
-  'entry',
+  'log',
   'snapshot-meta',
   'snapshot-chunk',
 ];
@@ -44,7 +45,7 @@ export const GROUP_ID_MAX = 0xffff_ffff;
 export const SNAPSHOT_CHUNK_BYTES_MAX = 1 << 20;
 
 const PREFIX_BYTES = 5;
-const ENTRY_KEY_BYTES = PREFIX_BYTES + 8;
+const LOG_KEY_BYTES = PREFIX_BYTES + 8;
 const CHUNK_KEY_BYTES = PREFIX_BYTES + 4;
 const TWO_POW_32 = 0x1_0000_0000;
 
@@ -52,7 +53,7 @@ export type DecodedKey =
   | { readonly kind: 'format' }
   | { readonly kind: 'group' | 'hard-state' | 'snapshot-meta'; readonly groupId: number }
   | { readonly kind: 'snapshot-chunk'; readonly groupId: number; readonly chunk: number }
-  | { readonly kind: 'entry'; readonly groupId: number; readonly index: number };
+  | { readonly kind: 'log'; readonly groupId: number; readonly first: number };
 
 /** A half-open key range [gte, lt), in the option names LevelDB iterators take. */
 export interface KeyRange {
@@ -113,30 +114,30 @@ export function snapshotChunkKey(groupId: number, chunk: number): Uint8Array {
   return key;
 }
 
-/** Bytes of every log entry key. */
-export const ENTRY_KEY_BYTES_TOTAL = ENTRY_KEY_BYTES;
+/** Bytes of every log record key. */
+export const LOG_KEY_BYTES_TOTAL = LOG_KEY_BYTES;
 
 /**
- * Writes the log entry key of (group, index) at `at` in `out` (ENTRY_KEY_BYTES_TOTAL bytes),
- * for callers that put many keys into one buffer; the bytes are those of entryKey().
+ * Writes the key of the log record of group `groupId` that starts at index `first` at `at` in
+ * `out` (LOG_KEY_BYTES_TOTAL bytes), for callers that put many keys into one buffer; the bytes
+ * are those of logKey().
  */
-export function writeEntryKey(out: Uint8Array, at: number, groupId: number, index: number): void {
+export function writeLogKey(out: Uint8Array, at: number, groupId: number, first: number): void {
   assertGroupId(groupId);
-  if (!Number.isSafeInteger(index) || index < 1)
-    assertionFailed(`log index ${index} is not storable`);
-  out[at] = KIND_BYTE.entry;
+  // Index 0 is the empty log's snapshot point and never a stored entry.
+  if (!Number.isSafeInteger(first) || first < 1) {
+    assertionFailed(`log index ${first} is not storable`);
+  }
+  out[at] = KIND_BYTE.log;
   writeU32(out, at + 1, groupId);
-  writeU32(out, at + PREFIX_BYTES, Math.floor(index / TWO_POW_32));
-  writeU32(out, at + PREFIX_BYTES + 4, index >>> 0);
+  writeU32(out, at + PREFIX_BYTES, Math.floor(first / TWO_POW_32));
+  writeU32(out, at + PREFIX_BYTES + 4, first >>> 0);
 }
 
-export function entryKey(groupId: number, index: number): Uint8Array {
-  // Index 0 is the empty log's snapshot point and never a stored entry.
-  if (!Number.isSafeInteger(index) || index < 1)
-    assertionFailed(`log index ${index} is not storable`);
-  const key = prefixed('entry', groupId, ENTRY_KEY_BYTES);
-  writeU32(key, PREFIX_BYTES, Math.floor(index / TWO_POW_32));
-  writeU32(key, PREFIX_BYTES + 4, index >>> 0);
+/** The key of the log record of a group that starts at index `first`. */
+export function logKey(groupId: number, first: number): Uint8Array {
+  const key = new Uint8Array(LOG_KEY_BYTES);
+  writeLogKey(key, 0, groupId, first);
   return key;
 }
 
@@ -154,12 +155,12 @@ export function decodeKey(key: Uint8Array): DecodedKey | undefined {
     case 'snapshot-chunk':
       if (key.byteLength !== CHUNK_KEY_BYTES) return undefined;
       return { kind, groupId: readU32(key, 1), chunk: readU32(key, PREFIX_BYTES) };
-    case 'entry': {
-      if (key.byteLength !== ENTRY_KEY_BYTES) return undefined;
-      const index = readU32(key, PREFIX_BYTES) * TWO_POW_32 + readU32(key, PREFIX_BYTES + 4);
-      // Past 2^53 the number would be rounded: such a key was never written by entryKey().
-      if (!Number.isSafeInteger(index) || index < 1) return undefined;
-      return { kind, groupId: readU32(key, 1), index };
+    case 'log': {
+      if (key.byteLength !== LOG_KEY_BYTES) return undefined;
+      const first = readU32(key, PREFIX_BYTES) * TWO_POW_32 + readU32(key, PREFIX_BYTES + 4);
+      // Past 2^53 the number would be rounded: such a key was never written by logKey().
+      if (!Number.isSafeInteger(first) || first < 1) return undefined;
+      return { kind, groupId: readU32(key, 1), first };
     }
   }
 }
@@ -180,9 +181,9 @@ export function groupRanges(groupId: number): KeyRange[] {
   return GROUP_KIND_ORDER.map((kind) => groupKindRange(kind, groupId));
 }
 
-/** Log entries of a group with index in [lo, hi). */
-export function entryRange(groupId: number, lo: number, hi: number): KeyRange {
-  return { gte: entryKey(groupId, lo), lt: entryKey(groupId, hi) };
+/** Log records of a group whose first index is in [lo, hi). */
+export function logRange(groupId: number, lo: number, hi: number): KeyRange {
+  return { gte: logKey(groupId, lo), lt: logKey(groupId, hi) };
 }
 
 /** Stable text for error messages and logs: the decoded key, or hex when it does not decode. */
@@ -198,7 +199,7 @@ export function describeKey(key: Uint8Array): string {
       return `${k.kind} g${k.groupId}`;
     case 'snapshot-chunk':
       return `snapshot-chunk g${k.groupId} #${k.chunk}`;
-    case 'entry':
-      return `entry g${k.groupId} i${k.index}`;
+    case 'log':
+      return `log g${k.groupId} from i${k.first}`;
   }
 }

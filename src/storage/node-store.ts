@@ -28,6 +28,7 @@ import { formatKey, groupKey, groupRanges, isGroupId } from './keys.js';
 import { loadGroups, type RecordSource } from './recovery.js';
 import {
   STORE_LAYOUT,
+  STORE_LAYOUTS_READ,
   decodeFormat,
   decodeGroupRecord,
   encodeChecked,
@@ -366,9 +367,7 @@ async function ensureFormat(db: Db, dir: string): Promise<void> {
         { details: { dir } },
       );
     }
-    const batch = db.batch();
-    batch.put(formatKey(), encodeChecked('format', FORMAT, encodeFormat, decodeFormat, sameFormat));
-    await writeBatch(batch, 'creating the node store', dir, true);
+    await writeFormat(db, dir, 'creating the node store');
     return;
   }
   let format: FormatRecord;
@@ -380,12 +379,27 @@ async function ensureFormat(db: Db, dir: string): Promise<void> {
       details: { dir },
     });
   }
-  if (format.layout !== STORE_LAYOUT) {
+  if (!STORE_LAYOUTS_READ.includes(format.layout)) {
     throw new StorageError(
       'STORAGE_UNSUPPORTED_FORMAT',
-      `${dir} has store layout ${format.layout}; this build reads ${STORE_LAYOUT}`,
+      `${dir} has store layout ${format.layout}; this build reads ${STORE_LAYOUTS_READ.join(' and ')}`,
       { details: { dir, layout: format.layout } },
     );
+  }
+  if (format.layout !== STORE_LAYOUT) {
+    // An older layout this build reads: say so on disk before writing anything of the new one
+    // (records.ts STORE_LAYOUT).
+    await writeFormat(db, dir, 'upgrading the node store format');
+  }
+}
+
+async function writeFormat(db: Db, dir: string, what: string): Promise<void> {
+  const batch = db.batch();
+  try {
+    batch.put(formatKey(), encodeChecked('format', FORMAT, encodeFormat, decodeFormat, sameFormat));
+    await writeBatch(batch, what, dir, true);
+  } finally {
+    await closeUnwritten(batch);
   }
 }
 

@@ -3,13 +3,14 @@
  * as untrusted: anything that is not exactly the expected shape throws a CodecError, which the
  * loader turns into STORAGE_CORRUPT naming the group and key.
  *
- * Log entries are the hot path and the bulk of the data, so they have a compact binary record of
- * their own rather than msgpack (see ENTRY_RECORD_VERSION); entries written by earlier builds as
- * a msgpack 4-tuple behind CODEC_VERSION are still read. The index is stored in the value as well
- * as in the key, so a record found under the wrong key is detected when read back.
+ * Log entries are the hot path and the bulk of the data, so they have compact binary records of
+ * their own rather than msgpack: runs of entries (log-record.ts) since layout 2; before it, one
+ * entry per record (ENTRY_RECORD_VERSION here, or a msgpack 4-tuple behind CODEC_VERSION), still
+ * read as runs of one.
  */
 import { assert, assertNever, assertionFailed } from '../base/assert.js';
 import { CODEC_VERSION, CodecError, decode, encode } from '../base/codec.js';
+import { malformed, readVarint, varintBytes, writeVarint, type Varint } from './varint.js';
 import type {
   ConfState,
   Entry,
@@ -25,7 +26,16 @@ export interface FormatRecord {
   readonly layout: number;
 }
 
-export const STORE_LAYOUT = 1;
+/**
+ * The layout this build writes. 2: log records hold runs of entries (log-record.ts). A store of
+ * layout 1 (one entry per record) is still read, since such a record is a run of one, and its
+ * format record is moved to 2 at open, before anything of the new layout is written: a build
+ * that reads only layout 1 then refuses the store instead of finding records it cannot decode.
+ */
+export const STORE_LAYOUT = 2;
+
+/** Older layouts this build reads (and upgrades at open). */
+export const STORE_LAYOUTS_READ: readonly number[] = [1, STORE_LAYOUT];
 
 /** How a group replica was created: with the initial members (bootstrap) or empty. */
 export interface GroupBootstrap {
@@ -45,10 +55,6 @@ export interface SnapshotMetaRecord {
   readonly dataBytes: number;
 }
 
-function malformed(what: string, why: string): CodecError {
-  return new CodecError('CODEC_MALFORMED', `${what}: ${why}`);
-}
-
 function isIndex(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
@@ -63,7 +69,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 const ENTRY_TYPE_CODE = { normal: 0, 'conf-change': 1 } as const;
 
-function entryTypeCode(type: EntryType): number {
+export function entryTypeCode(type: EntryType): number {
   switch (type) {
     case 'normal':
       return ENTRY_TYPE_CODE.normal;
@@ -85,27 +91,6 @@ function entryTypeCode(type: EntryType): number {
  * 4-tuple [term, index, type code, data].
  */
 export const ENTRY_RECORD_VERSION = 2;
-
-/** Largest varint of a safe integer: 8 bytes of 7 bits (2^56 > 2^53). */
-const VARINT_BYTES_MAX = 8;
-
-function varintBytes(v: number): number {
-  let n = 1;
-  while (v >= 0x80) {
-    v = Math.floor(v / 0x80);
-    n++;
-  }
-  return n;
-}
-
-function writeVarint(out: Uint8Array, at: number, v: number): number {
-  while (v >= 0x80) {
-    out[at++] = (v % 0x80) | 0x80;
-    v = Math.floor(v / 0x80);
-  }
-  out[at++] = v;
-  return at;
-}
 
 /** Bytes of the binary record of `e` (encodeEntryInto writes exactly this many). */
 export function entryRecordBytes(e: Entry): number {
@@ -141,34 +126,7 @@ export function encodeEntry(e: Entry): Uint8Array {
   return out;
 }
 
-/** A varint read from a record: its value and the offset after it. */
-interface Varint {
-  value: number;
-  next: number;
-}
-
-function readVarint(bytes: Uint8Array, at: number, field: string, out: Varint): void {
-  let value = 0;
-  let scale = 1;
-  for (let k = 0; k < VARINT_BYTES_MAX; k++) {
-    const b = bytes[at + k];
-    if (b === undefined) throw malformed('log entry', `truncated in the ${field}`);
-    value += (b & 0x7f) * scale;
-    if (b < 0x80) {
-      if (b === 0 && k > 0) throw malformed('log entry', `${field} is not a shortest varint`);
-      if (!Number.isSafeInteger(value)) {
-        throw malformed('log entry', `${field} ${value} is not below 2^53`);
-      }
-      out.value = value;
-      out.next = at + k + 1;
-      return;
-    }
-    scale *= 0x80;
-  }
-  throw malformed('log entry', `${field} is longer than ${VARINT_BYTES_MAX} bytes`);
-}
-
-function entryTypeOf(typeCode: unknown): EntryType {
+export function entryTypeOf(typeCode: unknown): EntryType {
   if (typeCode === ENTRY_TYPE_CODE.normal) return 'normal';
   if (typeCode === ENTRY_TYPE_CODE['conf-change']) return 'conf-change';
   throw malformed('log entry', `unknown type code ${String(typeCode)}`);
@@ -176,15 +134,15 @@ function entryTypeOf(typeCode: unknown): EntryType {
 
 function decodeBinaryEntry(bytes: Uint8Array): Entry {
   const v: Varint = { value: 0, next: 1 };
-  readVarint(bytes, v.next, 'term', v);
+  readVarint(bytes, v.next, 'log entry', 'term', v);
   const term = v.value;
-  readVarint(bytes, v.next, 'index', v);
+  readVarint(bytes, v.next, 'log entry', 'index', v);
   const index = v.value;
   if (index < 1) throw malformed('log entry', `bad index ${index}`);
   const typeCode = bytes[v.next];
   if (typeCode === undefined) throw malformed('log entry', 'truncated in the type');
   const type = entryTypeOf(typeCode);
-  readVarint(bytes, v.next + 1, 'data length', v);
+  readVarint(bytes, v.next + 1, 'log entry', 'data length', v);
   const end = v.next + v.value;
   if (end !== bytes.byteLength) {
     throw malformed(
@@ -221,11 +179,8 @@ export function decodeEntry(bytes: Uint8Array): Entry {
 
 export function sameEntry(a: Entry, b: Entry): boolean {
   if (a.term !== b.term || a.index !== b.index || a.type !== b.type) return false;
-  const x = a.data;
-  const y = b.data;
-  if (x.byteLength !== y.byteLength) return false;
-  for (let i = 0; i < x.byteLength; i++) if (x[i] !== y[i]) return false;
-  return true;
+  // Buffer.compare takes any Uint8Array: one native call instead of a loop over the bytes.
+  return Buffer.compare(a.data, b.data) === 0;
 }
 
 export function encodeHardState(hs: HardState): Uint8Array {

@@ -11,8 +11,8 @@ import { EMPTY_HARD_STATE, type Entry, type HardState } from '../raft/messages.j
 import { StorageError } from './errors.js';
 import { EMPTY_SNAPSHOT, GroupMirror, snapshotChunkCount } from './group-log.js';
 import { SNAPSHOT_CHUNK_BYTES_MAX, decodeKey, describeKey } from './keys.js';
+import { decodeLogRecord } from './log-record.js';
 import {
-  decodeEntry,
   decodeGroupRecord,
   decodeHardState,
   decodeSnapshotMeta,
@@ -29,6 +29,8 @@ interface Loading {
   meta?: SnapshotMetaRecord;
   chunks: Uint8Array[];
   entries: Entry[];
+  /** The first index of each log record read, ascending. */
+  starts: number[];
 }
 
 function corrupt(groupId: number, message: string, details: Record<string, unknown> = {}): never {
@@ -45,9 +47,11 @@ function decodeAt<T>(key: Uint8Array, value: Uint8Array, dec: (b: Uint8Array) =>
     if (!(cause instanceof CodecError)) throw cause;
     const k = decodeKey(key);
     const groupId = k !== undefined && 'groupId' in k ? k.groupId : undefined;
-    const index = k?.kind === 'entry' ? k.index : undefined;
+    // A log record is named by the entry it starts at (its key); the codec's message names the
+    // entry inside it that does not decode.
+    const index = k?.kind === 'log' ? k.first : undefined;
     const where =
-      k?.kind === 'entry' ? `group ${k.groupId}: log entry ${k.index}` : describeKey(key);
+      k?.kind === 'log' ? `group ${k.groupId}: log record from entry ${k.first}` : describeKey(key);
     throw new StorageError('STORAGE_CORRUPT', `${where} does not decode: ${cause.message}`, {
       cause,
       details: { key: describeKey(key), groupId, index },
@@ -61,7 +65,7 @@ export async function loadGroups(source: RecordSource): Promise<Map<number, Grou
   const at = (groupId: number): Loading => {
     let l = loading.get(groupId);
     if (l === undefined) {
-      l = { chunks: [], entries: [] };
+      l = { chunks: [], entries: [], starts: [] };
       loading.set(groupId, l);
     }
     return l;
@@ -99,19 +103,30 @@ export async function loadGroups(source: RecordSource): Promise<Map<number, Grou
           l.chunks.push(value);
           break;
         }
-        case 'entry': {
+        case 'log': {
           const l = at(k.groupId);
-          const e = decodeAt(key, value, decodeEntry);
-          if (e.index !== k.index) {
-            corrupt(k.groupId, `log key ${k.index} holds entry ${e.index}`, { index: k.index });
+          const entries = decodeAt(key, value, decodeLogRecord);
+          const first = entries[0]!.index;
+          if (first !== k.first) {
+            corrupt(k.groupId, `log key ${k.first} holds a record from entry ${first}`, {
+              index: k.first,
+            });
           }
           const prev = l.entries[l.entries.length - 1];
-          if (prev !== undefined && e.index !== prev.index + 1) {
-            corrupt(k.groupId, `log entry ${prev.index + 1} is missing (next stored: ${e.index})`, {
+          if (prev !== undefined && first > prev.index + 1) {
+            corrupt(k.groupId, `log entry ${prev.index + 1} is missing (next stored: ${first})`, {
               index: prev.index + 1,
             });
           }
-          l.entries.push(e);
+          if (prev !== undefined && first <= prev.index) {
+            corrupt(
+              k.groupId,
+              `log entry ${first} is stored twice (a record ends at ${prev.index}, the next starts at ${first})`,
+              { index: first },
+            );
+          }
+          l.starts.push(first);
+          for (const e of entries) l.entries.push(e);
           break;
         }
       }
@@ -192,6 +207,7 @@ function buildGroup(groupId: number, l: Loading): GroupMirror {
   return new GroupMirror(groupId, l.record.bootstrap, {
     snapshot,
     entries: l.entries,
+    recordStarts: l.starts,
     hardState,
   });
 }

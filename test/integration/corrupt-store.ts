@@ -1,6 +1,6 @@
 /**
- * Test tool: damages one Raft log record of a stopped node's LevelDB (the last entry of the
- * first data group found), so the integration test can check that the node refuses to start
+ * Test tool: damages one Raft log record of a stopped node's LevelDB (the last record of the
+ * last data group found), so the integration test can check that the node refuses to start
  * and says which group and index are bad. Usage: corrupt-store.ts <data-dir>
  */
 import { ClassicLevel } from 'classic-level';
@@ -17,9 +17,9 @@ let target: Uint8Array | undefined;
 let described = '';
 for await (const key of db.keys()) {
   const k = decodeKey(key);
-  if (k?.kind === 'entry' && k.groupId > 0) {
+  if (k?.kind === 'log' && k.groupId > 0) {
     target = key;
-    described = `group ${k.groupId} index ${k.index}`;
+    described = `group ${k.groupId} index ${k.first}`;
   }
 }
 if (!target) throw new Error('no log entry found to corrupt');

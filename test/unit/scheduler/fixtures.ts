@@ -3,7 +3,7 @@
  * not always applicable) stream of commands over a few jobs.
  */
 import { SeededRand } from '../../../src/base/rand.js';
-import type { SchedulerCommand } from '../../../src/scheduler/commands.js';
+import type { AttemptResultCommand, SchedulerCommand } from '../../../src/scheduler/commands.js';
 import { TOKENS_PER_TERM } from '../../../src/scheduler/fencing.js';
 import type { JobSpec } from '../../../src/scheduler/model.js';
 
@@ -87,20 +87,33 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
         attempt: 1,
       });
     } else if (roll === 6) {
-      const outcome = (['success', 'retry', 'fail'] as const)[r.int(3)]!;
-      out.push({
+      const result = (slot: number): AttemptResultCommand => ({
         op: 'attempt-result',
         atMs: now,
-        fireId: `${jobId}:${planned - MIN}`,
+        fireId: `${jobId}:${slot}`,
         attempt: 1 + r.int(2),
         token: term * TOKENS_PER_TERM + r.int(9),
-        outcome,
+        outcome: (['success', 'retry', 'fail'] as const)[r.int(3)]!,
         statusCode: 500,
         durationMs: 3,
         error: undefined,
         responseExcerpt: undefined,
         retryAtMs: now + 1000,
       });
+      const pick = r.int(3);
+      if (pick === 0) out.push(result(planned - MIN));
+      else if (pick === 1)
+        out.push({
+          op: 'attempt-results',
+          atMs: now,
+          results: [result(planned - MIN), result(planned - 2 * MIN)],
+        });
+      else
+        out.push({
+          op: 'miss-runs',
+          atMs: now,
+          runs: [{ fireId: `${jobId}:${planned - MIN}`, reason: 'skip_policy' }],
+        });
     } else if (roll === 7) {
       out.push(
         r.chance(0.5)

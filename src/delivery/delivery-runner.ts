@@ -37,15 +37,20 @@ export interface DeliveryRunnerOptions {
   /** The tenant's current secrets (newest first), or undefined for an unknown tenant. */
   readonly secretsOf: (tenant: string) => readonly string[] | undefined;
   /**
-   * Asked just before a queued attempt is sent: false when its owner may no longer send (the
-   * leadership or its lease ended while it waited). It is then reported as never sent.
+   * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
+   * leadership ended while it waited); it is reported as never sent. `wait`: not now (the lease
+   * is being renewed); it keeps its place and is asked again a few ms later.
    */
-  readonly mayStart?: (owner: string) => boolean;
+  readonly mayStart?: (owner: string) => StartVerdict;
   readonly clock?: Clock;
   readonly limits?: WebhookLimits;
 }
 
+export type StartVerdict = 'start' | 'wait' | 'drop';
+
 const STARTS_PER_TURN = 128;
+/** How long an attempt told to wait waits before it asks again. */
+const WAIT_RETRY_MS = 5;
 
 export interface DeliveryRunnerStats {
   submitted: number;
@@ -112,8 +117,27 @@ export class DeliveryRunner {
   /** Forgets the queued (not started) attempts of an owner: its leadership ended. */
   dropQueued(owner: string): number {
     const removed = this.queue.removeQueuedWhere((t) => t.owner === owner);
-    this.stats.dropped += removed.length;
-    return removed.length;
+    let waiting = 0;
+    this.waiting = this.waiting.filter((t) => {
+      if (t.owner !== owner) return true;
+      this.queue.done(t);
+      waiting++;
+      return false;
+    });
+    this.stats.dropped += removed.length + waiting;
+    if (waiting > 0) this.pump();
+    return removed.length + waiting;
+  }
+
+  /** Attempts taken from the queue (holding their capacity) that were told to wait. */
+  private waiting: Task[] = [];
+  private waitTimer: NodeJS.Timeout | undefined;
+
+  private retryWaiting(): void {
+    this.waitTimer = undefined;
+    const tasks = this.waiting;
+    this.waiting = [];
+    for (const t of tasks) this.start(t);
   }
 
   private pumpScheduled = false;
@@ -148,7 +172,14 @@ export class DeliveryRunner {
       task.onDone(report);
       this.pump();
     };
-    if (this.options.mayStart && !this.options.mayStart(task.owner)) {
+    const verdict = this.options.mayStart?.(task.owner) ?? 'start';
+    if (verdict === 'wait') {
+      this.stats.started--;
+      this.waiting.push(task);
+      this.waitTimer ??= setTimeout(() => this.retryWaiting(), WAIT_RETRY_MS);
+      return;
+    }
+    if (verdict === 'drop') {
       this.stats.dropped++;
       finish({
         outcome: 'retry',
@@ -216,5 +247,8 @@ export class DeliveryRunner {
   /** Forgets queued attempts; the owner ends those in flight by destroying the pools. */
   close(): void {
     this.queue.removeQueuedWhere(() => true);
+    if (this.waitTimer) clearTimeout(this.waitTimer);
+    for (const t of this.waiting) this.queue.done(t);
+    this.waiting = [];
   }
 }

@@ -12,7 +12,7 @@
 import type { Clock } from '../base/clock.js';
 import type { Rand } from '../base/rand.js';
 import { planRetry } from '../delivery/backoff.js';
-import type { DeliveryRunner } from '../delivery/delivery-runner.js';
+import type { DeliveryRunner, StartVerdict } from '../delivery/delivery-runner.js';
 import type { AttemptReport } from '../delivery/webhook.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
@@ -168,14 +168,28 @@ export class SchedulerRuntime {
     return remaining > behind + 1;
   }
 
-  /** Whether an attempt queued by `owner` (group/term) may still start now. */
-  mayStart(owner: string): boolean {
-    const [groupId, term] = owner.split('/').map(Number) as [number, number];
+  /**
+   * Whether an attempt queued by `owner` (group/term) may start now: `drop` once that term's
+   * leadership is over, `wait` while the lease is momentarily not fresh (a busy loop has not
+   * ticked Raft yet, or a heartbeat round is late), `start` otherwise. The lease verdict is
+   * reused for a millisecond: thousands of attempts start per second during a spike.
+   */
+  mayStart(owner: string): StartVerdict {
+    const slash = owner.indexOf('/');
+    const groupId = Number(owner.slice(0, slash));
+    const term = Number(owner.slice(slash + 1));
     const replica = this.opts.host.groups.get(groupId);
-    return (
-      replica?.isLeader === true && replica.node.raft.term === term && this.leaseHolds(groupId)
-    );
+    if (replica?.isLeader !== true || replica.node.raft.term !== term) return 'drop';
+    const nowMs = this.opts.clock.monotonicMs();
+    const cached = this.leaseCache.get(groupId);
+    if (cached !== undefined && cached.term === term && nowMs - cached.atMs < 1)
+      return cached.holds ? 'start' : 'wait';
+    const holds = this.leaseHolds(groupId);
+    this.leaseCache.set(groupId, { term, atMs: nowMs, holds });
+    return holds ? 'start' : 'wait';
   }
+
+  private readonly leaseCache = new Map<number, { term: number; atMs: number; holds: boolean }>();
 
   private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {
     this.stats.proposed += commands.length;

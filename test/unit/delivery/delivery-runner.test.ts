@@ -3,7 +3,11 @@
 // the queue is full, an attempt whose leadership lapsed while queued is never sent, an unknown
 // tenant fails without a request, and every request is signed with the tenant's secrets.
 import t from 'tap';
-import { DeliveryRunner, type DeliveryRequest } from '../../../src/delivery/delivery-runner.js';
+import {
+  DeliveryRunner,
+  type DeliveryRequest,
+  type StartVerdict,
+} from '../../../src/delivery/delivery-runner.js';
 import { OriginPools } from '../../../src/delivery/origin-pools.js';
 import { compileSigningKeys, verifyWebhook } from '../../../src/delivery/signing.js';
 import type { AttemptReport } from '../../../src/delivery/webhook.js';
@@ -92,22 +96,24 @@ t.test('requests are signed with every secret of the tenant (rotation)', async (
 });
 
 t.test('back-pressure, lapsed leadership and unknown tenants never send', async (t) => {
-  const sink = await startSink(() => undefined);
+  const hang = await startSink(() => undefined);
+  const ok = await startSink((_req, res) => res.end('ok'));
   const pools = new OriginPools({ connectionsPerOrigin: 1 });
-  let mayStart = true;
+  let verdict: StartVerdict = 'start';
   const runner = new DeliveryRunner({
     pools,
-    queue: { queuedMax: 2, tenantInflightMax: 1, originInflightMax: 1 },
+    queue: { queuedMax: 2, tenantInflightMax: 4, originInflightMax: 1 },
     secretsOf: (tenant) => (tenant === 'acme' ? [SECRET] : undefined),
-    mayStart: () => mayStart,
+    mayStart: () => verdict,
   });
   t.teardown(async () => {
     runner.close();
     await pools.destroy();
-    await sink.close();
+    await hang.close();
+    await ok.close();
   });
   const reports: AttemptReport[] = [];
-  const j = job('j', 'acme', `${sink.origin}/h`);
+  const j = job('j', 'acme', `${hang.origin}/h`);
   for (let i = 0; i < 4; i++) runner.submit('g/1', request(j, i), (r) => reports.push(r));
   // Attempts start on the next turn: the queue holds two, the other two are refused at once.
   t.equal(reports.length, 2, 'the two beyond the queue are refused at once');
@@ -119,31 +125,43 @@ t.test('back-pressure, lapsed leadership and unknown tenants never send', async 
     reports.every((r) => r.isProvablyUndelivered),
     'that provably never left',
   );
-  await eventually(() => sink.received.length === 1, 10_000, 'first request sent');
-  mayStart = false;
-  // Free the origin: the queued ones may no longer start (their leadership lapsed).
-  runner.close();
-  const late: AttemptReport[] = [];
-  mayStart = false;
-  const pools2 = new OriginPools();
-  const runner2 = new DeliveryRunner({
-    pools: pools2,
-    queue: { queuedMax: 10, tenantInflightMax: 4, originInflightMax: 4 },
-    secretsOf: (tenant) => (tenant === 'acme' ? [SECRET] : undefined),
-    mayStart: () => mayStart,
-  });
-  t.teardown(() => pools2.destroy());
-  runner2.submit('g/1', request(j, 9), (r) => late.push(r));
-  runner2.submit('g/1', request(job('x', 'nobody', `${sink.origin}/h`), 9), (r) => late.push(r));
-  await eventually(() => late.length === 2, 10_000, 'both reported');
-  t.equal(late[0]?.code, 'DELIVERY_NOT_STARTED', 'lapsed leadership: not started');
-  mayStart = true;
+  await eventually(() => hang.received.length === 1, 10_000, 'first request sent (it hangs)');
+
+  // The lease is momentarily not fresh: an attempt waits, keeps its place, and goes once it is.
+  const fine = job('k', 'acme', `${ok.origin}/h`);
+  const waited: AttemptReport[] = [];
+  verdict = 'wait';
+  runner.submit('g/1', request(fine, 20), (r) => waited.push(r));
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(ok.received.length, 0, 'nothing sent while told to wait');
+  t.equal(waited.length, 0, 'and nothing reported');
+  verdict = 'start';
+  await eventually(() => waited.length === 1, 10_000, 'sent once allowed');
+  t.equal(waited[0]?.outcome, 'success');
+
+  // The leadership ended while it waited: reported as never started, nothing sent.
+  verdict = 'drop';
+  const dropped: AttemptReport[] = [];
+  runner.submit('g/1', request(fine, 21), (r) => dropped.push(r));
+  await eventually(() => dropped.length === 1, 10_000, 'reported');
+  t.equal(dropped[0]?.code, 'DELIVERY_NOT_STARTED', 'lapsed leadership: not started');
+  t.ok(dropped[0]?.isProvablyUndelivered);
+
+  // An owner whose term ended drops its waiting attempts without sending them.
+  verdict = 'wait';
+  const forgotten: AttemptReport[] = [];
+  runner.submit('g/2', request(fine, 22), (r) => forgotten.push(r));
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(runner.dropQueued('g/2'), 1, 'the waiting attempt is dropped with its owner');
+  verdict = 'start';
+  await new Promise((r) => setTimeout(r, 30));
+  t.equal(forgotten.length, 0, 'never reported: its term is over');
+
   const unknown: AttemptReport[] = [];
-  runner2.submit('g/1', request(job('y', 'nobody', `${sink.origin}/h`), 10), (r) =>
-    unknown.push(r),
-  );
+  runner.submit('g/1', request(job('y', 'nobody', `${ok.origin}/h`), 10), (r) => unknown.push(r));
   await eventually(() => unknown.length === 1, 10_000, 'reported');
   t.equal(unknown[0]?.code, 'DELIVERY_TENANT_UNKNOWN');
   t.equal(unknown[0]?.outcome, 'fail');
-  t.equal(sink.received.length, 1, 'nothing but the first request was ever sent');
+  t.equal(ok.received.length, 1, 'only the allowed attempt reached the good receiver');
+  t.equal(hang.received.length, 1, 'and only the first reached the hanging one');
 });

@@ -37,6 +37,16 @@ const JOBS = Number(values.jobs);
 const GROUPS = Number(values.groups);
 const PLAN_JOBS = Number(values['plan-jobs']);
 
+const gc = (globalThis as { gc?: () => void }).gc;
+const gcNote = gc ? '' : '; run with --expose-gc for exact figures';
+
+/** Heap in use after a full collection (when the process was started with --expose-gc). */
+function settledHeap(): number {
+  gc?.();
+  gc?.();
+  return process.memoryUsage().heapUsed;
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -58,6 +68,7 @@ function inProcess(): void {
     },
     T - 60_000,
   ).spec;
+  const heapAtStart = settledHeap();
   const sm = new SchedulerStateMachine();
   for (let i = 0; i < PLAN_JOBS; i++) {
     sm.applyCommand({
@@ -75,7 +86,7 @@ function inProcess(): void {
     retryAt: (job, attempt, slot, now, ra) => planRetry(job.retry, attempt, slot, now, ra, rand),
   });
   const leader = { term: 1, leaseValid: true, caughtUp: true };
-  const heapBefore = process.memoryUsage().heapUsed;
+  const heapJobs = settledHeap() - heapAtStart;
   let t0 = performance.now();
   let planned = 0;
   for (let now = T - 2900; planned < PLAN_JOBS; now += 10) {
@@ -108,7 +119,7 @@ function inProcess(): void {
   for (const p of s.proposals) sm.applyCommand(p);
   d.afterApply();
   const resultMs = performance.now() - t0;
-  const heapMb = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20;
+  const heapAll = settledHeap() - heapAtStart;
   console.log(`in-process, ${fmt(PLAN_JOBS)} jobs due in the same second:`);
   console.log(
     `  plan (intents proposed+applied)   ${fmt((planned / planMs) * 1000).padStart(12)} fires/s  (${planMs.toFixed(0)} ms)`,
@@ -120,7 +131,8 @@ function inProcess(): void {
     `  results (proposed+applied)        ${fmt((handed / resultMs) * 1000).padStart(12)} fires/s  (${resultMs.toFixed(0)} ms)`,
   );
   console.log(
-    `  heap growth ${heapMb.toFixed(0)} MiB (${((heapMb * 2 ** 20) / PLAN_JOBS).toFixed(0)} B per job with its run)`,
+    `  heap per job (this replica, after GC${gcNote}): ${fmt(heapJobs / PLAN_JOBS)} B registered, ` +
+      `${fmt(heapAll / PLAN_JOBS)} B with its run and dispatcher indexes`,
   );
 }
 

@@ -17,7 +17,15 @@ import {
   type SchedulerCommand,
 } from './commands.js';
 import { nextToken } from './fencing.js';
-import { fireIdOf, isTerminal, type Attempt, type Job, type Run, type RunStatus } from './model.js';
+import {
+  fireIdOf,
+  isTerminal,
+  type Attempt,
+  type Job,
+  type JobSpec,
+  type Run,
+  type RunStatus,
+} from './model.js';
 import { assertTransition } from './run-lifecycle.js';
 
 export type SchedulerErrorCode =
@@ -77,6 +85,8 @@ export class SchedulerStateMachine {
   /** Finished jobs in finish order, for retention. */
   private readonly finished = new Map<string, number>();
   appliedCommands = 0;
+  /** Makes what the state keeps compact (shared values interned, other strings flat). */
+  private readonly keep = new Retained();
 
   constructor(readonly limits: SchedulerLimits = DEFAULT_SCHEDULER_LIMITS) {}
 
@@ -209,7 +219,7 @@ export class SchedulerStateMachine {
           const run = this.runs.get(fireId);
           // Only a run nobody has attempted yet; anything else moved on meanwhile.
           if (run?.status === 'SCHEDULED' && run.attempts.length === 0)
-            this.finish(run, 'MISSED', reason, c.atMs);
+            this.finish(run, 'MISSED', this.keep.shared(reason), c.atMs);
         }
         return { ok: true };
       case 'replay-run':
@@ -236,8 +246,8 @@ export class SchedulerStateMachine {
     }
     if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
     const job: Job = {
-      ...c.spec,
-      id: c.jobId,
+      ...this.keep.spec(c.spec),
+      id: this.keep.flat(c.jobId),
       version: 1,
       paused: false,
       createdAtMs: c.atMs,
@@ -249,7 +259,8 @@ export class SchedulerStateMachine {
     };
     this.jobs.set(job.id, job);
     this.runsByJob.set(job.id, []);
-    if (c.requestId !== undefined) this.rememberRequest(c.requestId, job.id, c.atMs);
+    if (c.requestId !== undefined)
+      this.rememberRequest(this.keep.flat(c.requestId), job.id, c.atMs);
     if (job.nextFireAtMs === undefined) this.markFinished(job, c.atMs);
     return { ok: true, jobId: job.id, version: 1 };
   }
@@ -263,7 +274,7 @@ export class SchedulerStateMachine {
         );
       }
       const updated: Job = {
-        ...c.spec,
+        ...this.keep.spec(c.spec),
         id: job.id,
         version: job.version + 1,
         paused: job.paused,
@@ -336,7 +347,7 @@ export class SchedulerStateMachine {
       else this.addRun(job.id, slot, 'SCHEDULED', undefined, atMs, false);
     }
     for (const nf of intent.notFired)
-      this.addRun(job.id, nf.slotMs, nf.status, nf.reason, atMs, false);
+      this.addRun(job.id, nf.slotMs, nf.status, this.keep.shared(nf.reason), atMs, false);
     if (job.remaining !== undefined)
       job.remaining = Math.max(0, job.remaining - intent.slots.length);
     job.nextFireAtMs = job.remaining === 0 ? undefined : intent.nextFireAtMs;
@@ -426,8 +437,8 @@ export class SchedulerStateMachine {
     attempt.outcome = c.outcome;
     attempt.statusCode = c.statusCode;
     attempt.durationMs = c.durationMs;
-    attempt.error = c.error;
-    attempt.responseExcerpt = c.responseExcerpt;
+    attempt.error = this.keep.optional(c.error);
+    attempt.responseExcerpt = this.keep.optional(c.responseExcerpt);
     if (run.status !== 'SCHEDULED' && run.status !== 'DISPATCHED') {
       // A result for a run already ended (paused or deleted while the attempt was in flight):
       // the attempt is history, the run keeps its final status.
@@ -597,7 +608,7 @@ export class SchedulerStateMachine {
     this.dead.clear();
     this.requestIds.clear();
     this.finished.clear();
-    for (const j of s.jobs) this.jobs.set(j.id, j);
+    for (const j of s.jobs) this.jobs.set(j.id, this.keep.spec(j));
     for (const r of s.runs) this.runs.set(r.fireId, r);
     this.touchedJobs.clear();
     this.touchedRuns.clear();
@@ -610,6 +621,84 @@ export class SchedulerStateMachine {
     this.appliedCommands = s.appliedCommands;
   }
 }
+
+/**
+ * What the state keeps for a long time, made compact:
+ * - values many jobs share (tenant, zone, schedule text, URL, payload, the enum strings and the
+ *   retry / misfire / overlap / headers objects) are interned, one object per distinct value;
+ * - every other string is copied flat. Strings decoded from a log entry may be slices of one
+ *   string holding the whole entry (msgpackr extracts them in bulk), so keeping a short slice
+ *   would keep the entry's text alive with it.
+ * With millions of jobs this is a large share of a replica's heap and of what the collector
+ * walks. None of these values is ever mutated, so sharing is safe.
+ */
+class Retained {
+  private readonly strings = new Map<string, string>();
+  private readonly objects = new Map<string, object>();
+
+  /** A flat copy of `s` (no reference to a larger string). */
+  flat(s: string): string {
+    // Concatenation makes a new string; slicing it back flattens it into a fresh one.
+    return s.length < 13 ? s : (' ' + s).slice(1);
+  }
+
+  /** The one shared copy of a value many jobs repeat (bounded; past the bound, a flat copy). */
+  shared(s: string): string {
+    const got = this.strings.get(s);
+    if (got !== undefined) return got;
+    const copy = this.flat(s);
+    if (this.strings.size < INTERNED_MAX) this.strings.set(copy, copy);
+    return copy;
+  }
+
+  optional(s: string | undefined): string | undefined {
+    return s === undefined ? undefined : this.flat(s);
+  }
+
+  private sharedObject<V extends object>(key: string, make: () => V): V {
+    const got = this.objects.get(key) as V | undefined;
+    if (got !== undefined) return got;
+    const value = Object.freeze(make());
+    if (this.objects.size < INTERNED_MAX) this.objects.set(key, value);
+    return value;
+  }
+
+  spec<T extends JobSpec>(spec: T): T {
+    const r = spec.retry;
+    const m = spec.misfire;
+    const o = spec.overlap;
+    const headers = Object.entries(spec.target.headers);
+    return {
+      ...spec,
+      tenant: this.shared(spec.tenant),
+      name: this.flat(spec.name),
+      schedule: this.shared(spec.schedule),
+      timezone: this.shared(spec.timezone),
+      payload: this.shared(spec.payload),
+      delivery: this.shared(spec.delivery),
+      target: {
+        url: this.shared(spec.target.url),
+        headers: this.sharedObject(`h${JSON.stringify(headers)}`, () =>
+          Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
+        ),
+      },
+      retry: this.sharedObject(
+        `r${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/${r.maxAgeMs}`,
+        () => ({ ...r }),
+      ),
+      misfire: this.sharedObject(`m${m.policy}/${m.fireAllCap}/${m.catchUpWindowMs}`, () => ({
+        ...m,
+        policy: this.shared(m.policy),
+      })),
+      overlap: this.sharedObject(`o${o.policy}/${o.bufferCap}`, () => ({
+        ...o,
+        policy: this.shared(o.policy),
+      })),
+    };
+  }
+}
+
+const INTERNED_MAX = 100_000;
 
 function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {
   return {

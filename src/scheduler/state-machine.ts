@@ -245,8 +245,7 @@ export class SchedulerStateMachine {
       if (seen) return { ok: true, jobId: seen[0], duplicate: true };
     }
     if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
-    const job: Job = {
-      ...this.keep.spec(c.spec),
+    const job = this.keep.job(c.spec, {
       id: this.keep.flat(c.jobId),
       version: 1,
       paused: false,
@@ -256,7 +255,7 @@ export class SchedulerStateMachine {
       lastToken: 0,
       remaining: c.spec.remainingFires,
       finishedAtMs: undefined,
-    };
+    });
     this.jobs.set(job.id, job);
     this.runsByJob.set(job.id, []);
     if (c.requestId !== undefined)
@@ -273,8 +272,7 @@ export class SchedulerStateMachine {
           `job ${job.id} is at version ${job.version}, not ${c.expectedVersion}`,
         );
       }
-      const updated: Job = {
-        ...this.keep.spec(c.spec),
+      const updated = this.keep.job(c.spec, {
         id: job.id,
         version: job.version + 1,
         paused: job.paused,
@@ -284,7 +282,7 @@ export class SchedulerStateMachine {
         lastToken: job.lastToken,
         remaining: c.spec.remainingFires,
         finishedAtMs: undefined,
-      };
+      });
       this.jobs.set(job.id, updated);
       this.finished.delete(job.id);
       if (updated.nextFireAtMs === undefined) this.markFinished(updated, c.atMs);
@@ -608,7 +606,7 @@ export class SchedulerStateMachine {
     this.dead.clear();
     this.requestIds.clear();
     this.finished.clear();
-    for (const j of s.jobs) this.jobs.set(j.id, this.keep.spec(j));
+    for (const j of s.jobs) this.jobs.set(j.id, this.keep.job(j, j));
     for (const r of s.runs) this.runs.set(r.fireId, r);
     this.touchedJobs.clear();
     this.touchedRuns.clear();
@@ -663,40 +661,67 @@ class Retained {
     return value;
   }
 
-  spec<T extends JobSpec>(spec: T): T {
+  /**
+   * A job object built field by field in one fixed order, so that every job shares one hidden
+   * class: objects spread from decoded entries each got a shape (and descriptor array) of their
+   * own, about 900 bytes per job.
+   */
+  job(spec: JobSpec, st: JobState): Job {
     const r = spec.retry;
     const m = spec.misfire;
     const o = spec.overlap;
     const headers = Object.entries(spec.target.headers);
     return {
-      ...spec,
       tenant: this.shared(spec.tenant),
       name: this.flat(spec.name),
       schedule: this.shared(spec.schedule),
       timezone: this.shared(spec.timezone),
-      payload: this.shared(spec.payload),
-      delivery: this.shared(spec.delivery),
-      target: {
+      anchorMs: spec.anchorMs,
+      target: this.sharedObject(`t${spec.target.url}\u0000${JSON.stringify(headers)}`, () => ({
         url: this.shared(spec.target.url),
-        headers: this.sharedObject(`h${JSON.stringify(headers)}`, () =>
-          Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
-        ),
-      },
+        headers: Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
+      })),
+      payload: this.shared(spec.payload),
+      delivery: spec.delivery === 'at_most_once' ? 'at_most_once' : 'at_least_once',
       retry: this.sharedObject(
         `r${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/${r.maxAgeMs}`,
-        () => ({ ...r }),
+        () => ({
+          maxAttempts: r.maxAttempts,
+          initialBackoffMs: r.initialBackoffMs,
+          maxBackoffMs: r.maxBackoffMs,
+          multiplier: r.multiplier,
+          maxAgeMs: r.maxAgeMs,
+        }),
       ),
+      attemptDeadlineMs: spec.attemptDeadlineMs,
       misfire: this.sharedObject(`m${m.policy}/${m.fireAllCap}/${m.catchUpWindowMs}`, () => ({
-        ...m,
-        policy: this.shared(m.policy),
+        policy: m.policy,
+        fireAllCap: m.fireAllCap,
+        catchUpWindowMs: m.catchUpWindowMs,
       })),
       overlap: this.sharedObject(`o${o.policy}/${o.bufferCap}`, () => ({
-        ...o,
-        policy: this.shared(o.policy),
+        policy: o.policy,
+        bufferCap: o.bufferCap,
       })),
+      priority: spec.priority,
+      startAtMs: spec.startAtMs,
+      endAtMs: spec.endAtMs,
+      remainingFires: spec.remainingFires,
+      id: st.id,
+      version: st.version,
+      paused: st.paused,
+      createdAtMs: st.createdAtMs,
+      updatedAtMs: st.updatedAtMs,
+      nextFireAtMs: st.nextFireAtMs,
+      lastToken: st.lastToken,
+      remaining: st.remaining,
+      finishedAtMs: st.finishedAtMs,
     };
   }
 }
+
+/** A job's own state beside its spec. */
+type JobState = Omit<Job, keyof JobSpec>;
 
 const INTERNED_MAX = 100_000;
 

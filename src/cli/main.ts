@@ -1,15 +1,21 @@
 /**
  * tickctl: the command-line tool. This file builds the commander program and maps its outcomes
- * to exit codes; each noun lives in its own file under commands/ (preview today; jobs, runs,
- * dlq and cluster later) and registers itself on the program.
+ * to exit codes; each noun lives in its own file under commands/ (preview, jobs, runs and dlq,
+ * tenants, cluster and leader) and registers itself on the program.
  *
- * Exit codes: 0 success, 1 unexpected failure, 2 bad usage or invalid input.
+ * Exit codes: 0 success, 1 unexpected failure, 2 bad usage or invalid input, 3 not found,
+ * 4 conflict, 5 cluster unavailable or deadline exceeded (src/cli/remote.ts).
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { SystemClock } from '../base/clock.js';
+import { registerClusterCommands } from './commands/cluster.js';
+import { registerJobsCommand } from './commands/jobs.js';
 import { registerPreviewCommand } from './commands/preview.js';
+import { registerRunsCommands } from './commands/runs.js';
+import { registerTenantsCommand } from './commands/tenants.js';
+import { EXIT_CODES_HELP } from './remote.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
 import type { CliIo, CliRun } from './io.js';
 
@@ -31,6 +37,17 @@ export function buildProgram(run: CliRun): Command {
     // Commander would call process.exit itself; throwing lets runTickctl pick the exit code.
     .exitOverride();
   registerPreviewCommand(program, run);
+  registerJobsCommand(program, run);
+  registerRunsCommands(program, run);
+  registerTenantsCommand(program, run);
+  registerClusterCommands(program, run);
+  program.addHelpText(
+    'after',
+    `
+Commands that call a cluster take --endpoint host:port (any node; default 127.0.0.1:7001, or
+TICKCTL_ENDPOINT), --json and --timeout-ms.
+${EXIT_CODES_HELP}`,
+  );
   return program;
 }
 

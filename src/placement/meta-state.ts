@@ -35,6 +35,11 @@ export interface TenantRecord {
   /** Deliveries of this tenant in flight at once on one node. */
   readonly inflightMax: number;
   readonly updatedAtMs: number;
+  /**
+   * During a rotation: when the second (previous) secret stops signing. Absent = both sign
+   * until the next change. Compared with the delivering node's clock, never inside apply.
+   */
+  readonly previousSecretUntilMs?: number | undefined;
 }
 
 export type MetaCommand =
@@ -43,7 +48,20 @@ export type MetaCommand =
       readonly members: readonly Omit<MemberRecord, 'state'>[];
       readonly groups: readonly Omit<GroupRecord, 'epoch'>[];
     }
-  | { readonly op: 'put-tenant'; readonly tenant: TenantRecord };
+  | { readonly op: 'put-tenant'; readonly tenant: TenantRecord }
+  /** Fails TENANT_ALREADY_EXISTS when the id is taken: creates are not silent overwrites. */
+  | { readonly op: 'create-tenant'; readonly tenant: TenantRecord }
+  /**
+   * Replaces a tenant computed from the version the proposer read (`expectedUpdatedAtMs`);
+   * fails TENANT_CONFLICT when another change committed meanwhile, TENANT_NOT_FOUND when gone.
+   */
+  | {
+      readonly op: 'update-tenant';
+      readonly tenant: TenantRecord;
+      readonly expectedUpdatedAtMs: number;
+    }
+  /** A node records its own client API address, so that others can forward calls to it. */
+  | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string };
 
 export type MetaResult = { ok: true } | { ok: false; code: string; reason: string };
 
@@ -78,6 +96,38 @@ export class MetaStateMachine implements GroupStateMachine {
       case 'put-tenant':
         this.tenants.set(c.tenant.id, c.tenant);
         return { ok: true };
+      case 'create-tenant':
+        if (this.tenants.has(c.tenant.id))
+          return {
+            ok: false,
+            code: 'TENANT_ALREADY_EXISTS',
+            reason: `tenant ${c.tenant.id} already exists`,
+          };
+        this.tenants.set(c.tenant.id, c.tenant);
+        return { ok: true };
+      case 'update-tenant': {
+        const current = this.tenants.get(c.tenant.id);
+        if (!current)
+          return {
+            ok: false,
+            code: 'TENANT_NOT_FOUND',
+            reason: `tenant ${c.tenant.id} does not exist`,
+          };
+        if (current.updatedAtMs !== c.expectedUpdatedAtMs)
+          return {
+            ok: false,
+            code: 'TENANT_CONFLICT',
+            reason: `tenant ${c.tenant.id} changed meanwhile; read it again`,
+          };
+        this.tenants.set(c.tenant.id, c.tenant);
+        return { ok: true };
+      }
+      case 'set-api-address': {
+        const m = this.members.get(c.id);
+        if (!m) return { ok: false, code: 'META_NO_MEMBER', reason: `no member ${c.id}` };
+        this.members.set(c.id, { ...m, apiAddress: c.apiAddress });
+        return { ok: true };
+      }
     }
   }
 

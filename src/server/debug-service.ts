@@ -21,7 +21,7 @@ import {
 import type { TickraftNode } from './node.js';
 import { SystemClock } from '../base/clock.js';
 import { ValidationError } from '../base/errors.js';
-import { SchedulerAdmin } from './scheduler-admin.js';
+import { SchedulerAdmin } from '../api/scheduler-admin.js';
 
 const PROTO_PATH = fileURLToPath(new URL('../../proto/debug.proto', import.meta.url));
 
@@ -143,10 +143,12 @@ export class DebugServer {
     return count;
   }
 
-  async start(address: string): Promise<number> {
+  /** Binds the client API address; `addServices` adds the public API to the same server. */
+  async start(address: string, addServices?: (server: grpc.Server) => void): Promise<number> {
     const service = loadDebugService();
     // Channelz (grpc-js's introspection service, unused here) would track every call.
     const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
+    addServices?.(server);
     // PutBatch requests are parsed by hand (put-batch.ts): the benchmark's hot path.
     const definition: grpc.ServiceDefinition = {
       ...service.service,

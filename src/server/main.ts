@@ -14,6 +14,7 @@ import {
   OPTION_FLAGS,
   type NodeOptions,
 } from '../config/node-config.js';
+import { ApiServer } from '../api/api-server.js';
 import { DebugServer } from './debug-service.js';
 import { TickraftNode } from './node.js';
 
@@ -163,6 +164,7 @@ function serve(options: NodeOptions): Promise<number> {
   const log = pino({ base: { node: config.id } });
   const node = new TickraftNode(config, log);
   const debug = new DebugServer(node);
+  const api = new ApiServer(node, formatHostPort(config.listen), log);
   let stopping = false;
   const done = new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
@@ -176,6 +178,7 @@ function serve(options: NodeOptions): Promise<number> {
       node
         .shutdown()
         .then(async (r) => {
+          api.close();
           await debug.close();
           clearTimeout(hardStop);
           log.info(r, 'stopped');
@@ -195,7 +198,10 @@ function serve(options: NodeOptions): Promise<number> {
         process.exit(1);
       })
       .then(async () => {
-        const port = await debug.start(formatHostPort(config.listen));
+        const port = await debug.start(formatHostPort(config.listen), (server) =>
+          api.addTo(server),
+        );
+        api.start();
         log.info({ listen: `${config.listen.host}:${port}` }, 'serving');
       })
       .catch((err: unknown) => {

@@ -19,6 +19,7 @@ import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
 import { SchedulerRuntime } from './scheduler-runtime.js';
+import { signingSecretsAt } from '../api/tenant-admin.js';
 
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -90,7 +91,11 @@ export class TickraftNode {
         tenantInflightMax: cfg.delivery.tenantInflightMax,
         originInflightMax: cfg.delivery.originInflightMax,
       },
-      secretsOf: (tenant) => this.meta.tenants.get(tenant)?.signingSecrets,
+      secretsOf: (tenant) => {
+        const t = this.meta.tenants.get(tenant);
+        // After a rotation's grace period only the current secret signs.
+        return t && signingSecretsAt(t, Date.now());
+      },
       mayStart: (owner) => this.scheduler.mayStart(owner),
     });
     this.scheduler = new SchedulerRuntime({

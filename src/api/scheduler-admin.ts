@@ -2,10 +2,11 @@
  * Job and tenant administration on one node: validates a request, computes what the leader must
  * put in the log (the first slot, the resume slot, the trigger time), routes it to the group that
  * owns the job, proposes it and turns the state machine's answer into a result or a typed error.
- * The test-only DebugService exposes it as JSON until the public API (tickraft.proto) does.
+ * The public services (src/api/services.ts) call it on the leader they routed to; the test-only
+ * DebugService exposes it as JSON.
  *
  * A request for a group (or the meta group) this node does not lead fails with NotLeaderError
- * and the leader's id, so a client retries there.
+ * and the leader's id, so the router forwards or retries there. Reads run after a ReadIndex.
  */
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
 import type { Clock } from '../base/clock.js';
@@ -15,7 +16,8 @@ import {
   requireFirstSlot,
   JOB_ID_PATTERN,
   type CompiledJobSpec,
-} from '../api/job-spec.js';
+  type JobSpecInput,
+} from './job-spec.js';
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -23,11 +25,23 @@ import { encodeMetaCommand, type MetaResult, type TenantRecord } from '../placem
 import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { NotLeaderError } from '../raft/errors.js';
 import { encodeSchedulerCommand, type SchedulerCommand } from '../scheduler/commands.js';
-import type { Job, Run } from '../scheduler/model.js';
-import type { ApplyResult } from '../scheduler/state-machine.js';
-import type { TickraftNode } from './node.js';
+import { fireIdOf, type Job, type Run } from '../scheduler/model.js';
+import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-machine.js';
+import type { ApiNode } from './api-node.js';
 
 export const CREATE_BATCH_MAX = 1000;
+export const BACKFILL_MAX = 1000;
+export const REQUEST_ID_CHARS_MAX = 128;
+
+/** The job id of a fire id `jobId:slotMs` (job ids hold no colon). */
+export function jobIdOfFireId(fireId: string): string {
+  const at = fireId.lastIndexOf(':');
+  if (at <= 0 || !/^\d+$/.test(fireId.slice(at + 1)))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'fireId', reason: 'must be <jobId>:<slot ms>, as runs list it' },
+    ]);
+  return fireId.slice(0, at);
+}
 
 export interface CreateJobRequest {
   readonly jobId?: unknown;
@@ -47,7 +61,7 @@ export interface PutTenantRequest {
 
 export class SchedulerAdmin {
   constructor(
-    private readonly node: TickraftNode,
+    private readonly node: ApiNode,
     private readonly clock: Clock,
   ) {}
 
@@ -63,7 +77,7 @@ export class SchedulerAdmin {
     return lookupRange(this.ranges(), hashShardKey(jobId)).groupId;
   }
 
-  private requireLeader(groupId: number): void {
+  requireLeader(groupId: number): void {
     const g = this.node.host.groups.get(groupId);
     if (!g?.isLeader) throw new NotLeaderError(groupId, g?.leaderId ?? '');
   }
@@ -97,9 +111,117 @@ export class SchedulerAdmin {
   }
 
   async createJob(req: CreateJobRequest): Promise<Job> {
+    return (await this.createJobDetailed(req)).job;
+  }
+
+  /** createJob, saying whether the request id was seen before (nothing new was created). */
+  async createJobDetailed(req: CreateJobRequest): Promise<{ job: Job; duplicate: boolean }> {
     const c = this.createCommand(req, this.clock.nowMs(), '');
     const r = await this.propose(c.jobId, c);
-    return this.jobAfter(r.jobId ?? c.jobId);
+    return { job: this.jobAfter(r.jobId ?? c.jobId), duplicate: r.duplicate === true };
+  }
+
+  /**
+   * Replaces a job's definition; the next slot is computed afresh from now. With
+   * `expectedVersion`, the state machine refuses it (JOB_VERSION_CONFLICT) unless the job is
+   * still at that version when the entry applies.
+   */
+  async updateJob(jobId: string, spec: unknown, expectedVersion: number | undefined): Promise<Job> {
+    const nowMs = this.clock.nowMs();
+    const violations: FieldViolation[] = [];
+    if (!JOB_ID_PATTERN.test(jobId))
+      violations.push({ field: 'jobId', reason: `must match ${JOB_ID_PATTERN.source}` });
+    if (
+      expectedVersion !== undefined &&
+      (!Number.isSafeInteger(expectedVersion) || expectedVersion < 1)
+    )
+      violations.push({
+        field: 'expectedVersion',
+        reason: 'must be a positive integer when given',
+      });
+    const compiled = this.compileSpec(spec ?? {}, nowMs, 'spec.', violations);
+    if (violations.length > 0 || !compiled)
+      throw new ValidationError('JOB_SPEC_INVALID', violations);
+    const r = await this.propose(jobId, {
+      op: 'update-job',
+      atMs: nowMs,
+      jobId,
+      spec: compiled.spec,
+      nextFireAtMs: requireFirstSlot(compiled, nowMs),
+      expectedVersion,
+    });
+    return this.jobAfter(r.jobId ?? jobId);
+  }
+
+  /** A manual run for every slot of the job's schedule in [fromMs, toMs), at most BACKFILL_MAX. */
+  async backfillJob(jobId: string, fromMs: number, toMs: number): Promise<number[]> {
+    const nowMs = this.clock.nowMs();
+    const violations: FieldViolation[] = [];
+    if (!Number.isSafeInteger(fromMs) || fromMs < 0)
+      violations.push({ field: 'fromMs', reason: 'must be a time in UTC ms' });
+    if (!Number.isSafeInteger(toMs) || toMs <= fromMs)
+      violations.push({ field: 'toMs', reason: 'must be after fromMs' });
+    else if (toMs > nowMs)
+      violations.push({
+        field: 'toMs',
+        reason: 'must not be in the future (backfill is for past slots)',
+      });
+    if (violations.length > 0) throw new ValidationError('REQUEST_INVALID', violations);
+    const groupId = this.groupOf(jobId);
+    this.requireLeader(groupId);
+    const job = this.node.data.get(groupId)?.scheduler.jobs.get(jobId);
+    if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+    const compiled = compileJobSpec(job, job.createdAtMs);
+    const slots: number[] = [];
+    for (let at = fromMs; ;) {
+      const slot = firstSlotMs(compiled, at);
+      if (slot === undefined || slot >= toMs) break;
+      if (slots.length === BACKFILL_MAX)
+        throw new ValidationError('REQUEST_INVALID', [
+          { field: 'toMs', reason: `the range holds more than ${BACKFILL_MAX} slots; split it` },
+        ]);
+      slots.push(slot);
+      at = slot + 1;
+    }
+    if (slots.length > 0)
+      await this.propose(jobId, { op: 'backfill-job', atMs: nowMs, jobId, slots });
+    return slots;
+  }
+
+  /** A manual run of the job now, outside its schedule. */
+  async triggerJob(jobId: string): Promise<Run> {
+    const nowMs = this.clock.nowMs();
+    await this.propose(jobId, { op: 'trigger-job', atMs: nowMs, jobId, slotMs: nowMs });
+    return this.runAfter(fireIdOf(jobId, nowMs));
+  }
+
+  /** The job as this leader holds it right after a change it proposed applied. */
+  jobNow(jobId: string): Job {
+    return this.jobAfter(jobId);
+  }
+
+  /** Replays a DEAD run: it is scheduled again at once. */
+  async replayRun(fireId: string): Promise<Run> {
+    const jobId = jobIdOfFireId(fireId);
+    await this.propose(jobId, { op: 'replay-run', atMs: this.clock.nowMs(), fireId });
+    return this.runAfter(fireId);
+  }
+
+  /** A run with every attempt, after a ReadIndex. */
+  async getRun(fireId: string): Promise<{ run: Run; tenant: string }> {
+    const jobId = jobIdOfFireId(fireId);
+    const sm = await this.readGroup(this.groupOf(jobId));
+    const run = sm.runs.get(fireId);
+    if (!run) throw new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    return { run, tenant: sm.jobs.get(run.jobId)?.tenant ?? '' };
+  }
+
+  /** The scheduler state of `groupId` on this node, current as of a ReadIndex. */
+  async readGroup(groupId: number): Promise<SchedulerStateMachine> {
+    const data = this.node.data.get(groupId);
+    if (!data) throw new NotLeaderError(groupId, '', 'group not hosted on this node');
+    await this.node.host.read(groupId);
+    return data.scheduler;
   }
 
   /**
@@ -143,7 +265,7 @@ export class SchedulerAdmin {
   }
 
   /** Validates a create request and computes its first slot; names fields under `prefix`. */
-  private createCommand(
+  createCommand(
     req: CreateJobRequest,
     nowMs: number,
     prefix: string,
@@ -152,18 +274,15 @@ export class SchedulerAdmin {
     const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))
       violations.push({ field: `${prefix}jobId`, reason: `must match ${JOB_ID_PATTERN.source}` });
-    let compiled: CompiledJobSpec | undefined;
-    try {
-      compiled = compileJobSpec(req.spec ?? {}, nowMs);
-    } catch (err) {
-      if (!(err instanceof ValidationError)) throw err;
-      for (const v of err.violations) violations.push({ ...v, field: `${prefix}spec.${v.field}` });
-    }
-    if (compiled && !this.node.meta.tenants.has(compiled.spec.tenant))
+    if (
+      req.requestId !== undefined &&
+      (typeof req.requestId !== 'string' || req.requestId.length > REQUEST_ID_CHARS_MAX)
+    )
       violations.push({
-        field: `${prefix}spec.tenant`,
-        reason: `tenant ${compiled.spec.tenant} does not exist`,
+        field: `${prefix}requestId`,
+        reason: `must be a string of at most ${REQUEST_ID_CHARS_MAX} characters`,
       });
+    const compiled = this.compileSpec(req.spec ?? {}, nowMs, `${prefix}spec.`, violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     return {
@@ -172,8 +291,34 @@ export class SchedulerAdmin {
       jobId,
       spec: compiled.spec,
       nextFireAtMs: requireFirstSlot(compiled, nowMs),
-      requestId: typeof req.requestId === 'string' ? req.requestId : undefined,
+      requestId:
+        typeof req.requestId === 'string' && req.requestId !== '' ? req.requestId : undefined,
     };
+  }
+
+  /** compileJobSpec plus the tenant's existence; violations go to `out` under `prefix`. */
+  private compileSpec(
+    spec: unknown,
+    nowMs: number,
+    prefix: string,
+    out: FieldViolation[],
+  ): CompiledJobSpec | undefined {
+    let compiled: CompiledJobSpec | undefined;
+    try {
+      compiled = compileJobSpec(spec as JobSpecInput, nowMs);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const v of err.violations) out.push({ ...v, field: `${prefix}${v.field}` });
+    }
+    // Named even when other fields are bad, so one round trip shows every problem.
+    const tenant = (spec as { tenant?: unknown } | undefined)?.tenant;
+    const tenantMalformed = out.some((v) => v.field === `${prefix}tenant`);
+    if (typeof tenant === 'string' && !tenantMalformed && !this.node.meta.tenants.has(tenant))
+      out.push({
+        field: `${prefix}tenant`,
+        reason: `tenant ${tenant} does not exist (create it first)`,
+      });
+    return compiled;
   }
 
   async jobCommand(
@@ -231,6 +376,12 @@ export class SchedulerAdmin {
     const r = (await this.node.host.propose(groupId, encodeSchedulerCommand(c))) as ApplyResult;
     if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
     return r;
+  }
+
+  private runAfter(fireId: string): Run {
+    const run = this.node.data.get(this.groupOf(jobIdOfFireId(fireId)))?.scheduler.runs.get(fireId);
+    if (!run) throw new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    return run;
   }
 
   private jobAfter(jobId: string): Job {

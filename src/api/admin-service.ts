@@ -1,0 +1,212 @@
+/**
+ * AdminService and the node-to-node NodeService. ClusterStatus asks every member for its
+ * replicas' status (LocalStatus) and joins the answers with the meta group's map; a node that
+ * does not answer within the bound is shown unreachable rather than failing the call.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { ValidationError } from '../base/errors.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
+import type { ApiContext } from './api-context.js';
+import type { Msg } from './convert.js';
+import { localListJobs } from './job-service.js';
+import { isDeadKey } from './pagination.js';
+import { localListDead } from './run-service.js';
+import { sleep, type CallContext } from './router.js';
+import { num, str, unary, type Handler } from './service-kit.js';
+import { DeadlineError } from './status-map.js';
+import { TenantAdminError } from './tenant-admin.js';
+
+/** ClusterStatus waits at most this long for any one node. */
+export const STATUS_FANOUT_MS = 2000;
+/** TransferLeader waits at most this long for the new leader when the caller set no deadline. */
+export const TRANSFER_WAIT_MS = 10_000;
+
+interface LocalStatus {
+  nodeId: string;
+  replicas: Msg[];
+  groupIds: number[];
+}
+
+function localStatus(api: ApiContext): LocalStatus {
+  const replicas: Msg[] = [];
+  const groupIds: number[] = [];
+  for (const g of api.node.host.groups.values()) {
+    const st = g.node.status();
+    groupIds.push(g.groupId);
+    replicas.push({
+      nodeId: api.node.id,
+      role: st.role,
+      term: st.term,
+      commitIndex: st.commit,
+      appliedIndex: st.applied,
+      lastIndex: st.lastIndex,
+      quiesced: g.node.isQuiesced(),
+    });
+  }
+  return { nodeId: api.node.id, replicas, groupIds };
+}
+
+async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
+  const meta = api.node.meta;
+  const bound: CallContext = {
+    ...ctx,
+    deadlineMs: Math.min(ctx.deadlineMs, Date.now() + STATUS_FANOUT_MS),
+  };
+  const members = [...meta.members.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+  const answers = await Promise.all(
+    members.map(async (m): Promise<LocalStatus | undefined> => {
+      if (m.id === api.node.id) return localStatus(api);
+      if (m.apiAddress === '') return undefined;
+      return api.router
+        .forward<LocalStatus>(
+          m.apiAddress,
+          api.method('NodeService', 'LocalStatus'),
+          {},
+          bound,
+          undefined,
+        )
+        .catch(() => undefined);
+    }),
+  );
+  const byNode = new Map<string, LocalStatus>();
+  for (const a of answers) if (a) byNode.set(a.nodeId, a);
+  const groupIds = [META_GROUP_ID, ...[...meta.groups.keys()].sort((a, b) => a - b)];
+  const groups = groupIds.map((groupId) => {
+    const rec = meta.groups.get(groupId);
+    const replicaIds = rec ? [...rec.replicas] : members.map((m) => m.id);
+    const replicas = replicaIds.map((nodeId) => {
+      const st = byNode.get(nodeId);
+      const i = st?.groupIds.indexOf(groupId) ?? -1;
+      return i >= 0 ? st!.replicas[i]! : { nodeId, role: '' };
+    });
+    // The leader with the highest term, as its own replica says.
+    let leader = '';
+    let term = 0;
+    for (const r of replicas) {
+      const t = typeof r['term'] === 'number' ? r['term'] : 0;
+      if (t > term) term = t;
+      if (r['role'] === 'leader' && t >= term) leader = String(r['nodeId']);
+    }
+    return {
+      groupId,
+      rangeStart: rec?.start ?? 0,
+      rangeEnd: rec?.end ?? 0,
+      epoch: rec?.epoch ?? 0,
+      leader,
+      term,
+      replicas,
+    };
+  });
+  return {
+    nodes: members.map((m) => ({
+      id: m.id,
+      peerAddress: m.peerAddress,
+      apiAddress: m.apiAddress,
+      state: m.state,
+      reachable: byNode.has(m.id),
+    })),
+    groups,
+    answeredBy: api.node.id,
+  };
+}
+
+async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+  const groupId = num(req, 'groupId');
+  const to = str(req, 'toNode');
+  const g = api.node.host.groups.get(groupId);
+  const voters = g ? [...g.node.status().confState.voters] : [];
+  if (!voters.includes(to))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'toNode', reason: `must be a voter of group ${groupId} (${voters.join(', ')})` },
+    ]);
+  if (to !== api.node.id) {
+    if (groupId === META_GROUP_ID) api.node.host.report(groupId, { kind: 'transfer-leader', to });
+    else api.node.scheduler.handOver(groupId, to);
+  }
+  const until = Math.min(ctx.deadlineMs, Date.now() + TRANSFER_WAIT_MS);
+  while (Date.now() < until) {
+    const st = g!.node.status();
+    if (st.lead === to) return { leader: to, term: st.term };
+    await sleep(50);
+  }
+  throw new DeadlineError(`waiting for ${to} to lead group ${groupId}`);
+}
+
+export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
+  const handlers: Record<string, Handler> = {
+    ClusterStatus: (_req, ctx) => clusterStatus(api, ctx),
+    TransferLeader: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      if (groupId !== META_GROUP_ID && !api.node.meta.groups.has(groupId))
+        throw new ValidationError('REQUEST_INVALID', [
+          { field: 'groupId', reason: `no group ${groupId}` },
+        ]);
+      return api.onGroup(ctx, groupId, 'AdminService', 'TransferLeader', req, () =>
+        transferLeader(api, ctx, req),
+      );
+    },
+  };
+  return Object.fromEntries(
+    Object.entries(handlers).map(([name, fn]) => [
+      name,
+      unary(`AdminService.${name}`, fn, api.log),
+    ]),
+  );
+}
+
+function afterOf(req: Msg): unknown {
+  try {
+    return JSON.parse(str(req, 'afterJson') || 'null') as unknown;
+  } catch {
+    throw new ValidationError('REQUEST_INVALID', [{ field: 'afterJson', reason: 'is not JSON' }]);
+  }
+}
+
+export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
+  const handlers: Record<string, Handler> = {
+    GroupListJobs: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      const after = afterOf(req);
+      return api.onGroup(ctx, groupId, 'NodeService', 'GroupListJobs', req, () =>
+        localListJobs(
+          api,
+          groupId,
+          str(req, 'tenant'),
+          typeof after === 'string' ? after : '',
+          num(req, 'limit'),
+        ),
+      );
+    },
+    GroupListDeadRuns: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      const after = afterOf(req);
+      return api.onGroup(ctx, groupId, 'NodeService', 'GroupListDeadRuns', req, () =>
+        localListDead(
+          api,
+          groupId,
+          str(req, 'tenant'),
+          isDeadKey(after) ? after : undefined,
+          num(req, 'limit'),
+        ),
+      );
+    },
+    LocalStatus: () => Promise.resolve(localStatus(api)),
+    RegisterApiAddress: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'NodeService', 'RegisterApiAddress', req, async () => {
+        const r = (await api.node.host.propose(
+          META_GROUP_ID,
+          encodeMetaCommand({
+            op: 'set-api-address',
+            id: str(req, 'nodeId'),
+            apiAddress: str(req, 'apiAddress'),
+          }),
+        )) as MetaResult;
+        if (!r.ok) throw new TenantAdminError(r.code, r.reason);
+        return {};
+      }),
+  };
+  return Object.fromEntries(
+    Object.entries(handlers).map(([name, fn]) => [name, unary(`NodeService.${name}`, fn, api.log)]),
+  );
+}

@@ -1,0 +1,56 @@
+/**
+ * Everything the public handlers share on one node: the node itself, the admin objects that
+ * run a call on the leader, the router that gets it there, and the loaded service definitions
+ * (the router forwards by method).
+ */
+import { SystemClock } from '../base/clock.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import type { ApiNode } from './api-node.js';
+import { loadApiServices, type ApiServices } from './proto.js';
+import { Router, type CallContext, type MethodRef } from './router.js';
+import { SchedulerAdmin } from './scheduler-admin.js';
+import type { ApiLogger } from './service-kit.js';
+import { TenantAdmin } from './tenant-admin.js';
+
+export class ApiContext {
+  readonly admin: SchedulerAdmin;
+  readonly tenants: TenantAdmin;
+  readonly router: Router;
+  readonly services: ApiServices;
+
+  constructor(
+    readonly node: ApiNode,
+    readonly log: ApiLogger,
+  ) {
+    this.admin = new SchedulerAdmin(node, SystemClock);
+    this.tenants = new TenantAdmin(node, SystemClock);
+    this.router = new Router(node);
+    this.services = loadApiServices();
+  }
+
+  method(service: keyof ApiServices, name: string): MethodRef {
+    return { service: this.services[service], name };
+  }
+
+  /** Runs `local` on the leader of `groupId`, forwarding `service.name(req)` there if need be. */
+  onGroup<T>(
+    ctx: CallContext,
+    groupId: number,
+    service: keyof ApiServices,
+    name: string,
+    req: unknown,
+    local: () => Promise<T>,
+  ): Promise<T> {
+    return this.router.onGroup(ctx, groupId, local, this.method(service, name), req);
+  }
+
+  /**
+   * A tenant this replica does not know may have been created a moment ago through another
+   * node: catch up with the meta group (ReadIndex) before calling it unknown.
+   */
+  async freshTenant(tenant: unknown): Promise<void> {
+    if (typeof tenant !== 'string' || this.node.meta.tenants.has(tenant)) return;
+    if (this.node.host.groups.has(META_GROUP_ID))
+      await this.node.host.read(META_GROUP_ID).catch(() => undefined);
+  }
+}

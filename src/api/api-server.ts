@@ -1,0 +1,94 @@
+/**
+ * The public API of one node: JobService, RunService, TenantService and AdminService (plus the
+ * node-to-node NodeService) added to the node's client gRPC server, and the registration of this
+ * node's client API address in the meta group, which is what lets other nodes forward to it.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import { encodeMetaCommand } from '../placement/meta-state.js';
+import { adminServiceHandlers, nodeServiceHandlers } from './admin-service.js';
+import { ApiContext } from './api-context.js';
+import type { ApiNode } from './api-node.js';
+import { jobServiceHandlers } from './job-service.js';
+import { runServiceHandlers } from './run-service.js';
+import type { ApiLogger } from './service-kit.js';
+import { tenantServiceHandlers } from './tenant-service.js';
+
+/** How often a node checks that the meta group holds its API address. */
+export const REGISTER_EVERY_MS = 500;
+
+export class ApiServer {
+  private readonly api: ApiContext;
+  private timer: NodeJS.Timeout | undefined;
+  private registering = false;
+
+  constructor(
+    private readonly node: ApiNode,
+    /** The address other nodes reach this node's client API at. */
+    private readonly apiAddress: string,
+    private readonly log: ApiLogger,
+  ) {
+    this.api = new ApiContext(node, log);
+  }
+
+  addTo(server: grpc.Server): void {
+    const s = this.api.services;
+    server.addService(s.JobService.service, jobServiceHandlers(this.api));
+    server.addService(s.RunService.service, runServiceHandlers(this.api));
+    server.addService(s.TenantService.service, tenantServiceHandlers(this.api));
+    server.addService(s.AdminService.service, adminServiceHandlers(this.api));
+    server.addService(s.NodeService.service, nodeServiceHandlers(this.api));
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.register(), REGISTER_EVERY_MS);
+    this.timer.unref();
+  }
+
+  /**
+   * Makes the meta group record this node's API address: proposed directly when this node leads
+   * the meta group, else sent to the meta leader (whose own address is recorded, since a meta
+   * leader always registers itself first).
+   */
+  private register(): void {
+    const meta = this.node.meta;
+    const me = meta.members.get(this.node.id);
+    if (!meta.initialized || !me || me.apiAddress === this.apiAddress || this.registering) return;
+    const g = this.node.host.groups.get(META_GROUP_ID);
+    if (!g) return;
+    let p: Promise<unknown>;
+    if (g.isLeader) {
+      p = this.node.host.propose(
+        META_GROUP_ID,
+        encodeMetaCommand({ op: 'set-api-address', id: this.node.id, apiAddress: this.apiAddress }),
+      );
+    } else {
+      const address = meta.members.get(g.leaderId)?.apiAddress ?? '';
+      if (address === '') return;
+      p = this.api.router.forward(
+        address,
+        this.api.method('NodeService', 'RegisterApiAddress'),
+        { nodeId: this.node.id, apiAddress: this.apiAddress },
+        { deadlineMs: Date.now() + 2000, forwarded: false, route: undefined },
+        META_GROUP_ID,
+      );
+    }
+    this.registering = true;
+    p.then(
+      () => {
+        this.registering = false;
+        this.log.info({ apiAddress: this.apiAddress }, 'API address registered');
+      },
+      (err: unknown) => {
+        // The next tick tries again (a leader change, a node not up yet).
+        this.registering = false;
+        this.log.warn({ err: String(err) }, 'API address not registered yet');
+      },
+    );
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.api.router.close();
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Messages of proto/tickraft.proto (as @grpc/proto-loader decodes them: camelCase, enums by
+ * name, proto3 `optional` fields absent when unset, unset messages null) to the shapes the
+ * scheduler validates, and the scheduler's records back to messages. Absent stays absent, so
+ * compileJobSpec applies its defaults; an enum value this server does not know is passed through
+ * for the validator to name.
+ */
+import type { JobSpecInput } from './job-spec.js';
+import type { TenantRecord } from '../placement/meta-state.js';
+import type { Attempt, Job, JobSpec, Run } from '../scheduler/model.js';
+
+/** A decoded message: fields by name, nothing trusted. */
+export type Msg = Readonly<Record<string, unknown>>;
+
+function sub(m: Msg | null | undefined, key: string): Msg | undefined {
+  const v = m?.[key];
+  return typeof v === 'object' && v !== null ? (v as Msg) : undefined;
+}
+
+/** `PREFIX_SOME_NAME` → `some_name`; UNSPECIFIED (and 0) → absent. */
+function enumIn(value: unknown, prefix: string): unknown {
+  if (value === undefined || value === null || value === 0) return undefined;
+  if (typeof value !== 'string') return value;
+  if (value === `${prefix}UNSPECIFIED`) return undefined;
+  return value.startsWith(prefix) ? value.slice(prefix.length).toLowerCase() : value;
+}
+
+function enumOut(value: string, prefix: string): string {
+  return `${prefix}${value.toUpperCase()}`;
+}
+
+export function jobSpecIn(m: Msg | null | undefined): JobSpecInput {
+  if (!m) return {};
+  const target = sub(m, 'target');
+  const retry = sub(m, 'retry');
+  const misfire = sub(m, 'misfire');
+  const overlap = sub(m, 'overlap');
+  return {
+    tenant: m['tenant'],
+    name: m['name'],
+    schedule: m['schedule'],
+    timezone: m['timezone'],
+    anchorMs: m['anchorMs'],
+    target: target ? { url: target['url'], headers: target['headers'] ?? {} } : undefined,
+    payload: m['payloadJson'],
+    delivery: enumIn(m['delivery'], 'DELIVERY_SEMANTICS_'),
+    retry: retry && {
+      maxAttempts: retry['maxAttempts'],
+      initialBackoffMs: retry['initialBackoffMs'],
+      maxBackoffMs: retry['maxBackoffMs'],
+      multiplier: retry['multiplier'],
+      maxAgeMs: retry['maxAgeMs'],
+    },
+    attemptDeadlineMs: m['attemptDeadlineMs'],
+    misfire: misfire && {
+      policy: enumIn(misfire['policy'], 'MISFIRE_POLICY_'),
+      fireAllCap: misfire['fireAllCap'],
+      catchUpWindowMs: misfire['catchUpWindowMs'],
+    },
+    overlap: overlap && {
+      policy: enumIn(overlap['policy'], 'OVERLAP_POLICY_'),
+      bufferCap: overlap['bufferCap'],
+    },
+    priority: m['priority'],
+    startAtMs: m['startAtMs'],
+    endAtMs: m['endAtMs'],
+    remainingFires: m['remainingFires'],
+  };
+}
+
+export function isoOf(ms: number | undefined): string {
+  return ms === undefined || !Number.isFinite(ms) ? '' : new Date(ms).toISOString();
+}
+
+export function jobSpecOut(s: JobSpec): Msg {
+  return {
+    tenant: s.tenant,
+    name: s.name,
+    schedule: s.schedule,
+    timezone: s.timezone,
+    anchorMs: s.anchorMs,
+    target: { url: s.target.url, headers: { ...s.target.headers } },
+    payloadJson: s.payload,
+    delivery: enumOut(s.delivery, 'DELIVERY_SEMANTICS_'),
+    retry: { ...s.retry },
+    attemptDeadlineMs: s.attemptDeadlineMs,
+    misfire: { ...s.misfire, policy: enumOut(s.misfire.policy, 'MISFIRE_POLICY_') },
+    overlap: { ...s.overlap, policy: enumOut(s.overlap.policy, 'OVERLAP_POLICY_') },
+    priority: s.priority,
+    startAtMs: s.startAtMs,
+    endAtMs: s.endAtMs,
+    remainingFires: s.remainingFires,
+  };
+}
+
+export function jobOut(j: Job, groupId: number): Msg {
+  return {
+    id: j.id,
+    spec: jobSpecOut(j),
+    version: j.version,
+    paused: j.paused,
+    createdAtMs: j.createdAtMs,
+    createdAt: isoOf(j.createdAtMs),
+    updatedAtMs: j.updatedAtMs,
+    updatedAt: isoOf(j.updatedAtMs),
+    nextFireAtMs: j.nextFireAtMs,
+    nextFireAt: isoOf(j.nextFireAtMs),
+    remaining: j.remaining,
+    groupId,
+  };
+}
+
+function attemptOut(a: Attempt): Msg {
+  return {
+    attempt: a.attempt,
+    fencingToken: a.token,
+    startedAtMs: a.startedAtMs,
+    startedAt: isoOf(a.startedAtMs),
+    outcome:
+      a.outcome === undefined
+        ? 'ATTEMPT_OUTCOME_UNSPECIFIED'
+        : enumOut(a.outcome, 'ATTEMPT_OUTCOME_'),
+    statusCode: a.statusCode ?? 0,
+    durationMs: a.durationMs,
+    error: a.error ?? '',
+    responseExcerpt: a.responseExcerpt ?? '',
+  };
+}
+
+export function runOut(r: Run, tenant: string): Msg {
+  return {
+    fireId: r.fireId,
+    jobId: r.jobId,
+    slotMs: r.slotMs,
+    slot: isoOf(r.slotMs),
+    status: enumOut(r.status, 'RUN_STATUS_'),
+    reason: r.reason ?? '',
+    dueAtMs: r.dueAtMs,
+    attempts: r.attempts.map(attemptOut),
+    createdAtMs: r.createdAtMs,
+    finishedAtMs: r.finishedAtMs,
+    manual: r.manual,
+    tenant,
+  };
+}
+
+/** `RUN_STATUS_DEAD` → `DEAD`; UNSPECIFIED → undefined (every status). */
+export function runStatusIn(value: unknown): string | undefined {
+  const v = enumIn(value, 'RUN_STATUS_');
+  return typeof v === 'string' ? v.toUpperCase() : undefined;
+}
+
+export function tenantOut(t: TenantRecord): Msg {
+  return {
+    id: t.id,
+    secretHints: t.signingSecrets.map((s) => `…${s.slice(-4)}`),
+    inflightMax: t.inflightMax,
+    updatedAtMs: t.updatedAtMs,
+    updatedAt: isoOf(t.updatedAtMs),
+    previousSecretUntilMs: t.previousSecretUntilMs,
+  };
+}

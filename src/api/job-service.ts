@@ -1,0 +1,239 @@
+/**
+ * JobService (proto/tickraft.proto): validation on the node that received the call (so bad input
+ * is refused without a hop), then routing to the leader of the job's group, which validates again
+ * and proposes. ListJobs fans out to every group's leader and merges their pages.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { ValidationError } from '../base/errors.js';
+import { formatInstant } from '../schedule/civil.js';
+import { nextFires } from '../schedule/next-fire.js';
+import { tryParseSchedule } from '../schedule/parse.js';
+import type { Job } from '../scheduler/model.js';
+import type { ApiContext } from './api-context.js';
+import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
+import { JOB_ID_PATTERN, TENANT_ID_PATTERN } from './job-spec.js';
+import {
+  byId,
+  decodePageToken,
+  encodePageToken,
+  mergePages,
+  pageAfter,
+  pageSizeOf,
+  type GroupPage,
+} from './pagination.js';
+import type { CallContext } from './router.js';
+import { CREATE_BATCH_MAX, type CreateJobRequest } from './scheduler-admin.js';
+import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
+
+export const PREVIEW_COUNT_MAX = 1000;
+
+export function requireJobId(jobId: string, field = 'jobId'): void {
+  if (!JOB_ID_PATTERN.test(jobId))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field, reason: `must be 1-128 of A-Z a-z 0-9 _ . -, starting with a letter or digit` },
+    ]);
+}
+
+export function requireTenantId(tenant: string, field = 'tenant'): void {
+  if (!TENANT_ID_PATTERN.test(tenant))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field, reason: 'must be 1-63 lowercase letters, digits, _ or -' },
+    ]);
+}
+
+function createInput(m: Msg): CreateJobRequest {
+  return {
+    jobId: m['jobId'],
+    requestId: m['requestId'],
+    spec: jobSpecIn(m['spec'] as Msg | null),
+  };
+}
+
+export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
+  const { admin } = api;
+  const out = (job: Job): Msg => jobOut(job, admin.groupOf(job.id));
+  const onJob = <T>(
+    ctx: CallContext,
+    name: string,
+    req: Msg,
+    local: () => Promise<T>,
+  ): Promise<T> => {
+    const jobId = str(req, 'jobId');
+    requireJobId(jobId);
+    return api.onGroup(ctx, admin.groupOf(jobId), 'JobService', name, req, local);
+  };
+
+  const handlers: Record<string, Handler> = {
+    CreateJob: async (req, ctx) => {
+      const input = createInput(req);
+      await api.freshTenant((input.spec as Msg)['tenant']);
+      // Refused here, before any hop, when invalid; the leader checks again before proposing.
+      admin.createCommand(input, Date.now(), '');
+      return onJob(ctx, 'CreateJob', req, async () => {
+        const r = await admin.createJobDetailed(input);
+        return { job: out(r.job), duplicate: r.duplicate };
+      });
+    },
+
+    CreateJobs: async (req, ctx) => {
+      const jobs = Array.isArray(req['jobs']) ? (req['jobs'] as Msg[]) : [];
+      if (jobs.length === 0 || jobs.length > CREATE_BATCH_MAX)
+        throw new ValidationError('REQUEST_INVALID', [
+          { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
+        ]);
+      const inputs = jobs.map(createInput);
+      for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant'])))
+        await api.freshTenant(t);
+      // Every job is checked before any is proposed: one bad job writes nothing.
+      const v = new Violations();
+      const byGroup = new Map<number, Msg[]>();
+      inputs.forEach((input, i) => {
+        try {
+          admin.createCommand(input, Date.now(), `jobs[${i}].`);
+        } catch (err) {
+          if (!(err instanceof ValidationError)) throw err;
+          v.list.push(...err.violations);
+          return;
+        }
+        const g = admin.groupOf(input.jobId as string);
+        let list = byGroup.get(g);
+        if (!list) byGroup.set(g, (list = []));
+        list.push(jobs[i]!);
+      });
+      v.throwIfAny('JOB_SPEC_INVALID');
+      const results = await Promise.all(
+        [...byGroup].map(([groupId, part]) =>
+          api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part }, () =>
+            admin.createJobs(part.map(createInput)),
+          ),
+        ),
+      );
+      return {
+        created: results.reduce((n, r) => n + r.created, 0),
+        duplicates: results.reduce((n, r) => n + r.duplicates, 0),
+      };
+    },
+
+    GetJob: (req, ctx) =>
+      onJob(ctx, 'GetJob', req, async () => out((await admin.getJob(str(req, 'jobId'))).job)),
+
+    UpdateJob: async (req, ctx) => {
+      const spec = jobSpecIn(req['spec'] as Msg | null);
+      await api.freshTenant(spec.tenant);
+      return onJob(ctx, 'UpdateJob', req, async () =>
+        out(await admin.updateJob(str(req, 'jobId'), spec, optNum(req, 'expectedVersion'))),
+      );
+    },
+
+    DeleteJob: (req, ctx) =>
+      onJob(ctx, 'DeleteJob', req, async () => {
+        await admin.jobCommand('delete-job', str(req, 'jobId'));
+        return {};
+      }),
+
+    PauseJob: (req, ctx) =>
+      onJob(ctx, 'PauseJob', req, async () => {
+        await admin.jobCommand('pause-job', str(req, 'jobId'));
+        return out(admin.jobNow(str(req, 'jobId')));
+      }),
+
+    ResumeJob: (req, ctx) =>
+      onJob(ctx, 'ResumeJob', req, async () => {
+        await admin.jobCommand('resume-job', str(req, 'jobId'));
+        return out(admin.jobNow(str(req, 'jobId')));
+      }),
+
+    TriggerJob: (req, ctx) =>
+      onJob(ctx, 'TriggerJob', req, async () => {
+        const jobId = str(req, 'jobId');
+        const run = await admin.triggerJob(jobId);
+        return { run: runOut(run, admin.jobNow(jobId).tenant) };
+      }),
+
+    BackfillJob: (req, ctx) =>
+      onJob(ctx, 'BackfillJob', req, async () => ({
+        slotsMs: await admin.backfillJob(str(req, 'jobId'), num(req, 'fromMs'), num(req, 'toMs')),
+      })),
+
+    PreviewSchedule: (req) => Promise.resolve(previewSchedule(req, Date.now())),
+
+    ListJobs: async (req, ctx) => {
+      const tenant = str(req, 'tenant');
+      requireTenantId(tenant);
+      const pageSize = pageSizeOf(num(req, 'pageSize'));
+      const after = decodePageToken('jobs', tenant, str(req, 'pageToken'));
+      if (after !== undefined && typeof after !== 'string')
+        throw new ValidationError('REQUEST_INVALID', [
+          { field: 'pageToken', reason: 'is not a page token of ListJobs' },
+        ]);
+      const pages = await Promise.all(
+        admin
+          .ranges()
+          .map(({ groupId }) => groupListJobs(api, ctx, groupId, tenant, after ?? '', pageSize)),
+      );
+      const merged = mergePages(pages, pageSize, byId);
+      const last = merged.items[merged.items.length - 1];
+      return {
+        jobs: merged.items,
+        nextPageToken: merged.more && last ? encodePageToken('jobs', tenant, last.id) : '',
+      };
+    },
+  };
+  return Object.fromEntries(
+    Object.entries(handlers).map(([name, fn]) => [name, unary(`JobService.${name}`, fn, api.log)]),
+  );
+}
+
+/** One group's jobs of `tenant` after `after` (by id), from that group's leader. */
+async function groupListJobs(
+  api: ApiContext,
+  ctx: CallContext,
+  groupId: number,
+  tenant: string,
+  after: string,
+  limit: number,
+): Promise<GroupPage<Msg & { id: string }>> {
+  const req = { groupId, tenant, afterJson: JSON.stringify(after), limit };
+  const res = await api.onGroup(ctx, groupId, 'NodeService', 'GroupListJobs', req, () =>
+    localListJobs(api, groupId, tenant, after, limit),
+  );
+  return { items: res.jobs, more: res.nextPageToken !== '' };
+}
+
+export async function localListJobs(
+  api: ApiContext,
+  groupId: number,
+  tenant: string,
+  after: string,
+  limit: number,
+): Promise<{ jobs: (Msg & { id: string })[]; nextPageToken: string }> {
+  const sm = await api.admin.readGroup(groupId);
+  const mine = [...sm.jobs.values()].filter((j) => j.tenant === tenant).sort(byId);
+  const page = pageAfter(mine, (j) => j.id > after, limit);
+  return {
+    jobs: page.items.map((j) => jobOut(j, groupId) as Msg & { id: string }),
+    nextPageToken: page.more ? 'more' : '',
+  };
+}
+
+export function previewSchedule(req: Msg, nowMs: number): Msg {
+  const v = new Violations();
+  const schedule = str(req, 'schedule');
+  const timezone = str(req, 'timezone') || 'UTC';
+  const count = num(req, 'count') || 5;
+  if (!Number.isSafeInteger(count) || count < 1 || count > PREVIEW_COUNT_MAX)
+    v.add('count', `must be from 1 to ${PREVIEW_COUNT_MAX}`);
+  const fromMs = optNum(req, 'fromMs') ?? nowMs;
+  if (schedule.trim() === '') v.add('schedule', 'is required');
+  v.throwIfAny();
+  const parsed = tryParseSchedule(schedule, {
+    timezone,
+    anchorMs: optNum(req, 'anchorMs') ?? fromMs,
+  });
+  if (!parsed.ok) throw new ValidationError('REQUEST_INVALID', parsed.violations);
+  const times = nextFires(parsed.schedule, fromMs - 1, count);
+  return {
+    fireTimesMs: times,
+    fireTimes: times.map((ms) => formatInstant(ms)),
+  };
+}

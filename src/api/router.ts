@@ -1,0 +1,218 @@
+/**
+ * Routing: any node accepts any call. A call for a group this node leads runs here; otherwise
+ * it is forwarded over gRPC to the group leader's client API address (recorded in the meta
+ * group), with the caller's remaining deadline. One retry covers the usual transients: the
+ * leader changed between the lookup and the call, the group had no leader for a moment, or the
+ * forwarding node's ring was stale (the receiver answers ROUTE_STALE when the group or epoch
+ * it would route to differs from the one the sender named).
+ *
+ * A forwarded call is never forwarded again: a receiver that does not lead answers "not the
+ * leader" with its hint and the sender, which holds the caller's deadline, retries.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { TickraftError } from '../base/errors.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import { NotLeaderError } from '../raft/errors.js';
+import type { ApiNode } from './api-node.js';
+import { DeadlineError, GroupUnavailableError, isServiceError } from './status-map.js';
+
+export const FORWARDED_HEADER = 'tickraft-forwarded';
+export const ROUTE_HEADER = 'tickraft-route';
+/** Bound on one forwarded call when the caller set no deadline. */
+export const FORWARD_TIMEOUT_MS = 30_000;
+/** Pause before the single retry: about one election timeout at the default tick. */
+export const RETRY_PAUSE_MS = 150;
+
+/** What a handler knows about the call it serves. */
+export interface CallContext {
+  /** Absolute deadline (ms since epoch); Infinity when the caller set none. */
+  readonly deadlineMs: number;
+  /** The call came from another node's router. */
+  readonly forwarded: boolean;
+  /** The `group:epoch` the forwarding node routed by, if any. */
+  readonly route: string | undefined;
+}
+
+export function contextOf(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext {
+  const d = call.getDeadline();
+  const deadlineMs = d instanceof Date ? d.getTime() : d;
+  const route = call.metadata.get(ROUTE_HEADER)[0];
+  return {
+    deadlineMs,
+    forwarded: call.metadata.get(FORWARDED_HEADER).length > 0,
+    route: typeof route === 'string' ? route : undefined,
+  };
+}
+
+/** A method of a loaded service, for forwarding. */
+export interface MethodRef {
+  readonly service: grpc.ServiceClientConstructor;
+  readonly name: string;
+}
+
+export class RouteStaleError extends TickraftError {
+  override readonly name = 'RouteStaleError';
+}
+
+export class Router {
+  private readonly clients = new Map<string, grpc.Client>();
+
+  constructor(private readonly node: ApiNode) {}
+
+  epochOf(groupId: number): number {
+    return this.node.meta.groups.get(groupId)?.epoch ?? 0;
+  }
+
+  /**
+   * Runs `local` when this node leads `groupId`, else forwards `method(request)` to the leader.
+   * Retries once on a leader change, a missing leader or a stale route.
+   */
+  async onGroup<T>(
+    ctx: CallContext,
+    groupId: number,
+    local: () => Promise<T>,
+    method: MethodRef,
+    request: unknown,
+  ): Promise<T> {
+    if (ctx.forwarded && ctx.route !== undefined) {
+      const mine = `${groupId}:${this.epochOf(groupId)}`;
+      if (ctx.route !== mine)
+        throw new RouteStaleError(
+          'ROUTE_STALE',
+          `routed as group:epoch ${ctx.route}, but this node routes it as ${mine}`,
+        );
+    }
+    for (let attempt = 0; ; attempt++) {
+      const last = attempt === 1;
+      checkDeadline(ctx, 'before routing');
+      const g = this.node.host.groups.get(groupId);
+      try {
+        if (g?.isLeader) return await withDeadline(ctx, local());
+        // A forwarded call stops here: the sender holds the deadline and retries.
+        if (ctx.forwarded) throw new NotLeaderError(groupId, g?.leaderId ?? '');
+        const leader = g?.leaderId ?? '';
+        if (leader === '') throw new GroupUnavailableError(groupId, 'no leader known');
+        const address = this.node.meta.members.get(leader)?.apiAddress ?? '';
+        if (address === '')
+          throw new GroupUnavailableError(
+            groupId,
+            `the API address of leader ${leader} is not registered yet`,
+          );
+        return await this.forward<T>(address, method, request, ctx, groupId);
+      } catch (err) {
+        if (last || ctx.forwarded || !retryable(err)) throw err;
+        if (codeOf(err) === 'ROUTE_STALE' && this.node.host.groups.has(META_GROUP_ID))
+          await this.node.host.read(META_GROUP_ID).catch(() => undefined);
+        await sleep(Math.min(RETRY_PAUSE_MS, Math.max(0, ctx.deadlineMs - Date.now())));
+      }
+    }
+  }
+
+  /** Calls `method` on the node at `address` with the caller's remaining deadline. */
+  forward<T>(
+    address: string,
+    method: MethodRef,
+    request: unknown,
+    ctx: CallContext,
+    groupId: number | undefined,
+  ): Promise<T> {
+    const def = method.service.service[method.name];
+    if (!def) throw new Error(`unknown method ${method.name}`);
+    const md = new grpc.Metadata();
+    md.set(FORWARDED_HEADER, '1');
+    if (groupId !== undefined) md.set(ROUTE_HEADER, `${groupId}:${this.epochOf(groupId)}`);
+    const deadline = Math.min(ctx.deadlineMs, Date.now() + FORWARD_TIMEOUT_MS);
+    const client = this.client(address);
+    return new Promise<T>((resolve, reject) => {
+      client.makeUnaryRequest(
+        def.path,
+        def.requestSerialize,
+        def.responseDeserialize,
+        request,
+        md,
+        { deadline },
+        (err, res) => {
+          if (err) reject(err);
+          else resolve(res as T);
+        },
+      );
+    });
+  }
+
+  private client(address: string): grpc.Client {
+    let c = this.clients.get(address);
+    if (!c) {
+      c = new grpc.Client(address, grpc.credentials.createInsecure(), {
+        'grpc.enable_channelz': 0,
+      });
+      this.clients.set(address, c);
+    }
+    return c;
+  }
+
+  close(): void {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+  }
+}
+
+function codeOf(err: unknown): string | undefined {
+  if (err instanceof TickraftError) return err.code;
+  if (isServiceError(err)) {
+    const c = err.metadata.get('tickraft-error-code')[0];
+    return typeof c === 'string' ? c : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * Worth one retry: the leader moved or is being elected, the route was stale, or the leader's
+ * node did not answer. A proposal whose outcome is unknown is not retried here (only the client
+ * knows whether its request is idempotent).
+ */
+function retryable(err: unknown): boolean {
+  const code = codeOf(err);
+  if (code === 'RAFT_PROPOSAL_UNKNOWN') return false;
+  if (code !== undefined)
+    return [
+      'RAFT_NOT_LEADER',
+      'RAFT_PROPOSAL_DROPPED',
+      'RAFT_READ_FAILED',
+      'GROUP_NO_LEADER',
+      'ROUTE_STALE',
+    ].includes(code);
+  // A forwarded call that never reached a server (connection refused: the leader just died).
+  return isServiceError(err) && err.code === grpc.status.UNAVAILABLE;
+}
+
+export function checkDeadline(ctx: CallContext, what: string): void {
+  if (Date.now() >= ctx.deadlineMs) throw new DeadlineError(what);
+}
+
+/**
+ * Waits for `p` no longer than the caller's deadline. A write still in flight may commit after
+ * the caller gave up; request ids make the retry safe.
+ */
+export function withDeadline<T>(ctx: CallContext, p: Promise<T>): Promise<T> {
+  if (!Number.isFinite(ctx.deadlineMs)) return p;
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new DeadlineError('while waiting for the group')),
+      Math.max(0, ctx.deadlineMs - Date.now()),
+    );
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

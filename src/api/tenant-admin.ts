@@ -1,0 +1,176 @@
+/**
+ * Tenants on the meta group's leader: create (a secret is generated when none is given), update
+ * caps, rotate the signing secret with a grace period during which both secrets sign, and reads
+ * after a ReadIndex. Every change is computed from the state this leader read and carries that
+ * version, so two concurrent rotations cannot silently lose one (TENANT_CONFLICT → ABORTED).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../base/clock.js';
+import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
+import { SECRET_PREFIX, validateSigningSecrets } from '../delivery/signing.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import {
+  encodeMetaCommand,
+  type MetaCommand,
+  type MetaResult,
+  type TenantRecord,
+} from '../placement/meta-state.js';
+import { NotLeaderError } from '../raft/errors.js';
+import type { ApiNode } from './api-node.js';
+import { TENANT_ID_PATTERN } from './job-spec.js';
+
+export const DEFAULT_TENANT_INFLIGHT_MAX = 1000;
+export const TENANT_INFLIGHT_MAX = 1_000_000;
+export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
+export const ROTATION_GRACE_MS_MAX = 30 * 24 * 3600_000;
+
+export class TenantAdminError extends TickraftError {
+  override readonly name = 'TenantAdminError';
+}
+
+/** A fresh Standard Webhooks secret: 32 random bytes. */
+export function generateSecret(): string {
+  return `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`;
+}
+
+/**
+ * The secrets that sign now: during a rotation's grace both, after it only the current one.
+ * Used by the delivering node with its own clock.
+ */
+export function signingSecretsAt(t: TenantRecord, nowMs: number): readonly string[] {
+  if (t.previousSecretUntilMs !== undefined && nowMs >= t.previousSecretUntilMs)
+    return t.signingSecrets.slice(0, 1);
+  return t.signingSecrets;
+}
+
+export class TenantAdmin {
+  constructor(
+    private readonly node: ApiNode,
+    private readonly clock: Clock,
+  ) {}
+
+  async create(req: {
+    id: string;
+    secret: string;
+    inflightMax: number | undefined;
+  }): Promise<{ tenant: TenantRecord; secret: string }> {
+    const violations: FieldViolation[] = [];
+    checkId(req.id, violations);
+    const secret = req.secret === '' ? generateSecret() : req.secret;
+    violations.push(...validateSigningSecrets([secret], 'signingSecret'));
+    const inflightMax = req.inflightMax ?? DEFAULT_TENANT_INFLIGHT_MAX;
+    checkInflight(inflightMax, violations);
+    if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
+    const tenant: TenantRecord = {
+      id: req.id,
+      signingSecrets: [secret],
+      inflightMax,
+      updatedAtMs: this.clock.nowMs(),
+    };
+    await this.propose({ op: 'create-tenant', tenant });
+    return { tenant, secret };
+  }
+
+  async get(id: string): Promise<TenantRecord> {
+    await this.readMeta();
+    const t = this.node.meta.tenants.get(id);
+    if (!t) throw new TenantAdminError('TENANT_NOT_FOUND', `tenant ${id} does not exist`);
+    return t;
+  }
+
+  async list(afterId: string, limit: number): Promise<{ tenants: TenantRecord[]; more: boolean }> {
+    await this.readMeta();
+    const all = [...this.node.meta.tenants.values()]
+      .filter((t) => t.id > afterId)
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    return { tenants: all.slice(0, limit), more: all.length > limit };
+  }
+
+  async update(id: string, inflightMax: number | undefined): Promise<TenantRecord> {
+    const violations: FieldViolation[] = [];
+    if (inflightMax !== undefined) checkInflight(inflightMax, violations);
+    if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
+    const current = this.current(id);
+    const tenant: TenantRecord = {
+      ...current,
+      inflightMax: inflightMax ?? current.inflightMax,
+      updatedAtMs: this.nextStamp(current),
+    };
+    await this.propose({ op: 'update-tenant', tenant, expectedUpdatedAtMs: current.updatedAtMs });
+    return tenant;
+  }
+
+  /** The new secret becomes current; the previous current one signs until the grace ends. */
+  async rotate(
+    id: string,
+    newSecret: string,
+    graceMs: number | undefined,
+  ): Promise<{ tenant: TenantRecord; secret: string }> {
+    const violations: FieldViolation[] = [];
+    const secret = newSecret === '' ? generateSecret() : newSecret;
+    violations.push(...validateSigningSecrets([secret], 'newSecret'));
+    const grace = graceMs ?? DEFAULT_ROTATION_GRACE_MS;
+    if (!Number.isSafeInteger(grace) || grace < 0 || grace > ROTATION_GRACE_MS_MAX)
+      violations.push({
+        field: 'gracePeriodMs',
+        reason: `must be from 0 to ${ROTATION_GRACE_MS_MAX} ms (30 days)`,
+      });
+    if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
+    const current = this.current(id);
+    if (current.signingSecrets.includes(secret))
+      throw new ValidationError('TENANT_INVALID', [
+        { field: 'newSecret', reason: 'is already one of the tenant’s secrets' },
+      ]);
+    const nowMs = this.clock.nowMs();
+    const previous = current.signingSecrets[0];
+    const tenant: TenantRecord = {
+      ...current,
+      signingSecrets: grace > 0 && previous !== undefined ? [secret, previous] : [secret],
+      previousSecretUntilMs: grace > 0 ? nowMs + grace : undefined,
+      updatedAtMs: this.nextStamp(current),
+    };
+    await this.propose({ op: 'update-tenant', tenant, expectedUpdatedAtMs: current.updatedAtMs });
+    return { tenant, secret };
+  }
+
+  /** The tenant as this meta leader holds it (a proposal from here is checked on apply). */
+  private current(id: string): TenantRecord {
+    this.requireMetaLeader();
+    const t = this.node.meta.tenants.get(id);
+    if (!t) throw new TenantAdminError('TENANT_NOT_FOUND', `tenant ${id} does not exist`);
+    return t;
+  }
+
+  /** updatedAtMs doubles as the tenant's version, so it must move even within a millisecond. */
+  private nextStamp(current: TenantRecord): number {
+    return Math.max(this.clock.nowMs(), current.updatedAtMs + 1);
+  }
+
+  private requireMetaLeader(): void {
+    const g = this.node.host.groups.get(META_GROUP_ID);
+    if (!g?.isLeader) throw new NotLeaderError(META_GROUP_ID, g?.leaderId ?? '');
+  }
+
+  private async readMeta(): Promise<void> {
+    await this.node.host.read(META_GROUP_ID);
+  }
+
+  private async propose(c: MetaCommand): Promise<void> {
+    this.requireMetaLeader();
+    const r = (await this.node.host.propose(META_GROUP_ID, encodeMetaCommand(c))) as MetaResult;
+    if (!r.ok) throw new TenantAdminError(r.code, r.reason);
+  }
+}
+
+function checkId(id: string, out: FieldViolation[]): void {
+  if (!TENANT_ID_PATTERN.test(id))
+    out.push({
+      field: 'tenantId',
+      reason: 'must be 1-63 lowercase letters, digits, _ or -, starting with a letter or digit',
+    });
+}
+
+function checkInflight(n: number, out: FieldViolation[]): void {
+  if (!Number.isSafeInteger(n) || n < 1 || n > TENANT_INFLIGHT_MAX)
+    out.push({ field: 'inflightMax', reason: `must be from 1 to ${TENANT_INFLIGHT_MAX}` });
+}

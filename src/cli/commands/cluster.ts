@@ -1,0 +1,81 @@
+/**
+ * `tickctl cluster status` and `tickctl leader transfer`: what an operator looks at first, and
+ * the hand-over they do before taking a node down by hand.
+ */
+import { Command } from 'commander';
+import type { CliRun } from '../io.js';
+import {
+  EXIT_CODES_HELP,
+  printJson,
+  text,
+  remote,
+  table,
+  wholeNumber,
+  withClient,
+  type RemoteOptions,
+} from '../remote.js';
+
+type Obj = Record<string, unknown>;
+
+export function registerClusterCommands(program: Command, run: CliRun): void {
+  const cluster = new Command('cluster').description('cluster-wide views');
+  cluster.addHelpText('after', EXIT_CODES_HELP);
+  remote(cluster.command('status'))
+    .description('nodes, groups, leaders, terms, and each replica’s commit and apply indexes')
+    .action(async (o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const st = await c.call<Obj>('AdminService', 'ClusterStatus', {});
+        if (o.json === true) return printJson(run, st);
+        table(
+          run,
+          ['NODE', 'API', 'PEER', 'STATE', 'REACHABLE'],
+          (st['nodes'] as Obj[]).map((n) => [
+            text(n['id']),
+            text(n['apiAddress'] || '-'),
+            text(n['peerAddress']),
+            text(n['state']),
+            n['reachable'] === true ? 'yes' : 'NO',
+          ]),
+        );
+        run.io.writeOut('\n');
+        table(
+          run,
+          ['GROUP', 'LEADER', 'TERM', 'EPOCH', 'REPLICAS (role commit/applied)'],
+          (st['groups'] as Obj[]).map((g) => [
+            text(g['groupId']),
+            text(g['leader'] || 'NONE'),
+            text(g['term']),
+            text(g['epoch']),
+            (g['replicas'] as Obj[])
+              .map((r) =>
+                r['role']
+                  ? `${text(r['nodeId'])}(${text(r['role'])} ${text(r['commitIndex'])}/${text(r['appliedIndex'])})`
+                  : `${text(r['nodeId'])}(unreachable)`,
+              )
+              .join(' '),
+          ]),
+        );
+      }),
+    );
+  program.addCommand(cluster);
+
+  const leader = new Command('leader').description('group leadership');
+  leader.addHelpText('after', EXIT_CODES_HELP);
+  remote(leader.command('transfer'))
+    .description("hand a group's leadership to another voter (data groups drain deliveries first)")
+    .requiredOption('--group <id>', 'group id (0 is the meta group)')
+    .requiredOption('--to <node>', 'node id of a voter of the group')
+    .action(async (o: RemoteOptions & { group: string; to: string }) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('AdminService', 'TransferLeader', {
+          groupId: wholeNumber('--group', o.group),
+          toNode: o.to,
+        });
+        if (o.json === true) return printJson(run, res);
+        run.io.writeOut(
+          `group ${o.group} is led by ${text(res['leader'])} (term ${text(res['term'])})\n`,
+        );
+      }),
+    );
+  program.addCommand(leader);
+}

@@ -1,0 +1,298 @@
+/**
+ * `tickctl jobs …`: create, read, list, change and fire jobs through any node of a cluster.
+ * `update` reads the job, applies the flags given and writes it back with the version it read,
+ * so a concurrent change is reported (exit 4) instead of silently overwritten.
+ */
+import { Command } from 'commander';
+import type { CliRun } from '../io.js';
+import {
+  collect,
+  enumText,
+  enumValue,
+  EXIT_CODES_HELP,
+  instant,
+  iso,
+  text,
+  printJson,
+  remote,
+  table,
+  UsageError,
+  wholeNumber,
+  withClient,
+  type RemoteOptions,
+} from '../remote.js';
+
+type Obj = Record<string, unknown>;
+
+interface SpecFlags {
+  readonly tenant?: string;
+  readonly name?: string;
+  readonly schedule?: string;
+  readonly tz?: string;
+  readonly url?: string;
+  readonly header?: string[];
+  readonly payload?: string;
+  readonly delivery?: string;
+  readonly maxAttempts?: string;
+  readonly deadlineMs?: string;
+  readonly misfire?: string;
+  readonly overlap?: string;
+  readonly priority?: string;
+  readonly start?: string;
+  readonly end?: string;
+  readonly fires?: string;
+}
+
+function specOptions(cmd: Command): Command {
+  return cmd
+    .option('--tenant <id>', 'tenant that owns the job')
+    .option('--name <text>', 'a human name')
+    .option('--schedule <text>', "cron (5 or 6 fields), 'every 90s' or 'at 2025-07-01T09:00:00Z'")
+    .option('--tz <zone>', 'IANA time zone the schedule is read in (default UTC)')
+    .option('--url <url>', 'webhook URL fired at every slot')
+    .option('--header <name=value>', 'extra webhook header (repeatable)', collect)
+    .option('--payload <json>', 'JSON sent as `payload` in the webhook body (default {})')
+    .option('--delivery <mode>', 'at_least_once (default) or at_most_once')
+    .option('--max-attempts <n>', 'delivery attempts before a run is DEAD (default 5)')
+    .option('--deadline-ms <ms>', 'deadline of one attempt (default 30000)')
+    .option('--misfire <policy>', 'fire_once (default), fire_all or skip')
+    .option('--overlap <policy>', 'allow (default), skip, buffer_one or buffer_all')
+    .option('--priority <0-3>', '0 is first (default 2)')
+    .option('--start <instant>', 'no slot before this ISO instant')
+    .option('--end <instant>', 'no slot after this ISO instant')
+    .option('--fires <n>', 'end after this many fires');
+}
+
+/** The flags given, laid over `base` (a JobSpec message), as a JobSpec message. */
+export function specFrom(flags: SpecFlags, base: Obj = {}): Obj {
+  const spec: Obj = { ...base };
+  const sub = (key: string): Obj => {
+    const v = spec[key];
+    const o: Obj = typeof v === 'object' && v !== null ? { ...(v as Obj) } : {};
+    spec[key] = o;
+    return o;
+  };
+  if (flags.tenant !== undefined) spec['tenant'] = flags.tenant;
+  if (flags.name !== undefined) spec['name'] = flags.name;
+  if (flags.schedule !== undefined) spec['schedule'] = flags.schedule;
+  if (flags.tz !== undefined) spec['timezone'] = flags.tz;
+  if (flags.url !== undefined) sub('target')['url'] = flags.url;
+  if (flags.header !== undefined) {
+    const target = sub('target');
+    const headers: Obj = { ...((target['headers'] as Obj | undefined) ?? {}) };
+    for (const h of flags.header) {
+      const at = h.indexOf('=');
+      if (at <= 0) throw new UsageError(`--header: '${h}' is not name=value`);
+      headers[h.slice(0, at)] = h.slice(at + 1);
+    }
+    target['headers'] = headers;
+  }
+  if (flags.payload !== undefined) {
+    try {
+      JSON.parse(flags.payload);
+    } catch {
+      throw new UsageError(`--payload: not JSON: ${flags.payload}`);
+    }
+    spec['payloadJson'] = flags.payload;
+  }
+  if (flags.delivery !== undefined)
+    spec['delivery'] = enumValue(flags.delivery, 'DELIVERY_SEMANTICS_');
+  if (flags.maxAttempts !== undefined)
+    sub('retry')['maxAttempts'] = wholeNumber('--max-attempts', flags.maxAttempts, 1);
+  if (flags.deadlineMs !== undefined)
+    spec['attemptDeadlineMs'] = wholeNumber('--deadline-ms', flags.deadlineMs, 1);
+  if (flags.misfire !== undefined)
+    sub('misfire')['policy'] = enumValue(flags.misfire, 'MISFIRE_POLICY_');
+  if (flags.overlap !== undefined)
+    sub('overlap')['policy'] = enumValue(flags.overlap, 'OVERLAP_POLICY_');
+  if (flags.priority !== undefined) spec['priority'] = wholeNumber('--priority', flags.priority);
+  if (flags.start !== undefined) spec['startAtMs'] = instant('--start', flags.start);
+  if (flags.end !== undefined) spec['endAtMs'] = instant('--end', flags.end);
+  if (flags.fires !== undefined) spec['remainingFires'] = wholeNumber('--fires', flags.fires, 1);
+  return spec;
+}
+
+function jobRows(jobs: Obj[]): string[][] {
+  return jobs.map((j) => {
+    const spec = (j['spec'] ?? {}) as Obj;
+    return [
+      text(j['id']),
+      text(spec['tenant'] ?? ''),
+      `${text(spec['schedule'] ?? '')}${spec['timezone'] && spec['timezone'] !== 'UTC' ? ` (${text(spec['timezone'])})` : ''}`,
+      j['paused'] === true ? 'paused' : j['nextFireAtMs'] === undefined ? 'finished' : 'active',
+      iso(j['nextFireAtMs']),
+      text(j['version']),
+    ];
+  });
+}
+
+const JOB_HEADER = ['ID', 'TENANT', 'SCHEDULE', 'STATE', 'NEXT FIRE', 'VERSION'];
+
+function showJob(run: CliRun, opts: RemoteOptions, job: Obj): void {
+  if (opts.json === true) return printJson(run, job);
+  table(run, JOB_HEADER, jobRows([job]));
+}
+
+export function registerJobsCommand(program: Command, run: CliRun): void {
+  const jobs = new Command('jobs').description('create, inspect and operate jobs');
+  jobs.addHelpText('after', EXIT_CODES_HELP);
+
+  remote(specOptions(jobs.command('create')))
+    .description('create a job (idempotent with --request-id)')
+    .argument('<job-id>', 'the job id: 1-128 of A-Z a-z 0-9 _ . -')
+    .option('--request-id <id>', 'retrying with the same id returns the job created first')
+    .action(async (jobId: string, o: SpecFlags & RemoteOptions & { requestId?: string }) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('JobService', 'CreateJob', {
+          jobId,
+          requestId: o.requestId ?? '',
+          spec: specFrom(o),
+        });
+        if (o.json === true) return printJson(run, res);
+        if (res['duplicate'] === true)
+          run.io.writeOut('(request id seen before: nothing new created)\n');
+        showJob(run, o, res['job'] as Obj);
+      }),
+    );
+
+  remote(jobs.command('get'))
+    .description('show a job (with --json: every field of its definition)')
+    .argument('<job-id>')
+    .action(async (jobId: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const job = await c.call<Obj>('JobService', 'GetJob', { jobId });
+        if (o.json === true) return printJson(run, job);
+        showJob(run, o, job);
+        const spec = job['spec'] as Obj;
+        const target = spec['target'] as Obj;
+        run.io.writeOut(
+          [
+            `url:       ${text(target['url'])}`,
+            `delivery:  ${enumText(spec['delivery'], 'DELIVERY_SEMANTICS_', true)}`,
+            `misfire:   ${enumText((spec['misfire'] as Obj)['policy'], 'MISFIRE_POLICY_', true)}`,
+            `overlap:   ${enumText((spec['overlap'] as Obj)['policy'], 'OVERLAP_POLICY_', true)}`,
+            `priority:  ${text(spec['priority'])}`,
+            `group:     ${text(job['groupId'])}`,
+          ].join('\n') + '\n',
+        );
+      }),
+    );
+
+  remote(jobs.command('list'))
+    .description("list a tenant's jobs by id, across every group")
+    .requiredOption('--tenant <id>', 'tenant whose jobs to list')
+    .option('--page-size <n>', 'jobs per page (1-1000)', '100')
+    .option('--page-token <token>', 'continue after a previous page')
+    .option('--all', 'follow page tokens to the end')
+    .action(
+      async (
+        o: RemoteOptions & { tenant: string; pageSize: string; pageToken?: string; all?: boolean },
+      ) =>
+        withClient(run, o, async (c) => {
+          const pageSize = wholeNumber('--page-size', o.pageSize, 1);
+          const all: Obj[] = [];
+          let token = o.pageToken ?? '';
+          for (;;) {
+            const res = await c.call<Obj>('JobService', 'ListJobs', {
+              tenant: o.tenant,
+              pageSize,
+              pageToken: token,
+            });
+            all.push(...(res['jobs'] as Obj[]));
+            token = text(res['nextPageToken'] ?? '');
+            if (o.all !== true || token === '') break;
+          }
+          if (o.json === true) return printJson(run, { jobs: all, nextPageToken: token });
+          table(run, JOB_HEADER, jobRows(all));
+          if (token !== '') run.io.writeErr(`more: --page-token ${token}\n`);
+        }),
+    );
+
+  remote(specOptions(jobs.command('update')))
+    .description("change a job's definition: the flags given replace those fields")
+    .argument('<job-id>')
+    .option('--force', 'write even if the job changed since it was read (no version check)')
+    .action(async (jobId: string, o: SpecFlags & RemoteOptions & { force?: boolean }) =>
+      withClient(run, o, async (c) => {
+        const current = await c.call<Obj>('JobService', 'GetJob', { jobId });
+        const req: Obj = { jobId, spec: specFrom(o, current['spec'] as Obj) };
+        if (o.force !== true) req['expectedVersion'] = current['version'];
+        showJob(run, o, await c.call<Obj>('JobService', 'UpdateJob', req));
+      }),
+    );
+
+  for (const [name, method, what] of [
+    ['pause', 'PauseJob', 'pause a job: no run starts until it is resumed'],
+    ['resume', 'ResumeJob', 'resume a job from now on (slots missed while paused do not fire)'],
+  ] as const) {
+    remote(jobs.command(name))
+      .description(what)
+      .argument('<job-id>')
+      .action(async (jobId: string, o: RemoteOptions) =>
+        withClient(run, o, async (c) =>
+          showJob(run, o, await c.call<Obj>('JobService', method, { jobId })),
+        ),
+      );
+  }
+
+  remote(jobs.command('delete'))
+    .description('delete a job; its runs not yet attempted are cancelled')
+    .argument('<job-id>')
+    .action(async (jobId: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('JobService', 'DeleteJob', { jobId });
+        if (o.json === true) printJson(run, res);
+        else run.io.writeOut(`deleted ${jobId}\n`);
+      }),
+    );
+
+  remote(jobs.command('trigger'))
+    .description('fire a job now, outside its schedule')
+    .argument('<job-id>')
+    .action(async (jobId: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('JobService', 'TriggerJob', { jobId });
+        if (o.json === true) printJson(run, res);
+        else run.io.writeOut(`triggered: run ${text((res['run'] as Obj)['fireId'])}\n`);
+      }),
+    );
+
+  remote(jobs.command('backfill'))
+    .description('create a run for every slot of the schedule in [--from, --to)')
+    .argument('<job-id>')
+    .requiredOption('--from <instant>', 'first instant of the range (ISO)')
+    .requiredOption('--to <instant>', 'end of the range, exclusive, not in the future (ISO)')
+    .action(async (jobId: string, o: RemoteOptions & { from: string; to: string }) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('JobService', 'BackfillJob', {
+          jobId,
+          fromMs: instant('--from', o.from),
+          toMs: instant('--to', o.to),
+        });
+        if (o.json === true) return printJson(run, res);
+        const slots = res['slotsMs'] as number[];
+        run.io.writeOut(
+          `${slots.length} run(s) created\n${slots.map((s) => `${iso(s)}\n`).join('')}`,
+        );
+      }),
+    );
+
+  remote(jobs.command('preview'))
+    .description('next fire times of a schedule, computed by the cluster; creates nothing')
+    .argument('<schedule>', "cron, 'every 90s' or 'at 2025-07-01T09:00:00Z'")
+    .option('--tz <zone>', 'IANA time zone', 'UTC')
+    .option('--count <n>', 'how many (1-1000)', '5')
+    .option('--from <instant>', 'fires strictly after this ISO instant (default now)')
+    .action(
+      async (schedule: string, o: RemoteOptions & { tz: string; count: string; from?: string }) =>
+        withClient(run, o, async (c) => {
+          const req: Obj = { schedule, timezone: o.tz, count: wholeNumber('--count', o.count, 1) };
+          if (o.from !== undefined) req['fromMs'] = instant('--from', o.from) + 1;
+          const res = await c.call<Obj>('JobService', 'PreviewSchedule', req);
+          if (o.json === true) return printJson(run, res);
+          run.io.writeOut((res['fireTimes'] as string[]).map((s) => `${s}\n`).join(''));
+        }),
+    );
+
+  program.addCommand(jobs);
+}

@@ -1,0 +1,135 @@
+/**
+ * `tickctl runs …` (a job's runs, one run with its attempts) and `tickctl dlq …` (a tenant's
+ * DEAD runs across the cluster, and replaying one).
+ */
+import { Command } from 'commander';
+import type { CliRun } from '../io.js';
+import {
+  enumText,
+  enumValue,
+  EXIT_CODES_HELP,
+  iso,
+  text,
+  printJson,
+  remote,
+  table,
+  wholeNumber,
+  withClient,
+  type RemoteOptions,
+} from '../remote.js';
+
+type Obj = Record<string, unknown>;
+
+const RUN_HEADER = ['FIRE ID', 'SLOT', 'STATUS', 'ATTEMPTS', 'LAST CODE', 'REASON'];
+
+function runRows(runs: Obj[]): string[][] {
+  return runs.map((r) => {
+    const attempts = (r['attempts'] as Obj[] | undefined) ?? [];
+    const last = attempts[attempts.length - 1];
+    return [
+      text(r['fireId']),
+      iso(r['slotMs']),
+      enumText(r['status'], 'RUN_STATUS_'),
+      text(attempts.length),
+      last && last['statusCode'] ? text(last['statusCode']) : '-',
+      text(r['reason'] ?? ''),
+    ];
+  });
+}
+
+interface PageOpts extends RemoteOptions {
+  readonly pageSize: string;
+  readonly pageToken?: string;
+}
+
+function pageOptions(cmd: Command): Command {
+  return cmd
+    .option('--page-size <n>', 'runs per page (1-1000)', '100')
+    .option('--page-token <token>', 'continue after a previous page');
+}
+
+function printRuns(run: CliRun, o: RemoteOptions, res: Obj): void {
+  if (o.json === true) return printJson(run, res);
+  table(run, RUN_HEADER, runRows(res['runs'] as Obj[]));
+  const token = text(res['nextPageToken'] ?? '');
+  if (token !== '') run.io.writeErr(`more: --page-token ${token}\n`);
+}
+
+export function registerRunsCommands(program: Command, run: CliRun): void {
+  const runs = new Command('runs').description("inspect a job's runs");
+  runs.addHelpText('after', EXIT_CODES_HELP);
+
+  remote(pageOptions(runs.command('list')))
+    .description("a job's runs, newest slot first")
+    .argument('<job-id>')
+    .option('--status <status>', 'only runs in this status (SCHEDULED, SUCCEEDED, DEAD, …)')
+    .action(async (jobId: string, o: PageOpts & { status?: string }) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('RunService', 'ListRuns', {
+          jobId,
+          status:
+            o.status === undefined ? 'RUN_STATUS_UNSPECIFIED' : enumValue(o.status, 'RUN_STATUS_'),
+          pageSize: wholeNumber('--page-size', o.pageSize, 1),
+          pageToken: o.pageToken ?? '',
+        });
+        printRuns(run, o, res);
+      }),
+    );
+
+  remote(runs.command('get'))
+    .description('one run with every attempt')
+    .argument('<fire-id>', 'job-id:slot-ms, as runs list shows it')
+    .action(async (fireId: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const r = await c.call<Obj>('RunService', 'GetRun', { fireId });
+        if (o.json === true) return printJson(run, r);
+        table(run, RUN_HEADER, runRows([r]));
+        const attempts = (r['attempts'] as Obj[] | undefined) ?? [];
+        if (attempts.length === 0) return;
+        run.io.writeOut('\n');
+        table(
+          run,
+          ['ATTEMPT', 'STARTED', 'OUTCOME', 'CODE', 'MS', 'TOKEN', 'ERROR'],
+          attempts.map((a) => [
+            text(a['attempt']),
+            iso(a['startedAtMs']),
+            enumText(a['outcome'], 'ATTEMPT_OUTCOME_', true),
+            a['statusCode'] ? text(a['statusCode']) : '-',
+            a['durationMs'] === undefined ? '-' : text(a['durationMs']),
+            text(a['fencingToken']),
+            text(a['error'] || a['responseExcerpt'] || ''),
+          ]),
+        );
+      }),
+    );
+  program.addCommand(runs);
+
+  const dlq = new Command('dlq').description('the dead-letter queue: runs that exhausted retries');
+  dlq.addHelpText('after', EXIT_CODES_HELP);
+
+  remote(pageOptions(dlq.command('list')))
+    .description("a tenant's DEAD runs across the cluster, most recently dead first")
+    .requiredOption('--tenant <id>', 'tenant whose dead runs to list')
+    .action(async (o: PageOpts & { tenant: string }) =>
+      withClient(run, o, async (c) => {
+        const res = await c.call<Obj>('RunService', 'ListDeadRuns', {
+          tenant: o.tenant,
+          pageSize: wholeNumber('--page-size', o.pageSize, 1),
+          pageToken: o.pageToken ?? '',
+        });
+        printRuns(run, o, res);
+      }),
+    );
+
+  remote(dlq.command('replay'))
+    .description('schedule a DEAD run again, now')
+    .argument('<fire-id>')
+    .action(async (fireId: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const r = await c.call<Obj>('RunService', 'ReplayRun', { fireId });
+        if (o.json === true) return printJson(run, r);
+        table(run, RUN_HEADER, runRows([r]));
+      }),
+    );
+  program.addCommand(dlq);
+}

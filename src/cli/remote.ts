@@ -1,0 +1,184 @@
+/**
+ * What every tickctl command that talks to a cluster shares: the --endpoint, --json and
+ * --timeout-ms options, one API client per invocation, tables for people, JSON for scripts, and
+ * the mapping of API errors to messages that say what to fix and to exit codes.
+ *
+ * Exit codes: 0 ok; 1 unexpected failure; 2 bad usage or invalid input (nothing was written);
+ * 3 not found; 4 conflict (exists already, version changed, wrong state); 5 the cluster could not
+ * answer in time or had no leader (safe to retry; creates with a request id are idempotent).
+ */
+import { Option, type Command } from 'commander';
+import * as grpc from '@grpc/grpc-js';
+import { ApiCallError, ApiClient } from '../api/client.js';
+import { parseInstant } from '../schedule/iso.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliRun } from './io.js';
+
+export const EXIT_NOT_FOUND = 3;
+export const EXIT_CONFLICT = 4;
+export const EXIT_UNAVAILABLE = 5;
+export const DEFAULT_ENDPOINT = '127.0.0.1:7001';
+
+export const EXIT_CODES_HELP = `
+Exit codes:
+  0  success
+  1  unexpected failure
+  2  bad usage or invalid input (nothing was written)
+  3  not found
+  4  conflict: already exists, version changed, or wrong state
+  5  the cluster did not answer in time or had no leader (safe to retry)`;
+
+export interface RemoteOptions {
+  readonly endpoint: string;
+  readonly json?: boolean;
+  readonly timeoutMs: string;
+}
+
+/** Adds --endpoint, --json and --timeout-ms to a command that calls the cluster. */
+export function remote(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option('--endpoint <host:port>', 'any node of the cluster (client API address)')
+        .env('TICKCTL_ENDPOINT')
+        .default(DEFAULT_ENDPOINT),
+    )
+    .option('--json', 'print the API response as JSON (errors as JSON on stderr)')
+    .option('--timeout-ms <ms>', 'deadline of each call', '10000');
+}
+
+/** A usage problem found before calling the cluster. */
+export class UsageError extends Error {
+  readonly code = 'CLI_USAGE';
+}
+
+/**
+ * Runs `body` with a client for the options' endpoint and turns what it throws into output and
+ * an exit code.
+ */
+export async function withClient(
+  run: CliRun,
+  opts: RemoteOptions,
+  body: (client: ApiClient) => Promise<void>,
+): Promise<void> {
+  const timeoutMs = Number(opts.timeoutMs);
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+    run.io.writeErr(`tickctl: --timeout-ms must be a positive whole number of ms\n`);
+    run.exitCode = EXIT_USAGE;
+    return;
+  }
+  const client = new ApiClient(opts.endpoint, timeoutMs);
+  try {
+    await body(client);
+    run.exitCode = EXIT_OK;
+  } catch (err) {
+    run.exitCode = report(run, opts, err);
+  } finally {
+    client.close();
+  }
+}
+
+function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
+  if (err instanceof UsageError) {
+    run.io.writeErr(`tickctl: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  if (!(err instanceof ApiCallError)) throw err;
+  if (opts.json === true) {
+    run.io.writeErr(
+      `${JSON.stringify({ error: { status: grpc.status[err.status], code: err.code, message: err.message, violations: err.violations } })}\n`,
+    );
+  } else {
+    run.io.writeErr(`tickctl: ${describe(err, opts.endpoint)}\n`);
+    for (const v of err.violations) run.io.writeErr(`  ${v.field}: ${v.reason}\n`);
+  }
+  switch (err.status) {
+    case grpc.status.INVALID_ARGUMENT:
+      return EXIT_USAGE;
+    case grpc.status.NOT_FOUND:
+      return EXIT_NOT_FOUND;
+    case grpc.status.ALREADY_EXISTS:
+    case grpc.status.ABORTED:
+    case grpc.status.FAILED_PRECONDITION:
+      return EXIT_CONFLICT;
+    case grpc.status.UNAVAILABLE:
+    case grpc.status.DEADLINE_EXCEEDED:
+      return EXIT_UNAVAILABLE;
+    default:
+      return EXIT_FAILURE;
+  }
+}
+
+function describe(err: ApiCallError, endpoint: string): string {
+  switch (err.status) {
+    case grpc.status.INVALID_ARGUMENT:
+      return `invalid input (${err.code}); fix these fields:`;
+    case grpc.status.ABORTED:
+      return `${err.message} (someone changed it meanwhile: read it again and retry)`;
+    case grpc.status.UNAVAILABLE:
+      if (err.code === 'UNAVAILABLE')
+        return `cannot reach ${endpoint}: is a node running there? (--endpoint, TICKCTL_ENDPOINT)`;
+      return `${err.message} (retry${err.retryDelayMs !== undefined ? ` in ${err.retryDelayMs} ms` : ''})`;
+    case grpc.status.DEADLINE_EXCEEDED:
+      return `no answer within the deadline (${err.message}); retry or raise --timeout-ms`;
+    default:
+      return `${err.message} (${err.code})`;
+  }
+}
+
+export function printJson(run: CliRun, value: unknown): void {
+  run.io.writeOut(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A plain text table: a header row and left-aligned columns two spaces apart. */
+export function table(run: CliRun, header: readonly string[], rows: readonly string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  run.io.writeOut(`${[line(header), ...rows.map(line)].join('\n')}\n`);
+}
+
+/** `RUN_STATUS_DEAD` → `DEAD`, `MISFIRE_POLICY_FIRE_ONCE` → `fire_once` (lower: policies). */
+export function enumText(value: unknown, prefix: string, lower = false): string {
+  const s = text(value);
+  const bare = s.startsWith(prefix) ? s.slice(prefix.length) : s;
+  return lower ? bare.toLowerCase() : bare;
+}
+
+/** `fire_once` → `MISFIRE_POLICY_FIRE_ONCE`. */
+export function enumValue(text: string, prefix: string): string {
+  return `${prefix}${text.toUpperCase()}`;
+}
+
+export function instant(option: string, text: string): number {
+  const r = parseInstant(text);
+  if (!r.ok)
+    throw new UsageError(
+      `${option}: '${text}' is not an ISO instant (e.g. 2025-07-01T09:00:00Z): ${r.problems.map((p) => p.reason).join('; ')}`,
+    );
+  return r.ms;
+}
+
+export function wholeNumber(option: string, text: string, min = 0): number {
+  const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new UsageError(`${option}: '${text}' is not a whole number${min > 0 ? ` ≥ ${min}` : ''}`);
+  return n;
+}
+
+/** Repeatable option values collected into a list. */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+export function iso(ms: unknown): string {
+  return typeof ms === 'number' ? new Date(ms).toISOString() : '-';
+}
+
+/** A response field as text: strings, numbers and booleans as they are, anything else empty. */
+export function text(value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : '';
+}

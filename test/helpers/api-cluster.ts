@@ -1,0 +1,77 @@
+/**
+ * A real cluster for the public API tests: nodes, a webhook sink, a tenant created through
+ * TenantService, one ApiClient per node, and a wait until every node's API address is in the
+ * meta group (forwarding needs it). Torn down with the test.
+ */
+import type { Test } from 'tap';
+import { ApiClient } from '../../src/api/client.js';
+import { eventually, ProcCluster, type ProcNode } from './cluster.js';
+import { TEST_SECRET, WebhookSink } from './webhook-sink.js';
+
+export const TENANT = 'acme';
+type Obj = Record<string, unknown>;
+
+export class ApiCluster {
+  private constructor(
+    readonly cluster: ProcCluster,
+    readonly sink: WebhookSink,
+    readonly clients: Map<string, ApiClient>,
+  ) {}
+
+  static async start(t: Test, opts: { groups?: number } = {}): Promise<ApiCluster> {
+    const cluster = await ProcCluster.create({
+      groups: opts.groups ?? 4,
+      extraArgs: ['--tick-ms', '20'],
+    });
+    const sink = new WebhookSink([TEST_SECRET]);
+    const clients = new Map<string, ApiClient>();
+    t.teardown(async () => {
+      for (const c of clients.values()) c.close();
+      cluster.cleanup();
+      await sink.close();
+    });
+    await sink.start();
+    cluster.startAll();
+    await cluster.waitReady(60_000);
+    for (const n of cluster.nodes) clients.set(n.id, new ApiClient(endpointOf(n), 5000));
+    const ac = new ApiCluster(cluster, sink, clients);
+    await eventually(async () => {
+      const st = await ac.client('n1').call<Obj>('AdminService', 'ClusterStatus', {});
+      const nodes = st['nodes'] as Obj[];
+      if (nodes.length !== cluster.nodes.length || nodes.some((n) => n['apiAddress'] === ''))
+        throw new Error('API addresses not all registered');
+    }, 20_000);
+    await ac.client('n2').call('TenantService', 'CreateTenant', {
+      tenantId: TENANT,
+      signingSecret: TEST_SECRET,
+    });
+    return ac;
+  }
+
+  client(nodeId: string): ApiClient {
+    const c = this.clients.get(nodeId);
+    if (!c) throw new Error(`no client for ${nodeId}`);
+    return c;
+  }
+
+  /** Group → leader node id, from ClusterStatus. */
+  async leaders(via = 'n1'): Promise<Map<number, string>> {
+    const st = await this.client(via).call<Obj>('AdminService', 'ClusterStatus', {});
+    return new Map(
+      (st['groups'] as Obj[]).map((g) => [g['groupId'] as number, g['leader'] as string]),
+    );
+  }
+
+  spec(extra: Obj = {}): Obj {
+    return {
+      tenant: TENANT,
+      schedule: '* * * * * *',
+      target: { url: `${this.sink.url}/hook` },
+      ...extra,
+    };
+  }
+}
+
+export function endpointOf(n: ProcNode): string {
+  return `${n.host}:${n.apiPort}`;
+}

@@ -1,0 +1,208 @@
+// Bad input through the public API and tickctl against real processes. Method: for every field
+// of CreateJob, one invalid value; the answer must be INVALID_ARGUMENT whose google.rpc.BadRequest
+// (decoded from grpc-status-details-bin) names that field, and the job must not exist afterwards.
+// Then tickctl as a user runs it (the real bin/tickctl in a child process): tenants, jobs, runs,
+// cluster status, --json, and the exit codes of invalid input and of a missing job.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { ApiCallError } from '../../src/api/client.js';
+import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
+
+type Obj = Record<string, unknown>;
+const LAUNCHER = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
+const URL_OK = 'http://127.0.0.1:9/hook';
+
+/** [field the violation must name, the request's changes]. */
+const CASES: [string, Obj, Obj?][] = [
+  ['job_id', {}, { jobId: 'bad id!' }],
+  ['request_id', {}, { requestId: 'r'.repeat(200) }],
+  ['spec.tenant', { tenant: 'Not A Tenant' }],
+  ['spec.tenant', { tenant: 'ghost' }],
+  ['spec.name', { name: 'n'.repeat(201) }],
+  ['spec.schedule', { schedule: '' }],
+  ['spec.schedule.minute', { schedule: '61 * * * *' }],
+  ['spec.timezone', { timezone: 'Mars/Olympus' }],
+  ['spec.anchor_ms', { schedule: 'every 10s', anchorMs: 2 ** 60 }],
+  ['spec.target', { target: null }],
+  ['spec.target.url', { target: { url: 'ftp://example.com/x' } }],
+  [
+    'spec.target.headers.idempotency-key',
+    { target: { url: URL_OK, headers: { 'idempotency-key': 'x' } } },
+  ],
+  ['spec.payload_json', { payloadJson: '{"a":' }],
+  ['spec.delivery', { delivery: 7 }],
+  ['spec.retry.max_attempts', { retry: { maxAttempts: 0 } }],
+  ['spec.retry.initial_backoff_ms', { retry: { initialBackoffMs: -1 } }],
+  ['spec.retry.max_backoff_ms', { retry: { maxBackoffMs: -1 } }],
+  ['spec.retry.multiplier', { retry: { multiplier: 0.5 } }],
+  ['spec.retry.max_age_ms', { retry: { maxAgeMs: -1 } }],
+  ['spec.attempt_deadline_ms', { attemptDeadlineMs: 0 }],
+  ['spec.misfire.policy', { misfire: { policy: 9 } }],
+  ['spec.misfire.fire_all_cap', { misfire: { fireAllCap: 0 } }],
+  ['spec.misfire.catch_up_window_ms', { misfire: { catchUpWindowMs: -1 } }],
+  ['spec.overlap.policy', { overlap: { policy: 9 } }],
+  ['spec.overlap.buffer_cap', { overlap: { bufferCap: 0 } }],
+  ['spec.priority', { priority: 9 }],
+  ['spec.start_at_ms', { startAtMs: 2 ** 60 }],
+  ['spec.end_at_ms', { startAtMs: 2_000_000_000_000, endAtMs: 1_000_000_000_000 }],
+  ['spec.remaining_fires', { remainingFires: 0 }],
+];
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function tickctl(
+  t: { teardown: (fn: () => void) => void },
+  args: string[],
+  endpoint: string,
+): Promise<CliResult> {
+  const child = spawn(process.execPath, [LAUNCHER, ...args], {
+    env: { ...process.env, TICKCTL_ENDPOINT: endpoint },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+t.test(
+  'every CreateJob field: INVALID_ARGUMENT naming it, nothing created; then tickctl',
+  async (t) => {
+    const ac = await ApiCluster.start(t, { groups: 2 });
+    const c = ac.client('n3');
+    for (const [i, [field, specChanges, reqChanges]] of CASES.entries()) {
+      const jobId = `invalid-${i}`;
+      const req = { jobId, spec: { ...ac.spec(), ...specChanges }, ...reqChanges };
+      const err = await c.call('JobService', 'CreateJob', req).catch((e: unknown) => e);
+      t.type(err, ApiCallError, `${field}: refused`);
+      const e = err as ApiCallError;
+      t.equal(e.status, 3, `${field}: INVALID_ARGUMENT`);
+      t.ok(
+        e.violations.some((v) => v.field === field && v.reason !== ''),
+        `${field}: BadRequest names it (${e.violations.map((v) => `${v.field}: ${v.reason}`).join('; ')})`,
+      );
+      const gone = await c
+        .call('JobService', 'GetJob', { jobId: req.jobId })
+        .catch((x: unknown) => x);
+      // An id that is itself invalid cannot be read back either: INVALID_ARGUMENT again.
+      t.equal(
+        (gone as ApiCallError).status,
+        field === 'job_id' ? 3 : 5,
+        `${field}: nothing created`,
+      );
+    }
+    // One batch with one bad job writes none of them.
+    const batch = await c
+      .call('JobService', 'CreateJobs', {
+        jobs: [
+          { jobId: 'batch-ok', spec: ac.spec() },
+          { jobId: 'batch-bad', spec: { ...ac.spec(), priority: 9 } },
+        ],
+      })
+      .catch((e: unknown) => e);
+    t.same(
+      (batch as ApiCallError).violations.map((v) => v.field),
+      ['jobs[1].spec.priority'],
+    );
+    const none = await c
+      .call('JobService', 'GetJob', { jobId: 'batch-ok' })
+      .catch((e: unknown) => e);
+    t.equal((none as ApiCallError).status, 5, 'a batch with a bad job creates nothing');
+
+    const endpoint = endpointOf(ac.cluster.node('n2'));
+    const created = await tickctl(t, ['tenants', 'create', 'beta'], endpoint);
+    t.equal(created.code, 0, `tenants create: ${created.stderr}`);
+    t.match(created.stdout, /signing secret \(shown once\): whsec_/);
+    const job = await tickctl(
+      t,
+      [
+        'jobs',
+        'create',
+        'cli-job',
+        '--tenant',
+        'beta',
+        '--schedule',
+        '0 9 * * 1-5',
+        '--tz',
+        'Europe/Paris',
+        '--url',
+        URL_OK,
+        '--request-id',
+        'cli-1',
+      ],
+      endpoint,
+    );
+    t.equal(job.code, 0, `jobs create: ${job.stderr}`);
+    t.match(job.stdout, /cli-job\s+beta\s+0 9 \* \* 1-5 \(Europe\/Paris\)\s+active/);
+    const again = await tickctl(
+      t,
+      [
+        'jobs',
+        'create',
+        'cli-job',
+        '--tenant',
+        'beta',
+        '--schedule',
+        '0 9 * * 1-5',
+        '--tz',
+        'Europe/Paris',
+        '--url',
+        URL_OK,
+        '--request-id',
+        'cli-1',
+      ],
+      endpoint,
+    );
+    t.equal(again.code, 0, 'a retried create with the same request id succeeds');
+    const list = await tickctl(t, ['jobs', 'list', '--tenant', 'beta', '--json'], endpoint);
+    t.equal(list.code, 0);
+    t.same(
+      (JSON.parse(list.stdout) as { jobs: Obj[] }).jobs.map((j) => j['id']),
+      ['cli-job'],
+      'one job',
+    );
+    const paused = await tickctl(t, ['jobs', 'pause', 'cli-job'], endpoint);
+    t.match(paused.stdout, /paused/);
+    const upd = await tickctl(t, ['jobs', 'update', 'cli-job', '--name', 'weekday 9am'], endpoint);
+    t.equal(upd.code, 0, `jobs update: ${upd.stderr}`);
+    const get = await tickctl(t, ['jobs', 'get', 'cli-job', '--json'], endpoint);
+    t.equal((JSON.parse(get.stdout) as Obj)['version'], 2);
+    const bad = await tickctl(
+      t,
+      ['jobs', 'create', 'x y', '--tenant', 'beta', '--schedule', '61 * * * *', '--url', URL_OK],
+      endpoint,
+    );
+    t.equal(bad.code, 2, 'invalid input exits 2');
+    t.match(bad.stderr, /job_id: /);
+    t.match(bad.stderr, /spec\.schedule\.minute: /);
+    const missing = await tickctl(t, ['jobs', 'get', 'no-such-job'], endpoint);
+    t.equal(missing.code, 3, 'not found exits 3');
+    const runs = await tickctl(t, ['runs', 'list', 'cli-job'], endpoint);
+    t.equal(runs.code, 0, `runs list: ${runs.stderr}`);
+    const dlq = await tickctl(t, ['dlq', 'list', '--tenant', 'beta', '--json'], endpoint);
+    t.same(JSON.parse(dlq.stdout), { runs: [], nextPageToken: '' });
+    const status = await tickctl(t, ['cluster', 'status'], endpoint);
+    t.equal(status.code, 0);
+    t.match(status.stdout, /n1\s+\S+\s+\S+\s+active\s+yes/);
+    const down = await tickctl(
+      t,
+      ['cluster', 'status', '--endpoint', '127.0.0.1:1', '--timeout-ms', '1000'],
+      endpoint,
+    );
+    t.equal(down.code, 5, 'no node at the endpoint exits 5');
+    const tenants = await tickctl(t, ['tenants', 'list', '--json'], endpoint);
+    t.same(
+      (JSON.parse(tenants.stdout) as { tenants: Obj[] }).tenants.map((x) => x['id']),
+      ['acme', 'beta'],
+    );
+  },
+);

@@ -461,7 +461,11 @@ export class GroupDispatcher {
         job.overlap.policy !== 'buffer_one' &&
         job.overlap.policy !== 'buffer_all' &&
         nowMs - run.slotMs > this.misfireThresholdMs;
-      if (isStale && (ls.pendingIntents.has(job.id) || ls.planQueue.has(job.id))) {
+      const catchingUp =
+        job.nextFireAtMs !== undefined &&
+        job.nextFireAtMs <= nowMs &&
+        (ls.pendingIntents.has(job.id) || ls.planQueue.has(job.id));
+      if (isStale && catchingUp) {
         // The job's own catch-up is being planned: decide once its runs exist (fire_once must
         // see them to coalesce).
         deferred.push(fireId);
@@ -508,17 +512,17 @@ export class GroupDispatcher {
       case 'fire_all':
         return undefined;
       case 'fire_once':
-        // Only the newest of the job's stale runs fires; the others coalesce into it.
-        for (const other of this.liveRuns.get(job.id) ?? []) {
-          const r = this.sm.runs.get(other);
+        // Only the newest late slot fires; an older one coalesces into any newer slot that
+        // fired or will (whatever its state now: it may already have succeeded).
+        for (const r of this.sm.runsOf(job.id)) {
           if (
-            r !== undefined &&
             r.slotMs > run.slotMs &&
             r.slotMs <= nowMs &&
-            r.status === 'SCHEDULED' &&
             !r.manual &&
-            r.attempts.length === 0 &&
-            ls.inFlight.get(other)?.phase !== 'missing'
+            r.status !== 'MISSED' &&
+            r.status !== 'SKIPPED' &&
+            r.status !== 'CANCELLED' &&
+            ls.inFlight.get(r.fireId)?.phase !== 'missing'
           )
             return 'coalesced';
         }

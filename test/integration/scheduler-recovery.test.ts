@@ -38,28 +38,32 @@ t.test('the whole cluster down across several slots, then each misfire policy', 
     );
     // Runs planned before the outage (intents run 3 s ahead) whose slot passed while down...
     const prePlanned = runs.filter((r) => r.slotMs > lastBefore && r.createdAtMs < downAt);
-    // ... and the catch-up the first leader after the restart planned in one intent.
+    // ... and the catch-up the first leader after the restart planned in one intent: the slots
+    // late by more than the misfire threshold go through the policy; a slot that was less late
+    // than that when planned simply fires, under every policy.
     const after = runs.filter((r) => r.createdAtMs > restartAt && r.slotMs > lastBefore);
     const batchAt = Math.min(...after.map((r) => r.createdAtMs));
     const batch = after.filter((r) => r.createdAtMs === batchAt);
+    const late = batch.filter((r) => r.createdAtMs - r.slotMs > 1000);
     t.comment(
-      `${id} restart=${restartAt} ` +
+      `${id}: runs after the outage, as slot:status:reason:created (ms from the restart): ` +
         runs
           .filter((r) => r.slotMs > lastBefore)
-          .map((r) => `${r.slotMs - restartAt}:${r.status}:${r.reason ?? ''}:c${r.createdAtMs - restartAt}`)
+          .map(
+            (r) =>
+              `${r.slotMs - restartAt}:${r.status}:${r.reason ?? ''}:${r.createdAtMs - restartAt}`,
+          )
           .join(' '),
     );
     const fired = (rs: typeof runs): number => rs.filter((r) => r.status !== 'MISSED').length;
-    t.ok(batch.length >= 3, `${id}: ${batch.length} slots caught up in one intent`);
+    t.ok(late.length >= 3, `${id}: ${late.length} slots caught up late in one intent`);
     if (id === 'mf-all') {
-      t.equal(fired(batch), batchFired, `${id}: the cap (2) fires, the rest are MISSED`);
+      t.equal(fired(late), batchFired, `${id}: the cap (2) of the late slots fires`);
       t.equal(fired(prePlanned), prePlanned.length, `${id}: slots planned before the outage fire`);
+    } else if (id === 'mf-once') {
+      t.equal(fired([...batch, ...prePlanned]), 1, `${id}: one slot stands for all that passed`);
     } else {
-      t.equal(
-        fired([...batch, ...prePlanned]),
-        batchFired,
-        `${id}: ${batchFired} of the slots that passed while down fired`,
-      );
+      t.equal(fired([...late, ...prePlanned]), 0, `${id}: no late slot fired`);
     }
     const missed = [...batch, ...prePlanned].filter((r) => r.status === 'MISSED');
     t.ok(

@@ -8,7 +8,7 @@
  * the excerpt. Then two in-process costs: buildWebhookRequest alone, and FairQueue
  * push + take + done with 1,000 tenants. CPU µs per request is this process only (all threads).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { startSinkProcess } from './sink-process.js';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { Pool } from 'undici';
@@ -35,15 +35,8 @@ server.keepAliveTimeout = 60000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
 `;
 
-async function startSink(): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn(process.execPath, ['-e', SINK_SOURCE], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<string>((resolve, reject) => {
-    child.stdout?.once('data', (d: Buffer) => resolve(d.toString().trim()));
-    child.once('exit', (code) => reject(new Error(`sink exited with ${code}`)));
-  });
-  return { child, origin: `http://127.0.0.1:${port}` };
+function startSink(): ReturnType<typeof startSinkProcess> {
+  return startSinkProcess(SINK_SOURCE);
 }
 
 interface Figures {

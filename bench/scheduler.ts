@@ -9,7 +9,7 @@
  *    last fire, next to the ceiling measured in the same run: a bare undici Pool sending the
  *    same number of requests (same size, same headers) to the same sink, all issued at once.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { startSinkProcess } from './sink-process.js';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -175,15 +175,8 @@ interface SinkStats {
   last: number;
 }
 
-async function startSink(): Promise<{ child: ChildProcess; origin: string }> {
-  const child = spawn(process.execPath, ['-e', SINK_SOURCE], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<string>((resolve, reject) => {
-    child.stdout?.once('data', (d: Buffer) => resolve(d.toString().trim()));
-    child.once('exit', (code) => reject(new Error(`sink exited with ${code}`)));
-  });
-  return { child, origin: `http://127.0.0.1:${port}` };
+function startSink(): ReturnType<typeof startSinkProcess> {
+  return startSinkProcess(SINK_SOURCE);
 }
 
 async function sinkGet(origin: string, path: string): Promise<SinkStats> {

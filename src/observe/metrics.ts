@@ -91,6 +91,8 @@ export class NodeMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    // Every outcome is exported from the start (at 0), so rate() works before the first failure.
+    for (const labels of Object.values(this.outcomeLabels)) this.fires.inc(labels, 0);
     this.retries = new Counter({
       name: 'tickraft_retries_total',
       help: 'Delivery attempts handed out after the first attempt of a run',

@@ -1,8 +1,10 @@
 /**
  * `npm start`: a local 3-node tickraft cluster on loopback, data under ./.tickraft/ (override
- * with TICKRAFT_HOME), client API on 127.0.0.1:7001-7003 and peers on 7101-7103 (override the
- * address with TICKRAFT_HOST, a loopback address, and the port bases with TICKRAFT_API_PORT and
- * TICKRAFT_PEER_PORT). Node logs go to .tickraft/<id>.log.
+ * with TICKRAFT_HOME), client API on 127.0.0.1:7001-7003, peers on 7101-7103 and metrics/health
+ * on 9101-9103 (override the address with TICKRAFT_HOST, a loopback address, and the port bases
+ * with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT and TICKRAFT_METRICS_PORT). Node logs go to
+ * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
+ * demo sink (`tickctl sink`).
  * Ctrl-C (or SIGTERM) stops every node gracefully; running it again resumes on the same data.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,6 +17,9 @@ const BIN = fileURLToPath(new URL('../bin/tickraft', import.meta.url));
 const home = resolve(process.env['TICKRAFT_HOME'] ?? '.tickraft');
 const apiBase = Number(process.env['TICKRAFT_API_PORT'] ?? 7001);
 const peerBase = Number(process.env['TICKRAFT_PEER_PORT'] ?? 7101);
+const metricsBase = Number(process.env['TICKRAFT_METRICS_PORT'] ?? 9101);
+/** A fixed secret for the demo tenant, so the sink can check signatures without copy-paste. */
+const DEMO_SECRET = 'whsec_dGlja3JhZnQtZGVtby1zZWNyZXQtMDAw';
 const host = process.env['TICKRAFT_HOST'] ?? '127.0.0.1';
 const ids = ['n1', 'n2', 'n3'];
 const initialCluster = ids.map((id, i) => `${id}=${host}:${peerBase + i}`).join(',');
@@ -40,6 +45,8 @@ for (const [i, id] of ids.entries()) {
       `${host}:${peerBase + i}`,
       '--initial-cluster',
       initialCluster,
+      '--metrics-listen',
+      `${host}:${metricsBase + i}`,
     ],
     { stdio: ['ignore', log, log] },
   );
@@ -88,15 +95,20 @@ try {
   for (const [i, id] of ids.entries()) {
     console.log(
       `  ${id}  api ${host}:${apiBase + i}  peer ${host}:${peerBase + i}  ` +
+        `metrics http://${host}:${metricsBase + i}/metrics  ` +
         `leads ${leaders.get(id) ?? 0} groups  data ${join(home, id)}`,
     );
   }
+  const endpoint = apiBase === 7001 && host === '127.0.0.1' ? '' : ` --endpoint ${host}:${apiBase}`;
   console.log(`
-The scheduler and its public API are not built yet; today the cluster replicates a test
-key-value workload (proto/debug.proto) and you can watch it survive faults, e.g.:
-  kill -9 one node's process and start this command again later: nothing acknowledged is lost.
-Schedules can be previewed without a cluster:
-  npm run tickctl -- preview '0 9 * * MON-FRI' --tz Europe/Paris --count 5
+Try it. In a second terminal, a demo webhook receiver that prints each fire:
+  npm run tickctl -- sink --secret ${DEMO_SECRET}
+In a third, a tenant with the same secret and a job that fires every 5 seconds:
+  npm run tickctl -- tenants create acme --secret ${DEMO_SECRET}${endpoint}
+  npm run tickctl -- jobs create hello --tenant acme --schedule '*/5 * * * * *' --url http://127.0.0.1:8080/hook${endpoint}
+  npm run tickctl -- runs list hello${endpoint}
+  npm run tickctl -- cluster status${endpoint}
+Health and readiness: http://${host}:${metricsBase}/healthz and /readyz (docs/OPERATIONS.md).
 Ctrl-C stops the cluster; npm start again resumes on the same data.`);
 } catch (err) {
   console.error(

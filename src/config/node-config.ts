@@ -46,6 +46,8 @@ export interface NodeOptions {
   tenantInflight?: number;
   /** Deliveries waiting on one node before back-pressure (retried later). @default 200000 */
   deliveryQueue?: number;
+  /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
+  metricsListen?: string;
 }
 
 export interface DeliveryConfig {
@@ -79,6 +81,8 @@ export interface CompiledNodeConfig {
   readonly shutdownTimeoutMs: number;
   readonly scheduler: SchedulerConfig;
   readonly delivery: DeliveryConfig;
+  /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
+  readonly metricsListen: HostPort | undefined;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -102,6 +106,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   originInflight: '--origin-inflight',
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
+  metricsListen: '--metrics-listen',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -128,7 +133,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   else if (!ID_PATTERN.test(id)) bad('id', `must match ${ID_PATTERN.source}, got '${id}'`);
   const dataDir = options.dataDir ?? '';
   if (dataDir === '') bad('dataDir', 'is required');
-  const address = (key: 'listen' | 'peerListen', fallback: string): HostPort => {
+  const address = (key: 'listen' | 'peerListen' | 'metricsListen', fallback: string): HostPort => {
     const parsed = parseHostPort(options[key] ?? fallback);
     if (typeof parsed === 'string') {
       bad(key, parsed);
@@ -141,6 +146,11 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   if (listen.host === peerListen.host && listen.port === peerListen.port && listen.port !== 0) {
     bad('peerListen', 'must differ from --listen');
   }
+  const metricsListen =
+    options.metricsListen === undefined || options.metricsListen === ''
+      ? undefined
+      : address('metricsListen', '');
+  checkMetricsDistinct(metricsListen, listen, peerListen, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
@@ -197,7 +207,25 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     shutdownTimeoutMs,
     scheduler: { lookAheadMs, misfireThresholdMs },
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
+    metricsListen,
   });
+}
+
+/** The metrics port may not be one of the node's other ports (port 0 picks a free one). */
+function checkMetricsDistinct(
+  metrics: HostPort | undefined,
+  listen: HostPort,
+  peerListen: HostPort,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): void {
+  if (metrics === undefined || metrics.port === 0) return;
+  for (const [flag, hp] of [
+    ['--listen', listen],
+    ['--peer-listen', peerListen],
+  ] as const) {
+    if (hp.host === metrics.host && hp.port === metrics.port)
+      bad('metricsListen', `must differ from ${flag}`);
+  }
 }
 
 function parseInitialCluster(

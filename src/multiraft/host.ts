@@ -103,6 +103,8 @@ export class MultiRaftHost {
   private idleWaiters: (() => void)[] = [];
   /** Hooks for layers above: called after each turn's apply (e.g. to react to role changes). */
   afterTurn: (() => void) | undefined;
+  /** Metrics hook: called with each group commit's stats (the store's object, not a copy). */
+  onCommit: ((stats: CommitStats) => void) | undefined;
 
   constructor(private readonly opts: HostOptions) {
     this.nodeId = opts.nodeId;
@@ -282,6 +284,7 @@ export class MultiRaftHost {
       this.stats.commits++;
       this.stats.entriesPersisted += s.entries;
       this.stats.fsyncMsTotal += s.fsyncMs;
+      this.onCommit?.(s);
     }
     this.sendAll(readies);
     for (const [g, rd] of readies) {

@@ -111,6 +111,10 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         'deliveries waiting on this node before back-pressure (default 200000)',
       ).argParser(int),
     )
+    .option(
+      '--metrics-listen <host:port>',
+      'HTTP address for /metrics, /healthz and /readyz (default: not served)',
+    )
     .action(async (flags: Record<string, unknown>) => {
       process.exitCode = await run(mergeConfig(flags));
     });

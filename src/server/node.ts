@@ -20,6 +20,9 @@ import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
 import { SchedulerRuntime } from './scheduler-runtime.js';
 import { signingSecretsAt } from '../api/tenant-admin.js';
+import { NO_NODE } from '../raft/messages.js';
+import { NodeMetrics, type SchedulerGroupFacts } from '../observe/metrics.js';
+import { OpsHttpServer, type Readiness } from '../observe/http-server.js';
 
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -44,6 +47,12 @@ export class TickraftNode {
   /** Start-up leader balancing: transfers asked per group (a bounded number of retries). */
   private readonly balanceAttempts = new Map<number, { count: number; atMs: number }>();
   private stopping = false;
+  metrics!: NodeMetrics;
+  private ops: OpsHttpServer | undefined;
+  /** The port /metrics is served on (after start), when --metrics-listen is given. */
+  metricsPort: number | undefined;
+  /** The leader last seen per group, to count and log leader changes. */
+  private readonly leaderSeen = new Map<number, NodeId>();
 
   constructor(
     readonly config: CompiledNodeConfig,
@@ -83,6 +92,7 @@ export class TickraftNode {
       },
       onFatal: (err) => this.die(err),
     });
+    this.metrics = this.makeMetrics();
     this.pools = new OriginPools({ connectionsPerOrigin: cfg.delivery.connectionsPerOrigin });
     this.runner = new DeliveryRunner({
       pools: this.pools,
@@ -109,6 +119,7 @@ export class TickraftNode {
         misfireThresholdMs: cfg.scheduler.misfireThresholdMs,
       },
       onError: (err) => this.die(err),
+      observer: this.metrics,
     });
     this.host.openGroups();
     for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
@@ -136,10 +147,79 @@ export class TickraftNode {
     // balanced; anyone else would time out later and only then campaign.
     const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
     this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
+    await this.startOps();
     this.log.info(
-      { groups: this.host.groups.size, fresh, peerListen: formatHostPort(cfg.peerListen) },
+      {
+        groups: this.host.groups.size,
+        fresh,
+        peerListen: formatHostPort(cfg.peerListen),
+        metricsListen: cfg.metricsListen && `${cfg.metricsListen.host}:${this.metricsPort ?? 0}`,
+      },
       'node started',
     );
+  }
+
+  private makeMetrics(): NodeMetrics {
+    const metrics = new NodeMetrics(
+      {
+        host: this.host,
+        schedulerGroups: () => this.schedulerFacts(),
+        deliveryQueued: () => this.runner.queuedCount,
+        deliveryInflight: () => this.runner.inflightCount,
+      },
+      this.config.id,
+    );
+    this.host.onCommit = (s) => metrics.commitDone(s);
+    return metrics;
+  }
+
+  /** The /metrics, /healthz and /readyz server, when --metrics-listen asks for it. */
+  private async startOps(): Promise<void> {
+    const at = this.config.metricsListen;
+    if (!at) return;
+    this.ops = new OpsHttpServer({
+      render: () => this.metrics.render(),
+      readiness: () => this.readiness(),
+    });
+    this.metricsPort = await this.ops.start(at.host, at.port);
+  }
+
+  /**
+   * Ready: the meta group is initialized (routing works) and every group hosted here knows its
+   * leader (proposals can be served or forwarded). Not ready while stopping.
+   */
+  readiness(): Readiness {
+    if (this.stopping) return { ready: false, reason: 'stopping' };
+    if (!this.meta.initialized) return { ready: false, reason: 'meta group not initialized' };
+    const leaderless: number[] = [];
+    for (const g of this.host.groups.values())
+      if (g.leaderId === NO_NODE) leaderless.push(g.groupId);
+    if (leaderless.length > 0)
+      return { ready: false, reason: `no leader for group(s) ${leaderless.join(',')}` };
+    return { ready: true };
+  }
+
+  private *schedulerFacts(): Iterable<SchedulerGroupFacts> {
+    for (const [groupId, sm] of this.data) {
+      const index = this.scheduler.dispatcherOf(groupId)?.index;
+      yield {
+        groupId,
+        planningWheel: index?.planning.size ?? 0,
+        dispatchWheel: index?.dispatch.size ?? 0,
+        deadRuns: sm.scheduler.dead.size,
+      };
+    }
+  }
+
+  /** Counts and logs every change of a group's leader this replica sees. */
+  private observeLeaders(): void {
+    for (const g of this.host.groups.values()) {
+      const leader = g.leaderId;
+      if (leader === NO_NODE || this.leaderSeen.get(g.groupId) === leader) continue;
+      this.leaderSeen.set(g.groupId, leader);
+      this.metrics.leaderChanged(g.groupId);
+      this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
+    }
   }
 
   private planFromFlags(): BootstrapPlan | undefined {
@@ -197,6 +277,7 @@ export class TickraftNode {
 
   private afterTurn(): void {
     this.scheduler.stepAfterTurn();
+    this.observeLeaders();
     this.balanceLeaders();
     const meta = this.host.groups.get(META_GROUP_ID);
     if (!meta || this.meta.initialized || this.metaInitProposed || !meta.isLeader || !this.plan)
@@ -218,11 +299,14 @@ export class TickraftNode {
       })),
     });
     this.host.propose(META_GROUP_ID, cmd).then(
-      () => this.log.info({}, 'meta group initialized'),
+      () => this.log.info({ group: META_GROUP_ID }, 'meta group initialized'),
       (err: unknown) => {
         // Lost leadership or similar: let the next meta leader try again.
         this.metaInitProposed = false;
-        this.log.warn({ err: String(err) }, 'meta init not committed; will retry');
+        this.log.warn(
+          { group: META_GROUP_ID, err: String(err) },
+          'meta init not committed; will retry',
+        );
       },
     );
   }
@@ -286,6 +370,7 @@ export class TickraftNode {
     await this.host.stop();
     await this.transport.close();
     await this.store.close();
+    await this.ops?.close();
     return { transferred, remaining };
   }
 

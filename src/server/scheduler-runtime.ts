@@ -26,6 +26,24 @@ import {
 } from '../scheduler/dispatcher.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
 
+/**
+ * Where the runtime reports what it does, for metrics (src/observe/metrics.ts NodeMetrics matches
+ * it). Called on the hot path: implementations must be cheap and must not throw.
+ */
+export interface SchedulerObserver {
+  /** An attempt went to the delivery runner (`nowMs` wall clock). */
+  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number): void;
+  /** An attempt's result came back; `not_started` = it was dropped before being sent. */
+  deliveryFinished(
+    attempt: number,
+    outcome: 'success' | 'retry' | 'fail' | 'not_started',
+    slotMs: number,
+    nowMs: number,
+  ): void;
+  /** A proposal batch settled: `result` is committed, dropped or unknown. */
+  proposalSettled(result: ProposalFate, durationMs: number): void;
+}
+
 export interface SchedulerRuntimeOptions {
   readonly host: MultiRaftHost;
   readonly runner: DeliveryRunner;
@@ -38,6 +56,7 @@ export interface SchedulerRuntimeOptions {
   readonly drainMaxMs?: number;
   readonly dispatcher?: Partial<Omit<DispatcherOptions, 'startMs' | 'retryAt'>>;
   readonly onError?: (err: unknown) => void;
+  readonly observer?: SchedulerObserver;
 }
 
 interface GroupRuntime {
@@ -194,7 +213,11 @@ export class SchedulerRuntime {
   private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {
     this.stats.proposed += commands.length;
     const datas = commands.map(encodeSchedulerCommand);
+    const clock = this.opts.clock;
+    const observer = this.opts.observer;
+    const sinceMs = clock.monotonicMs();
     const settle = (fate: ProposalFate): void => {
+      observer?.proposalSettled(fate, clock.monotonicMs() - sinceMs);
       for (const c of commands) g.dispatcher.proposalSettled(c, fate, term);
     };
     this.opts.host.proposeBatch(g.groupId, datas).then(
@@ -205,12 +228,26 @@ export class SchedulerRuntime {
 
   private deliver(g: GroupRuntime, order: DeliveryOrder): void {
     this.stats.delivered++;
+    const observer = this.opts.observer;
+    observer?.deliveryHandedOut(order.attempt, order.slotMs, this.opts.clock.nowMs());
     this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
       this.stats.results++;
       if (report.code === 'DELIVERY_NOT_STARTED') {
+        observer?.deliveryFinished(
+          order.attempt,
+          'not_started',
+          order.slotMs,
+          this.opts.clock.nowMs(),
+        );
         g.dispatcher.attemptNotStarted(order, this.opts.clock.nowMs());
         return;
       }
+      observer?.deliveryFinished(
+        order.attempt,
+        report.outcome,
+        order.slotMs,
+        this.opts.clock.nowMs(),
+      );
       g.dispatcher.attemptDone(
         order,
         {

@@ -18,10 +18,14 @@ export class ApiCluster {
     readonly clients: Map<string, ApiClient>,
   ) {}
 
-  static async start(t: Test, opts: { groups?: number } = {}): Promise<ApiCluster> {
+  static async start(
+    t: Test,
+    opts: { groups?: number; metrics?: boolean } = {},
+  ): Promise<ApiCluster> {
     const cluster = await ProcCluster.create({
       groups: opts.groups ?? 4,
       extraArgs: ['--tick-ms', '20'],
+      metrics: opts.metrics ?? false,
     });
     const sink = new WebhookSink([TEST_SECRET]);
     const clients = new Map<string, ApiClient>();

@@ -104,6 +104,8 @@ export class ProcNode {
   client: DebugClient;
   stderr = '';
   stdout = '';
+  /** The node's --metrics-listen port, when the cluster was created with metrics. */
+  metricsPort: number | undefined;
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
 
   constructor(
@@ -205,6 +207,8 @@ export interface ClusterOptions {
   nodes?: number;
   groups?: number;
   extraArgs?: string[];
+  /** Give each node a --metrics-listen address (ProcNode.metricsPort). */
+  metrics?: boolean;
 }
 
 export class ProcCluster {
@@ -220,9 +224,13 @@ export class ProcCluster {
     const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
     const cluster = new ProcCluster(root);
     const host = randomLoopbackHost();
-    const ports: { api: number; peer: number }[] = [];
+    const ports: { api: number; peer: number; metrics: number | undefined }[] = [];
     for (let i = 0; i < n; i++)
-      ports.push({ api: await freePort(host), peer: await freePort(host) });
+      ports.push({
+        api: await freePort(host),
+        peer: await freePort(host),
+        metrics: opts.metrics === true ? await freePort(host) : undefined,
+      });
     const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
       const id = `n${i + 1}`;
@@ -241,9 +249,12 @@ export class ProcCluster {
         initial,
         '--groups',
         String(opts.groups ?? 16),
+        ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
         ...(opts.extraArgs ?? []),
       ];
-      cluster.nodes.push(new ProcNode(id, p.api, p.peer, dataDir, args, host));
+      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host);
+      node.metricsPort = p.metrics;
+      cluster.nodes.push(node);
     }
     return cluster;
   }

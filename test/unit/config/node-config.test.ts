@@ -13,6 +13,11 @@ t.test('defaults', (t) => {
   t.same(c.peerListen, { host: '127.0.0.1', port: 7101 });
   t.equal(c.initialCluster, undefined);
   t.equal(c.raft.electionTimeoutTicks, 10);
+  t.equal(c.metricsListen, undefined, 'no metrics server unless asked');
+  t.same(compileNodeOptions({ ...base, metricsListen: '127.0.0.1:9101' }).metricsListen, {
+    host: '127.0.0.1',
+    port: 9101,
+  });
   t.ok(Object.isFrozen(c));
   t.end();
 });
@@ -28,6 +33,18 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
     { ...base, listen: '127.0.0.1:9', peerListen: '127.0.0.1:9' },
     '--peer-listen',
     /differ/,
+  ],
+  [
+    'metrics without port',
+    { ...base, metricsListen: 'localhost' },
+    '--metrics-listen',
+    /host:port/,
+  ],
+  [
+    'metrics on the API address',
+    { ...base, listen: '127.0.0.1:9', metricsListen: '127.0.0.1:9' },
+    '--metrics-listen',
+    /differ from --listen/,
   ],
   ['groups zero', { ...base, groups: 0 }, '--groups', /integer in/],
   ['groups not integer', { ...base, groups: 1.5 }, '--groups', /integer in/],

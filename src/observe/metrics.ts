@@ -1,0 +1,260 @@
+/**
+ * A node's Prometheus metrics (prom-client, one registry per node so that tests running several
+ * nodes in one process never share series). Two kinds of source:
+ *
+ * - events, observed as they happen through the hooks below (the scheduler runtime hands a
+ *   delivery out, a result comes back, a proposal settles, the loop commits, a leader changes);
+ * - state, read at scrape time from the node (Raft term and indexes per group, wheel sizes, DLQ
+ *   sizes, deliveries queued and in flight), so the hot path pays nothing for it.
+ *
+ * Every name starts with `tickraft_`; docs/OPERATIONS.md lists them.
+ */
+import {
+  collectDefaultMetrics,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  type LabelValues,
+} from 'prom-client';
+import type { CommitStats, MultiRaftHost } from '../multiraft/host.js';
+
+/** What the scheduler side of a node exposes at scrape time, per data group hosted here. */
+export interface SchedulerGroupFacts {
+  readonly groupId: number;
+  /** Jobs waiting in the planning wheel (each with a next slot). */
+  readonly planningWheel: number;
+  /** SCHEDULED runs waiting in the dispatch wheel. */
+  readonly dispatchWheel: number;
+  /** Runs in the DLQ (DEAD). */
+  readonly deadRuns: number;
+}
+
+/** The node as the metrics read it at scrape time. */
+export interface MetricsSource {
+  readonly host: MultiRaftHost;
+  schedulerGroups(): Iterable<SchedulerGroupFacts>;
+  deliveryQueued(): number;
+  deliveryInflight(): number;
+}
+
+/** How an attempt handed to delivery ended; `not_started` = dropped before it was sent. */
+export type FireOutcome = 'success' | 'retry' | 'fail' | 'not_started';
+
+// Fire lag is milliseconds on a healthy cluster and seconds in a spike or after a failover.
+const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const PROPOSAL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+const FSYNC_BUCKETS = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1];
+const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000];
+
+export class NodeMetrics {
+  readonly registry = new Registry();
+  private readonly fireLagStart: Histogram;
+  private readonly fireLagResponse: Histogram;
+  private readonly fires: Counter<'outcome'>;
+  private readonly retries: Counter;
+  private readonly proposals: Histogram<'result'>;
+  private readonly commitEntries: Histogram;
+  private readonly commitGroups: Histogram;
+  private readonly fsync: Histogram;
+  private readonly leaderChanges: Counter<'group'>;
+  // Per-outcome label objects made once: observing an attempt allocates nothing.
+  private readonly outcomeLabels: Record<FireOutcome, LabelValues<'outcome'>> = {
+    success: { outcome: 'success' },
+    retry: { outcome: 'retry' },
+    fail: { outcome: 'fail' },
+    not_started: { outcome: 'not_started' },
+  };
+
+  constructor(
+    private readonly source: MetricsSource,
+    nodeId: string,
+  ) {
+    const registers = [this.registry];
+    this.registry.setDefaultLabels({ node: nodeId });
+    collectDefaultMetrics({ register: this.registry, prefix: 'tickraft_' });
+    this.fireLagStart = new Histogram({
+      name: 'tickraft_fire_lag_start_seconds',
+      help: 'Slot time to the hand-out of its first delivery attempt',
+      buckets: LAG_BUCKETS,
+      registers,
+    });
+    this.fireLagResponse = new Histogram({
+      name: 'tickraft_fire_lag_response_seconds',
+      help: 'Slot time to the end (response or failure) of its first delivery attempt',
+      buckets: LAG_BUCKETS,
+      registers,
+    });
+    this.fires = new Counter({
+      name: 'tickraft_fires_total',
+      help: 'Delivery attempts by outcome (success, retry, fail, not_started)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    // Every outcome is exported from the start (at 0), so rate() works before the first failure.
+    for (const labels of Object.values(this.outcomeLabels)) this.fires.inc(labels, 0);
+    this.retries = new Counter({
+      name: 'tickraft_retries_total',
+      help: 'Delivery attempts handed out after the first attempt of a run',
+      registers,
+    });
+    this.proposals = new Histogram({
+      name: 'tickraft_proposal_seconds',
+      help: 'Scheduler proposal batches: proposed to applied (or failed), by result',
+      labelNames: ['result'],
+      buckets: PROPOSAL_BUCKETS,
+      registers,
+    });
+    this.commitEntries = new Histogram({
+      name: 'tickraft_group_commit_entries',
+      help: 'Log entries persisted per group commit (one LevelDB write for every group)',
+      buckets: BATCH_BUCKETS,
+      registers,
+    });
+    this.commitGroups = new Histogram({
+      name: 'tickraft_group_commit_groups',
+      help: 'Groups persisted per group commit',
+      buckets: BATCH_BUCKETS,
+      registers,
+    });
+    this.fsync = new Histogram({
+      name: 'tickraft_group_commit_fsync_seconds',
+      help: 'Time of the synced write of a group commit',
+      buckets: FSYNC_BUCKETS,
+      registers,
+    });
+    this.leaderChanges = new Counter({
+      name: 'tickraft_leader_changes_total',
+      help: 'Leader changes seen by this replica, per group (the first leader counts)',
+      labelNames: ['group'],
+      registers,
+    });
+    this.stateGauges(registers);
+  }
+
+  /** Gauges read from the node at scrape time. */
+  private stateGauges(registers: Registry[]): void {
+    const source = this.source;
+    const raftGauge = (name: string, help: string, read: (g: RaftFacts) => number): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['group'],
+        registers,
+        collect() {
+          // Groups may have gone away since the last scrape: start from an empty series set.
+          this.reset();
+          for (const g of source.host.groups.values()) {
+            const r = g.node.raft;
+            this.set(
+              { group: String(g.groupId) },
+              read({ term: r.term, commit: r.log.committed, applied: g.appliedIndex, r }),
+            );
+          }
+        },
+      });
+    };
+    raftGauge('tickraft_raft_term', 'Raft term of each group hosted here', (g) => g.term);
+    raftGauge(
+      'tickraft_raft_commit_index',
+      'Commit index of each group hosted here',
+      (g) => g.commit,
+    );
+    raftGauge(
+      'tickraft_raft_applied_index',
+      'Applied index of each group hosted here',
+      (g) => g.applied,
+    );
+    raftGauge('tickraft_raft_is_leader', '1 where this node leads the group', (g) =>
+      g.r.role === 'leader' ? 1 : 0,
+    );
+    const schedGauge = (
+      name: string,
+      help: string,
+      read: (g: SchedulerGroupFacts) => number,
+    ): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['group'],
+        registers,
+        collect() {
+          this.reset();
+          for (const g of source.schedulerGroups()) this.set({ group: String(g.groupId) }, read(g));
+        },
+      });
+    };
+    schedGauge(
+      'tickraft_planning_wheel_entries',
+      'Jobs with a next slot in the planning wheel (due-index), per group',
+      (g) => g.planningWheel,
+    );
+    schedGauge(
+      'tickraft_dispatch_wheel_entries',
+      'Scheduled runs waiting in the dispatch wheel (due-index), per group',
+      (g) => g.dispatchWheel,
+    );
+    schedGauge(
+      'tickraft_dead_runs',
+      'Runs in the DLQ, per group (every replica reports it: aggregate with max by group)',
+      (g) => g.deadRuns,
+    );
+    new Gauge({
+      name: 'tickraft_deliveries_inflight',
+      help: 'Delivery attempts being sent by this node',
+      registers,
+      collect() {
+        this.set(source.deliveryInflight());
+      },
+    });
+    new Gauge({
+      name: 'tickraft_deliveries_queued',
+      help: 'Delivery attempts queued on this node (fair queue), not yet sent',
+      registers,
+      collect() {
+        this.set(source.deliveryQueued());
+      },
+    });
+  }
+
+  // -----------------------------------------------------------------------------------------
+  // Event hooks (structurally match SchedulerObserver in src/server/scheduler-runtime.ts)
+
+  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number): void {
+    if (attempt === 1) this.fireLagStart.observe(Math.max(0, nowMs - slotMs) / 1000);
+    else this.retries.inc();
+  }
+
+  deliveryFinished(attempt: number, outcome: FireOutcome, slotMs: number, nowMs: number): void {
+    this.fires.inc(this.outcomeLabels[outcome]);
+    if (attempt === 1 && outcome !== 'not_started')
+      this.fireLagResponse.observe(Math.max(0, nowMs - slotMs) / 1000);
+  }
+
+  proposalSettled(result: string, durationMs: number): void {
+    this.proposals.observe({ result }, durationMs / 1000);
+  }
+
+  /** Called by the host after each group commit (MultiRaftHost.onCommit). */
+  commitDone(s: CommitStats): void {
+    this.commitEntries.observe(s.entries);
+    this.commitGroups.observe(s.groups);
+    this.fsync.observe(s.fsyncMs / 1000);
+  }
+
+  leaderChanged(groupId: number): void {
+    this.leaderChanges.inc({ group: String(groupId) });
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+interface RaftFacts {
+  readonly term: number;
+  readonly commit: number;
+  readonly applied: number;
+  readonly r: { readonly role: string };
+}

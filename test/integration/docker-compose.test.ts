@@ -1,0 +1,121 @@
+// No Docker engine runs here, so this checks what can be checked without one: docker-compose.yml
+// parses; every service's command runs a real bin with a real subcommand and only flags that
+// command's --help lists; each node's flags compile (compileNodeOptions: addresses, ids, the
+// initial cluster naming the services); nodes have distinct ids, volumes and published ports;
+// and the Dockerfile builds on node:20-slim and copies what the commands need.
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import {
+  compileNodeOptions,
+  OPTION_FLAGS,
+  type NodeOptions,
+} from '../../src/config/node-config.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+type Obj = Record<string, unknown>;
+
+const compose = parse(readFileSync(`${ROOT}docker-compose.yml`, 'utf8'), { merge: true }) as Obj;
+const services = compose['services'] as Record<string, Obj>;
+
+const helpCache = new Map<string, Set<string>>();
+/** The flags `node <bin> <sub> --help` lists. */
+function flagsOf(bin: string, sub: string): Set<string> {
+  const key = `${bin} ${sub}`;
+  let flags = helpCache.get(key);
+  if (!flags) {
+    const help = execFileSync(process.execPath, [`${ROOT}${bin}`, sub, '--help'], {
+      encoding: 'utf8',
+    });
+    flags = new Set([...help.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
+    helpCache.set(key, flags);
+  }
+  return flags;
+}
+
+/** `--flag value` pairs of a command (every flag these commands use takes a value). */
+function pairs(args: string[]): Map<string, string> {
+  const m = new Map<string, string>();
+  for (let i = 0; i < args.length; i += 2) m.set(args[i]!, args[i + 1] ?? '');
+  return m;
+}
+
+t.test('every service runs a real command with accepted flags', (t) => {
+  t.same(Object.keys(services).sort(), ['n1', 'n2', 'n3', 'sink']);
+  for (const [name, svc] of Object.entries(services)) {
+    const cmd = svc['command'] as string[];
+    t.ok(Array.isArray(cmd), `${name}: command is an exec-form list`);
+    t.equal(cmd[0], 'node', `${name} runs node`);
+    const [bin, sub, ...args] = cmd.slice(1) as [string, string, ...string[]];
+    t.ok(['bin/tickraft', 'bin/tickctl'].includes(bin), `${name}: ${bin}`);
+    const accepted = flagsOf(bin, sub);
+    t.ok(accepted.size > 0, `${bin} ${sub} --help lists flags`);
+    t.equal(args.length % 2, 0, `${name}: flags come with values`);
+    for (const flag of pairs(args).keys())
+      t.ok(accepted.has(flag), `${name}: ${bin} ${sub} accepts ${flag}`);
+    t.equal(svc['image'], 'tickraft:local', `${name} uses the image the Dockerfile builds`);
+  }
+  t.end();
+});
+
+t.test('nodes compile and are distinct', (t) => {
+  const flagToKey = new Map(
+    Object.entries(OPTION_FLAGS).map(([k, f]) => [f, k as keyof NodeOptions]),
+  );
+  const nodes = Object.entries(services).filter(
+    ([, s]) => (s['command'] as string[])[1] === 'bin/tickraft',
+  );
+  t.equal(nodes.length, 3);
+  const seen = { ids: new Set<string>(), volumes: new Set<string>(), ports: new Set<string>() };
+  for (const [name, svc] of nodes) {
+    const args = pairs((svc['command'] as string[]).slice(3));
+    const options: Record<string, string> = {};
+    for (const [flag, value] of args) options[flagToKey.get(flag)!] = value;
+    const c = compileNodeOptions(options);
+    t.equal(c.id, name, 'the node id is the service name');
+    t.equal(c.listen.host, name, 'the API listens on (and registers) the service name');
+    t.same(
+      [...(c.initialCluster?.keys() ?? [])].sort(),
+      ['n1', 'n2', 'n3'],
+      'the initial cluster names every node',
+    );
+    t.equal(
+      c.initialCluster?.get(name),
+      `${name}:${c.peerListen.port}`,
+      'peers dial its peer port',
+    );
+    const volumes = svc['volumes'] as string[];
+    t.equal(volumes.length, 1);
+    const [volume, target] = volumes[0]!.split(':') as [string, string];
+    t.equal(target, c.dataDir, `${name}: --data-dir is its volume`);
+    t.ok(volume in (compose['volumes'] as Obj), `${name}: volume ${volume} is declared`);
+    t.notOk(seen.volumes.has(volume), `${name}: own volume`);
+    seen.volumes.add(volume);
+    t.notOk(seen.ids.has(c.id));
+    seen.ids.add(c.id);
+    const published = (svc['ports'] as string[]).map((p) => p.split(':'));
+    const inside = published.map(([, port]) => Number(port));
+    t.ok(inside.includes(c.listen.port), `${name}: publishes its API port`);
+    t.ok(inside.includes(c.metricsListen?.port ?? -1), `${name}: publishes its metrics port`);
+    for (const [host] of published) {
+      t.notOk(seen.ports.has(host!), `${name}: host port ${host} is its own`);
+      seen.ports.add(host!);
+    }
+  }
+  const sinkPorts = (services['sink']!['ports'] as string[]).map((p) => p.split(':')[0]!);
+  for (const p of sinkPorts) t.notOk(seen.ports.has(p), `sink host port ${p} is its own`);
+  t.end();
+});
+
+t.test('the Dockerfile', (t) => {
+  const text = readFileSync(`${ROOT}Dockerfile`, 'utf8');
+  t.match(text, /^FROM node:20-slim$/m);
+  t.match(text, /npm ci --omit=dev/);
+  for (const dir of ['bin', 'src', 'proto', 'package.json', 'package-lock.json'])
+    t.match(text, new RegExp(`^COPY .*\\b${dir.replace('.', '\\.')}\\b`, 'm'), `copies ${dir}`);
+  const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as Obj;
+  t.ok((pkg['dependencies'] as Obj)['tsx'], 'tsx is a runtime dependency (no build step)');
+  t.end();
+});

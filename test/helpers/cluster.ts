@@ -225,11 +225,22 @@ export class ProcCluster {
     const cluster = new ProcCluster(root);
     const host = randomLoopbackHost();
     const ports: { api: number; peer: number; metrics: number | undefined }[] = [];
+    // The kernel may hand the same free port out twice in a row; every port must be distinct.
+    const taken = new Set<number>();
+    const distinctPort = async (): Promise<number> => {
+      for (;;) {
+        const port = await freePort(host);
+        if (!taken.has(port)) {
+          taken.add(port);
+          return port;
+        }
+      }
+    };
     for (let i = 0; i < n; i++)
       ports.push({
-        api: await freePort(host),
-        peer: await freePort(host),
-        metrics: opts.metrics === true ? await freePort(host) : undefined,
+        api: await distinctPort(),
+        peer: await distinctPort(),
+        metrics: opts.metrics === true ? await distinctPort() : undefined,
       });
     const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
@@ -269,8 +280,22 @@ export class ProcCluster {
     for (const n of this.nodes) n.start();
   }
 
-  /** Every running node reports every group it hosts with a leader, and the meta group is set. */
+  /**
+   * Every running node reports every group it hosts with a leader, and the meta group is set.
+   * On a time-out the error carries each node's exit status and the end of its stderr.
+   */
   async waitReady(timeoutMs = 30_000): Promise<NodeStatus[]> {
+    try {
+      return await this.untilReady(timeoutMs);
+    } catch (err) {
+      const why = this.nodes
+        .map((n) => `${n.id} ${n.running ? 'running' : 'exited'}: ${n.stderr.slice(-600)}`)
+        .join('\n');
+      throw new Error(`${err instanceof Error ? err.message : String(err)}\n${why}`);
+    }
+  }
+
+  private async untilReady(timeoutMs: number): Promise<NodeStatus[]> {
     return eventually(async () => {
       const all: NodeStatus[] = [];
       for (const n of this.nodes.filter((x) => x.running)) {

@@ -58,7 +58,12 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
   t.ok(sum(after, 'tickraft_proposal_seconds_count') > 0, 'proposal latency observed');
   t.ok(sum(after, 'tickraft_group_commit_entries_count') > 0, 'group commits observed');
   t.ok(sum(after, 'tickraft_leader_changes_total') >= 5, 'leader changes counted');
-  t.ok(sum(after, 'tickraft_planning_wheel_entries') >= 3, 'the job is in every replica wheel');
+  // Followers keep the job in their planning wheel; the leader pops it as soon as its next slot
+  // is inside the look-ahead (every second here), so it may or may not hold it when scraped.
+  t.ok(
+    sum(after, 'tickraft_planning_wheel_entries') >= 2,
+    "the job is in the followers' planning wheels",
+  );
   for (const [i, text] of after.entries()) {
     const id = nodes[i]!.id;
     for (const name of [

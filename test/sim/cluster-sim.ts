@@ -12,7 +12,6 @@
  * Trace format, one line per event: `<virtual ms, 3 decimals> <node|sim> <what>`; ticks and
  * heartbeats are hashed but not kept in the readable tail.
  */
-import { createHash, type Hash } from 'node:crypto';
 import { SeededRand } from '../../src/base/rand.js';
 import { MemoryLogStorage } from '../../src/raft/log-storage.js';
 import { isJoint } from '../../src/raft/conf-change.js';
@@ -20,6 +19,7 @@ import type { ConfChange, Entry, Message, NodeId } from '../../src/raft/messages
 import type { Raft, RaftInit } from '../../src/raft/raft.js';
 import type { Ready } from '../../src/raft/ready.js';
 import { EventQueue } from './event-queue.js';
+import { TraceLog } from './trace-log.js';
 import { encodeCommand, type KvCommand } from './kv.js';
 import {
   CALM_NETWORK,
@@ -143,9 +143,7 @@ export class ClusterSim {
   private readonly clockRate = new Map<NodeId, number>();
   private now = 0;
   private events = 0;
-  private readonly hash: Hash = createHash('sha256');
-  private readonly tail: string[] = [];
-  private readonly tailMax: number;
+  private readonly traceLog: TraceLog;
   readonly faults: FaultCounts = {
     crashes: 0,
     tornWrites: 0,
@@ -180,7 +178,7 @@ export class ClusterSim {
 
   constructor(private readonly opts: SimOptions) {
     this.rand = new SeededRand(opts.seed);
-    this.tailMax = opts.traceTail ?? 80;
+    this.traceLog = new TraceLog(opts.traceTail ?? 80);
     this.profile = { ...this.drawProfile(), ...opts.profile };
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
   }
@@ -218,12 +216,7 @@ export class ClusterSim {
   // Trace
 
   private trace(who: string, line: string, keep = true): void {
-    const text = `${this.now.toFixed(3)} ${who} ${line}`;
-    this.hash.update(text);
-    this.hash.update('\n');
-    if (!keep) return;
-    this.tail.push(text);
-    if (this.tail.length > this.tailMax) this.tail.shift();
+    this.traceLog.add(this.now, who, line, keep);
   }
 
   private fail(what: string): never {
@@ -758,7 +751,7 @@ export class ClusterSim {
   }
 
   traceTailNow(): string[] {
-    return this.tail.slice();
+    return this.traceLog.tail();
   }
 
   get nowMs(): number {
@@ -801,8 +794,8 @@ export class ClusterSim {
       seed: this.opts.seed,
       ok: violation === undefined,
       violation,
-      traceHash: this.hash.digest('hex'),
-      traceTail: this.tail.slice(),
+      traceHash: this.traceLog.digest(),
+      traceTail: this.traceLog.tail(),
       faults: this.faults,
       history: this.history,
       events: this.events,

@@ -25,7 +25,6 @@
  *
  * Trace format as in cluster-sim.ts: `<virtual ms> <who> <what>`, chatter hashed only.
  */
-import { createHash, type Hash } from 'node:crypto';
 import { SeededRand } from '../../src/base/rand.js';
 import { isRetryableStatus } from '../../src/delivery/classify.js';
 import { planRetry } from '../../src/delivery/backoff.js';
@@ -55,6 +54,7 @@ import {
 } from '../../src/scheduler/state-machine.js';
 import { describeMessage, InvariantViolation } from './cluster-sim.js';
 import { EventQueue } from './event-queue.js';
+import { TraceLog } from './trace-log.js';
 import { CALM_NETWORK, SimNetwork, type NetworkProfile } from './sim-network.js';
 import { SimNode, type ClientOp, type OpOutcome, type ReplicatedApp } from './sim-node.js';
 
@@ -331,9 +331,7 @@ export class SchedulerSim {
   private readonly frozen = new Map<NodeId, { since: number; stash: SchedEvent[] }>();
   private now = 0;
   private events = 0;
-  private readonly hash: Hash = createHash('sha256');
-  private readonly tail: string[] = [];
-  private readonly tailMax: number;
+  private readonly traceLog: TraceLog;
   readonly profile: SchedFaultProfile;
   readonly t0: number;
   readonly epochName: string;
@@ -416,7 +414,7 @@ export class SchedulerSim {
 
   constructor(private readonly opts: SchedulerSimOptions) {
     this.rand = new SeededRand(opts.seed);
-    this.tailMax = opts.traceTail ?? 80;
+    this.traceLog = new TraceLog(opts.traceTail ?? 80);
     this.profile = { ...this.drawProfile(), ...opts.profile };
     const epoch = DST_EPOCHS[this.rand.int(DST_EPOCHS.length)]!;
     this.epochName = epoch.name;
@@ -478,12 +476,7 @@ export class SchedulerSim {
   // Trace
 
   private trace(who: string, line: string, keep = true): void {
-    const text = `${this.now.toFixed(3)} ${who} ${line}`;
-    this.hash.update(text);
-    this.hash.update('\n');
-    if (!keep) return;
-    this.tail.push(text);
-    if (this.tail.length > this.tailMax) this.tail.shift();
+    this.traceLog.add(this.now, who, line, keep);
   }
 
   private fail(what: string): never {
@@ -1512,7 +1505,7 @@ export class SchedulerSim {
   }
 
   traceTailNow(): string[] {
-    return this.tail.slice();
+    return this.traceLog.tail();
   }
 
   /** Creates the nodes and schedules faults and the workload (run() calls it). */
@@ -1556,8 +1549,8 @@ export class SchedulerSim {
       seed: this.opts.seed,
       ok: violation === undefined,
       violation,
-      traceHash: this.hash.digest('hex'),
-      traceTail: this.tail.slice(),
+      traceHash: this.traceLog.digest(),
+      traceTail: this.traceLog.tail(),
       counts: this.counts,
       events: this.events,
       endMs: this.now,

@@ -186,7 +186,28 @@ export function originOf(url: string): string | undefined {
 }
 
 /** A parsed target URL, or why it cannot be one. */
+/**
+ * Parsed URLs and checked payloads by their text. Jobs of a tenant usually share a URL and often
+ * a payload (the state machine interns them), so a spike of thousands of jobs parses each once
+ * rather than at every attempt. URLs are never mutated after parsing. Bounded: cleared when full.
+ */
+const parsedUrls = new Map<string, URL | string>();
+const checkedPayloads = new Map<string, string | undefined>();
+const MEMO_MAX = 10_000;
+
+function memo<V>(map: Map<string, V>, key: string, compute: (key: string) => V): V {
+  if (map.has(key)) return map.get(key) as V;
+  const value = compute(key);
+  if (map.size >= MEMO_MAX) map.clear();
+  map.set(key, value);
+  return value;
+}
+
 function parseTargetUrl(text: string): URL | string {
+  return memo(parsedUrls, text, parseTargetUrlOnce);
+}
+
+function parseTargetUrlOnce(text: string): URL | string {
   let url: URL;
   try {
     url = new URL(text);
@@ -201,6 +222,13 @@ function parseTargetUrl(text: string): URL | string {
 
 /** The payload as it goes into the body: verbatim JSON text, `null` for an empty payload. */
 function payloadJson(payload: string): string | undefined {
+  // Only small payloads are remembered, so the memo stays small in bytes too.
+  return payload.length <= 1024
+    ? memo(checkedPayloads, payload, payloadJsonOnce)
+    : payloadJsonOnce(payload);
+}
+
+function payloadJsonOnce(payload: string): string | undefined {
   if (payload.trim() === '') return 'null';
   try {
     JSON.parse(payload);

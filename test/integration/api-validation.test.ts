@@ -122,46 +122,25 @@ t.test(
     const created = await tickctl(t, ['tenants', 'create', 'beta'], endpoint);
     t.equal(created.code, 0, `tenants create: ${created.stderr}`);
     t.match(created.stdout, /signing secret \(shown once\): whsec_/);
-    const job = await tickctl(
-      t,
-      [
-        'jobs',
-        'create',
-        'cli-job',
-        '--tenant',
-        'beta',
-        '--schedule',
-        '0 9 * * 1-5',
-        '--tz',
-        'Europe/Paris',
-        '--url',
-        URL_OK,
-        '--request-id',
-        'cli-1',
-      ],
-      endpoint,
-    );
+    const createArgs = [
+      'jobs',
+      'create',
+      'cli-job',
+      '--tenant',
+      'beta',
+      '--schedule',
+      '0 9 * * 1-5',
+      '--tz',
+      'Europe/Paris',
+      '--url',
+      URL_OK,
+      '--request-id',
+      'cli-1',
+    ];
+    const job = await tickctl(t, createArgs, endpoint);
     t.equal(job.code, 0, `jobs create: ${job.stderr}`);
     t.match(job.stdout, /cli-job\s+beta\s+0 9 \* \* 1-5 \(Europe\/Paris\)\s+active/);
-    const again = await tickctl(
-      t,
-      [
-        'jobs',
-        'create',
-        'cli-job',
-        '--tenant',
-        'beta',
-        '--schedule',
-        '0 9 * * 1-5',
-        '--tz',
-        'Europe/Paris',
-        '--url',
-        URL_OK,
-        '--request-id',
-        'cli-1',
-      ],
-      endpoint,
-    );
+    const again = await tickctl(t, createArgs, endpoint);
     t.equal(again.code, 0, 'a retried create with the same request id succeeds');
     const list = await tickctl(t, ['jobs', 'list', '--tenant', 'beta', '--json'], endpoint);
     t.equal(list.code, 0);

@@ -196,6 +196,9 @@ function summarize(
     `  ${name.padEnd(26)} received ${fmt(s.count)}/${fmt(n)} (dup ${s.dup}), last after ${fmt(drainMs)} ms, ` +
       `lag p50 ${fmt(percentile(s.lags, 50))} ms, p99 ${fmt(p99)} ms, max ${fmt(s.lags[s.lags.length - 1] ?? NaN)} ms`,
   );
+  console.log(
+    `  ${''.padEnd(26)} first ${fmt(s.lags[0] ?? NaN)} ms, p1 ${fmt(percentile(s.lags, 1))}, p10 ${fmt(percentile(s.lags, 10))}, p25 ${fmt(percentile(s.lags, 25))}, p75 ${fmt(percentile(s.lags, 75))} ms`,
+  );
   return { drainMs, p99 };
 }
 
@@ -356,6 +359,8 @@ async function spike(): Promise<void> {
     while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
     const cpuBefore = await clusterCpuMs(cluster);
     const deadline = slotMs + 60_000;
+    while (Date.now() < slotMs) await new Promise((r) => setTimeout(r, 5));
+    const cpuAtSlot = await clusterCpuMs(cluster);
     let stats = await sinkGet(sink.origin, '/stats');
     while (stats.count < JOBS && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 250));
@@ -387,7 +392,7 @@ async function spike(): Promise<void> {
     const ours = summarize('tickraft', stats, slotMs, JOBS);
     const cpuAfter = await clusterCpuMs(cluster);
     console.log(
-      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
+      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire; ${fmt(cpuAtSlot - cpuBefore)} ms of it before the slot)`,
     );
     const bare = await bareClient(sink.origin, JOBS);
     const ceiling = summarize('bare undici Pool (ceiling)', bare, bare.slotMs, JOBS);

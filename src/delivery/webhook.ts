@@ -125,18 +125,30 @@ export function validateWebhookJob(job: WebhookJob, prefix = ''): FieldViolation
 }
 
 /**
- * Checks already made, per job object. A job's webhook fields never change in place (an update
- * stores a new object), so each version is parsed and validated once, not at every attempt.
+ * Target checks already made, per target object. A job's target never changes in place (an
+ * update stores a new one) and the state machine shares one object between every job with the
+ * same URL and headers, so each is parsed and validated once, not at every attempt.
  */
-const checkedJobs = new WeakMap<WebhookJob, ReturnType<typeof checkWebhookJob>>();
+const checkedTargets = new WeakMap<WebhookJob['target'], { ok: boolean; url: URL | undefined }>();
+const NO_VIOLATIONS: FieldViolation[] = [];
 
 function checkWebhookJobOnce(job: WebhookJob): ReturnType<typeof checkWebhookJob> {
-  let checked = checkedJobs.get(job);
-  if (checked === undefined) {
-    checked = checkWebhookJob(job, '');
-    checkedJobs.set(job, checked);
+  let target = checkedTargets.get(job.target);
+  if (target === undefined) {
+    const checked = checkWebhookJob({ ...job, attemptDeadlineMs: 1, payload: '' }, '');
+    target = { ok: checked.violations.length === 0, url: checked.url };
+    checkedTargets.set(job.target, target);
   }
-  return checked;
+  const payload = payloadJson(job.payload);
+  if (target.ok && payload !== undefined && isValidDeadline(job.attemptDeadlineMs)) {
+    return { violations: NO_VIOLATIONS, url: target.url, payload };
+  }
+  // Something is wrong: the full check names every field.
+  return checkWebhookJob(job, '');
+}
+
+function isValidDeadline(ms: number): boolean {
+  return Number.isSafeInteger(ms) && ms >= 1 && ms <= ATTEMPT_DEADLINE_MS_MAX;
 }
 
 /** Validation that also hands back what it parsed, so an attempt parses each field once. */
@@ -168,10 +180,7 @@ function checkWebhookJob(
       add(field, `value must be at most ${HEADER_VALUE_CHARS_MAX} characters`);
     }
   }
-  const deadlineMs = job.attemptDeadlineMs;
-  const isDeadlineValid =
-    Number.isSafeInteger(deadlineMs) && deadlineMs >= 1 && deadlineMs <= ATTEMPT_DEADLINE_MS_MAX;
-  if (!isDeadlineValid) {
+  if (!isValidDeadline(job.attemptDeadlineMs)) {
     add('attemptDeadlineMs', `must be an integer in [1, ${ATTEMPT_DEADLINE_MS_MAX}]`);
   }
   const payload = payloadJson(job.payload);

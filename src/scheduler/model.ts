@@ -60,20 +60,24 @@ export interface JobSpec {
   readonly remainingFires: number | undefined;
 }
 
+/**
+ * A job as read from the state: a copy (src/scheduler/job-table.ts stores jobs by column), so
+ * it never changes under its reader.
+ */
 export interface Job extends JobSpec {
   readonly id: string;
   /** Bumped by every change of the definition; optimistic concurrency for updates. */
-  version: number;
-  paused: boolean;
-  createdAtMs: number;
-  updatedAtMs: number;
+  readonly version: number;
+  readonly paused: boolean;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
   /** The next slot to fire (computed by the leader, carried in the log); undefined = none left. */
-  nextFireAtMs: number | undefined;
+  readonly nextFireAtMs: number | undefined;
   /** Highest fencing token ever authorised for this job. */
-  lastToken: number;
-  remaining: number | undefined;
+  readonly lastToken: number;
+  readonly remaining: number | undefined;
   /** One-off or ended jobs keep existing until this time, then are dropped. */
-  finishedAtMs: number | undefined;
+  readonly finishedAtMs: number | undefined;
 }
 
 /**

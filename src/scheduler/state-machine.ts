@@ -26,6 +26,8 @@ import {
   type Run,
   type RunStatus,
 } from './model.js';
+import { JobTable, type JobRowState } from './job-table.js';
+import { Retained } from './retained.js';
 import { assertTransition } from './run-lifecycle.js';
 
 export type SchedulerErrorCode =
@@ -74,9 +76,9 @@ const fail = (code: SchedulerErrorCode, reason: string): ApplyResult => ({
 });
 
 export class SchedulerStateMachine {
-  readonly jobs = new Map<string, Job>();
+  readonly jobs = new JobTable();
   readonly runs = new Map<string, Run>();
-  /** Per job, its runs' fire ids in creation order (history, bounded). */
+  /** Per job with runs, their fire ids in creation order (history, bounded). */
   private readonly runsByJob = new Map<string, string[]>();
   /** The DLQ: DEAD runs by fire id, in the order they died. */
   readonly dead = new Set<string>();
@@ -180,9 +182,8 @@ export class SchedulerStateMachine {
         return this.pauseJob(c.jobId, c.atMs);
       case 'resume-job':
         return this.withJob(c.jobId, (job) => {
-          job.paused = false;
-          job.nextFireAtMs = c.nextFireAtMs;
-          job.updatedAtMs = c.atMs;
+          this.jobs.setPaused(job.id, false, c.atMs);
+          this.jobs.setNextFire(job.id, c.nextFireAtMs);
           return { ok: true, jobId: job.id };
         });
       case 'trigger-job':
@@ -245,8 +246,8 @@ export class SchedulerStateMachine {
       if (seen) return { ok: true, jobId: seen[0], duplicate: true };
     }
     if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
-    const job = this.keep.job(c.spec, {
-      id: this.keep.flat(c.jobId),
+    const id = this.keep.flat(c.jobId);
+    this.putJob(id, c.spec, {
       version: 1,
       paused: false,
       createdAtMs: c.atMs,
@@ -256,12 +257,14 @@ export class SchedulerStateMachine {
       remaining: c.spec.remainingFires,
       finishedAtMs: undefined,
     });
-    this.jobs.set(job.id, job);
-    this.runsByJob.set(job.id, []);
-    if (c.requestId !== undefined)
-      this.rememberRequest(this.keep.flat(c.requestId), job.id, c.atMs);
-    if (job.nextFireAtMs === undefined) this.markFinished(job, c.atMs);
-    return { ok: true, jobId: job.id, version: 1 };
+    if (c.requestId !== undefined) this.rememberRequest(this.keep.flat(c.requestId), id, c.atMs);
+    if (c.nextFireAtMs === undefined) this.markFinished(id, c.atMs);
+    return { ok: true, jobId: id, version: 1 };
+  }
+
+  private putJob(id: string, spec: JobSpec, st: JobRowState): void {
+    const name = spec.name.length === 0 ? '' : this.keep.flat(spec.name);
+    this.jobs.put(id, this.keep.spec(spec), name, spec.anchorMs, st);
   }
 
   private updateJob(c: Extract<SchedulerCommand, { op: 'update-job' }>): ApplyResult {
@@ -272,9 +275,9 @@ export class SchedulerStateMachine {
           `job ${job.id} is at version ${job.version}, not ${c.expectedVersion}`,
         );
       }
-      const updated = this.keep.job(c.spec, {
-        id: job.id,
-        version: job.version + 1,
+      const version = job.version + 1;
+      this.putJob(job.id, c.spec, {
+        version,
         paused: job.paused,
         createdAtMs: job.createdAtMs,
         updatedAtMs: c.atMs,
@@ -283,10 +286,9 @@ export class SchedulerStateMachine {
         remaining: c.spec.remainingFires,
         finishedAtMs: undefined,
       });
-      this.jobs.set(job.id, updated);
       this.finished.delete(job.id);
-      if (updated.nextFireAtMs === undefined) this.markFinished(updated, c.atMs);
-      return { ok: true, jobId: job.id, version: updated.version };
+      if (c.nextFireAtMs === undefined) this.markFinished(job.id, c.atMs);
+      return { ok: true, jobId: job.id, version };
     });
   }
 
@@ -305,8 +307,7 @@ export class SchedulerStateMachine {
 
   private pauseJob(jobId: string, atMs: number): ApplyResult {
     return this.withJob(jobId, (job) => {
-      job.paused = true;
-      job.updatedAtMs = atMs;
+      this.jobs.setPaused(job.id, true, atMs);
       // A committed pause wins: no delivery starts after it, retries included.
       for (const id of this.runsByJob.get(job.id) ?? []) {
         const run = this.runs.get(id)!;
@@ -322,10 +323,10 @@ export class SchedulerStateMachine {
     return f(job);
   }
 
-  private markFinished(job: Job, atMs: number): void {
-    job.finishedAtMs = atMs;
-    this.finished.delete(job.id);
-    this.finished.set(job.id, atMs);
+  private markFinished(jobId: string, atMs: number): void {
+    this.jobs.setFinishedAt(jobId, atMs);
+    this.finished.delete(jobId);
+    this.finished.set(jobId, atMs);
   }
 
   // -------------------------------------------------------------------------------------
@@ -346,10 +347,12 @@ export class SchedulerStateMachine {
     }
     for (const nf of intent.notFired)
       this.addRun(job.id, nf.slotMs, nf.status, this.keep.shared(nf.reason), atMs, false);
-    if (job.remaining !== undefined)
-      job.remaining = Math.max(0, job.remaining - intent.slots.length);
-    job.nextFireAtMs = job.remaining === 0 ? undefined : intent.nextFireAtMs;
-    if (job.nextFireAtMs === undefined) this.markFinished(job, atMs);
+    const remaining =
+      job.remaining === undefined ? undefined : Math.max(0, job.remaining - intent.slots.length);
+    this.jobs.setRemaining(job.id, remaining);
+    const next = remaining === 0 ? undefined : intent.nextFireAtMs;
+    this.jobs.setNextFire(job.id, next);
+    if (next === undefined) this.markFinished(job.id, atMs);
     return true;
   }
 
@@ -410,7 +413,7 @@ export class SchedulerStateMachine {
       );
     }
     const token = nextToken(job.lastToken, term);
-    job.lastToken = token;
+    this.jobs.setLastToken(job.id, token);
     assertTransition(run.status, 'DISPATCHED');
     run.status = 'DISPATCHED';
     run.attempts.push(newAttempt(attempt, token, atMs));
@@ -421,7 +424,7 @@ export class SchedulerStateMachine {
     const run = this.runs.get(c.fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
     const job = this.jobs.get(run.jobId);
-    if (job) job.lastToken = Math.max(job.lastToken, c.token);
+    if (job && c.token > job.lastToken) this.jobs.setLastToken(job.id, c.token);
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);
     // A result proposed again after an unknown outcome: the first one counted.
@@ -558,10 +561,9 @@ export class SchedulerStateMachine {
       this.jobs.delete(jobId);
       for (const id of this.runsByJob.get(jobId) ?? [])
         if (!this.dead.has(id)) this.runs.delete(id);
-      this.runsByJob.set(
-        jobId,
-        (this.runsByJob.get(jobId) ?? []).filter((id) => this.dead.has(id)),
-      );
+      const deadRuns = (this.runsByJob.get(jobId) ?? []).filter((id) => this.dead.has(id));
+      if (deadRuns.length > 0) this.runsByJob.set(jobId, deadRuns);
+      else this.runsByJob.delete(jobId);
     }
   }
 
@@ -606,7 +608,7 @@ export class SchedulerStateMachine {
     this.dead.clear();
     this.requestIds.clear();
     this.finished.clear();
-    for (const j of s.jobs) this.jobs.set(j.id, this.keep.job(j, j));
+    for (const j of s.jobs) this.putJob(this.keep.flat(j.id), j, j);
     for (const r of s.runs) this.runs.set(r.fireId, r);
     this.touchedJobs.clear();
     this.touchedRuns.clear();
@@ -619,111 +621,6 @@ export class SchedulerStateMachine {
     this.appliedCommands = s.appliedCommands;
   }
 }
-
-/**
- * What the state keeps for a long time, made compact:
- * - values many jobs share (tenant, zone, schedule text, URL, payload, the enum strings and the
- *   retry / misfire / overlap / headers objects) are interned, one object per distinct value;
- * - every other string is copied flat. Strings decoded from a log entry may be slices of one
- *   string holding the whole entry (msgpackr extracts them in bulk), so keeping a short slice
- *   would keep the entry's text alive with it.
- * With millions of jobs this is a large share of a replica's heap and of what the collector
- * walks. None of these values is ever mutated, so sharing is safe.
- */
-class Retained {
-  private readonly strings = new Map<string, string>();
-  private readonly objects = new Map<string, object>();
-
-  /** A flat copy of `s` (no reference to a larger string). */
-  flat(s: string): string {
-    // Concatenation makes a new string; slicing it back flattens it into a fresh one.
-    return s.length < 13 ? s : (' ' + s).slice(1);
-  }
-
-  /** The one shared copy of a value many jobs repeat (bounded; past the bound, a flat copy). */
-  shared(s: string): string {
-    const got = this.strings.get(s);
-    if (got !== undefined) return got;
-    const copy = this.flat(s);
-    if (this.strings.size < INTERNED_MAX) this.strings.set(copy, copy);
-    return copy;
-  }
-
-  optional(s: string | undefined): string | undefined {
-    return s === undefined ? undefined : this.flat(s);
-  }
-
-  private sharedObject<V extends object>(key: string, make: () => V): V {
-    const got = this.objects.get(key) as V | undefined;
-    if (got !== undefined) return got;
-    const value = Object.freeze(make());
-    if (this.objects.size < INTERNED_MAX) this.objects.set(key, value);
-    return value;
-  }
-
-  /**
-   * A job object built field by field in one fixed order, so that every job shares one hidden
-   * class: objects spread from decoded entries each got a shape (and descriptor array) of their
-   * own, about 900 bytes per job.
-   */
-  job(spec: JobSpec, st: JobState): Job {
-    const r = spec.retry;
-    const m = spec.misfire;
-    const o = spec.overlap;
-    const headers = Object.entries(spec.target.headers);
-    return {
-      tenant: this.shared(spec.tenant),
-      name: this.flat(spec.name),
-      schedule: this.shared(spec.schedule),
-      timezone: this.shared(spec.timezone),
-      anchorMs: spec.anchorMs,
-      target: this.sharedObject(`t${spec.target.url}\u0000${JSON.stringify(headers)}`, () => ({
-        url: this.shared(spec.target.url),
-        headers: Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
-      })),
-      payload: this.shared(spec.payload),
-      delivery: spec.delivery === 'at_most_once' ? 'at_most_once' : 'at_least_once',
-      retry: this.sharedObject(
-        `r${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/${r.maxAgeMs}`,
-        () => ({
-          maxAttempts: r.maxAttempts,
-          initialBackoffMs: r.initialBackoffMs,
-          maxBackoffMs: r.maxBackoffMs,
-          multiplier: r.multiplier,
-          maxAgeMs: r.maxAgeMs,
-        }),
-      ),
-      attemptDeadlineMs: spec.attemptDeadlineMs,
-      misfire: this.sharedObject(`m${m.policy}/${m.fireAllCap}/${m.catchUpWindowMs}`, () => ({
-        policy: m.policy,
-        fireAllCap: m.fireAllCap,
-        catchUpWindowMs: m.catchUpWindowMs,
-      })),
-      overlap: this.sharedObject(`o${o.policy}/${o.bufferCap}`, () => ({
-        policy: o.policy,
-        bufferCap: o.bufferCap,
-      })),
-      priority: spec.priority,
-      startAtMs: spec.startAtMs,
-      endAtMs: spec.endAtMs,
-      remainingFires: spec.remainingFires,
-      id: st.id,
-      version: st.version,
-      paused: st.paused,
-      createdAtMs: st.createdAtMs,
-      updatedAtMs: st.updatedAtMs,
-      nextFireAtMs: st.nextFireAtMs,
-      lastToken: st.lastToken,
-      remaining: st.remaining,
-      finishedAtMs: st.finishedAtMs,
-    };
-  }
-}
-
-/** A job's own state beside its spec. */
-type JobState = Omit<Job, keyof JobSpec>;
-
-const INTERNED_MAX = 100_000;
 
 function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {
   return {

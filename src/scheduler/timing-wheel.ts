@@ -8,7 +8,7 @@
  * before `now`, ordered by due time then by key, each exactly once.
  */
 import { assert } from '../base/assert.js';
-import { MinHeap } from '../base/min-heap.js';
+import { FarIndex } from './far-index.js';
 
 interface Item {
   readonly key: string;
@@ -28,10 +28,15 @@ export class TimingWheel {
   readonly tickMs: number;
   readonly bucketCount: number;
   private readonly buckets: Map<string, number>[];
-  /** key → due time, for every key the wheel or the far index holds. */
+  /**
+   * key → due time minus baseMs, for every key the wheel or the far index holds. Stored as an
+   * offset because an offset within about 24 days is a small integer V8 keeps in the map entry
+   * itself, where an absolute time in ms would be a separately allocated number per key.
+   */
   private readonly dueOf = new Map<string, number>();
-  /** Keys beyond the horizon, as a binary min-heap on (dueMs, key); stale entries are skipped. */
-  private readonly far = new MinHeap<Item>(less);
+  private readonly baseMs: number;
+  /** Keys beyond the horizon, ordered by (dueMs, key); stale entries are skipped. */
+  private readonly far = new FarIndex();
   /** Start of the tick the wheel has advanced to: everything before it was returned. */
   private cursorMs: number;
 
@@ -45,6 +50,7 @@ export class TimingWheel {
     assert(this.bucketCount >= 2, 'bucketCount must be at least 2');
     this.buckets = Array.from({ length: this.bucketCount }, () => new Map<string, number>());
     this.cursorMs = this.tickStart(options.startMs);
+    this.baseMs = this.cursorMs;
   }
 
   get size(): number {
@@ -54,9 +60,14 @@ export class TimingWheel {
   /** Keys held beyond the wheel's horizon (the far index), for metrics. */
   get farSize(): number {
     let n = 0;
-    for (const it of this.far.values())
-      if (this.dueOf.get(it.key) === it.dueMs && !this.inWheel(it.dueMs)) n++;
+    this.far.forEach((key, dueMs) => {
+      if (this.isLive(key, dueMs) && !this.inWheel(dueMs)) n++;
+    });
     return n;
+  }
+
+  private isLive(key: string, dueMs: number): boolean {
+    return this.dueAt(key) === dueMs;
   }
 
   has(key: string): boolean {
@@ -64,7 +75,8 @@ export class TimingWheel {
   }
 
   dueAt(key: string): number | undefined {
-    return this.dueOf.get(key);
+    const offset = this.dueOf.get(key);
+    return offset === undefined ? undefined : this.baseMs + offset;
   }
 
   private tickStart(ms: number): number {
@@ -86,12 +98,13 @@ export class TimingWheel {
   }
 
   schedule(key: string, dueMs: number): void {
-    assert(Number.isFinite(dueMs), `due time of ${key} must be finite`);
+    // Whole ms: offsets from baseMs then convert back exactly.
+    assert(Number.isSafeInteger(dueMs), `due time of ${key} must be an integer, got ${dueMs}`);
     this.cancel(key);
-    this.dueOf.set(key, dueMs);
+    this.dueOf.set(key, dueMs - this.baseMs);
     if (this.inWheel(dueMs)) this.bucketOf(dueMs).set(key, dueMs);
     else {
-      this.far.push({ key, dueMs });
+      this.far.push(key, dueMs);
       // Moves and cancels leave stale heap items behind. A wheel that is never advanced (a
       // follower's) would keep them forever, so rebuild once they outnumber the live keys.
       if (this.far.size > 2 * this.dueOf.size + 1024) this.compactFar();
@@ -100,21 +113,21 @@ export class TimingWheel {
 
   private compactFar(): void {
     const live: Item[] = [];
-    for (const it of this.far.values()) {
-      if (this.dueOf.get(it.key) === it.dueMs && !this.inWheel(it.dueMs)) live.push(it);
-    }
+    this.far.forEach((key, dueMs) => {
+      if (this.isLive(key, dueMs) && !this.inWheel(dueMs)) live.push({ key, dueMs });
+    });
     this.far.clear();
     // Several stale copies of one (key, due) may remain identical; keep one.
     const seen = new Set<string>();
     for (const it of live) {
       if (seen.has(it.key)) continue;
       seen.add(it.key);
-      this.far.push(it);
+      this.far.push(it.key, it.dueMs);
     }
   }
 
   cancel(key: string): boolean {
-    const due = this.dueOf.get(key);
+    const due = this.dueAt(key);
     if (due === undefined) return false;
     this.dueOf.delete(key);
     // A far entry is left in the heap and skipped when it surfaces (lazy deletion).
@@ -151,9 +164,9 @@ export class TimingWheel {
 
   private pullFar(nowMs: number, out: Item[]): void {
     const horizon = this.horizonMs();
-    while (this.far.size > 0 && this.far.peek()!.dueMs < horizon) {
-      const it = this.far.pop()!;
-      if (this.dueOf.get(it.key) !== it.dueMs) continue; // cancelled or moved
+    while (this.far.size > 0 && this.far.peekDue()! < horizon) {
+      const it = this.far.pop();
+      if (!this.isLive(it.key, it.dueMs)) continue; // cancelled or moved
       if (it.dueMs <= nowMs) {
         out.push(it);
         this.dueOf.delete(it.key);
@@ -166,11 +179,9 @@ export class TimingWheel {
   /** Earliest due time held, or undefined (for sleeping until it). O(size): for tests and idle waits. */
   nextDueMs(): number | undefined {
     let best: number | undefined;
-    for (const due of this.dueOf.values()) if (best === undefined || due < best) best = due;
-    return best;
+    for (const offset of this.dueOf.values()) {
+      if (best === undefined || offset < best) best = offset;
+    }
+    return best === undefined ? undefined : this.baseMs + best;
   }
-}
-
-function less(a: Item, b: Item): boolean {
-  return a.dueMs < b.dueMs || (a.dueMs === b.dueMs && a.key < b.key);
 }

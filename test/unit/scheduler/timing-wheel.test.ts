@@ -71,3 +71,28 @@ t.test('scheduling a key again moves it; nextDueMs reports the earliest', (t) =>
   t.equal(w.size, 0);
   t.end();
 });
+
+t.test('due times years away or before the start come back exact', (t) => {
+  const start = 1_700_000_000_123;
+  const wheel = new TimingWheel({ startMs: start });
+  const dues = {
+    past: start - 400 * 86_400_000 - 7,
+    soon: start + 5,
+    month: start + 31 * 86_400_000 + 1,
+    decade: start + 3653 * 86_400_000 + 999,
+  };
+  for (const [key, due] of Object.entries(dues)) wheel.schedule(key, due);
+  for (const [key, due] of Object.entries(dues)) t.equal(wheel.dueAt(key), due, key);
+  t.equal(wheel.nextDueMs(), dues.past);
+  t.same(
+    wheel.advance(dues.decade).map((it) => [it.key, it.dueMs]),
+    [
+      ['past', dues.past],
+      ['soon', dues.soon],
+      ['month', dues.month],
+      ['decade', dues.decade],
+    ],
+  );
+  t.throws(() => wheel.schedule('half', start + 0.5), /must be an integer/);
+  t.end();
+});

@@ -1,0 +1,114 @@
+/**
+ * What the state keeps for a long time, made compact:
+ * - values many jobs share (tenant, zone, schedule text, URL, payload, the enum strings, the
+ *   retry / misfire / overlap / headers objects, and whole job definitions) are interned, one
+ *   object per distinct value;
+ * - every other string is copied flat. Strings decoded from a log entry may be slices of one
+ *   string holding the whole entry (msgpackr extracts them in bulk), so keeping a short slice
+ *   would keep the entry's text alive with it.
+ * With millions of jobs this is a large share of a replica's heap and of what the collector
+ * walks. None of these values is ever mutated, so sharing is safe.
+ */
+import type { JobSpec } from './model.js';
+
+/** A job's definition without what usually differs from job to job (name, anchor). */
+export type SharedSpec = Readonly<Omit<JobSpec, 'name' | 'anchorMs'>>;
+
+/** Distinct values remembered per kind; past the bound, values are copied rather than shared. */
+const INTERNED_MAX = 100_000;
+/** Payloads longer than this are never interned: the intern table would hold them all. */
+const INTERNED_PAYLOAD_CHARS_MAX = 1024;
+
+export class Retained {
+  private readonly strings = new Map<string, string>();
+  private readonly objects = new Map<string, object>();
+
+  /** A flat copy of `s` (no reference to a larger string). */
+  flat(s: string): string {
+    // Concatenation makes a new string; slicing it back flattens it into a fresh one.
+    return s.length < 13 ? s : (' ' + s).slice(1);
+  }
+
+  /** The one shared copy of a value many jobs repeat (bounded; past the bound, a flat copy). */
+  shared(s: string): string {
+    const got = this.strings.get(s);
+    if (got !== undefined) return got;
+    const copy = this.flat(s);
+    if (this.strings.size < INTERNED_MAX) this.strings.set(copy, copy);
+    return copy;
+  }
+
+  optional(s: string | undefined): string | undefined {
+    return s === undefined ? undefined : this.flat(s);
+  }
+
+  private sharedObject<V extends object>(key: string, make: () => V): V {
+    const got = this.objects.get(key) as V | undefined;
+    if (got !== undefined) return got;
+    const value = Object.freeze(make());
+    if (this.objects.size < INTERNED_MAX) this.objects.set(key, value);
+    return value;
+  }
+
+  /**
+   * The shared definition of a job: jobs registered in bulk usually differ only in id, name and
+   * anchor, so a million of them hold one SharedSpec between them. Built field by field in one
+   * fixed order, so that every SharedSpec has the same hidden class.
+   */
+  spec(spec: JobSpec): SharedSpec {
+    const r = spec.retry;
+    const m = spec.misfire;
+    const o = spec.overlap;
+    const headers = Object.entries(spec.target.headers);
+    const headersKey = headers.length === 0 ? '' : JSON.stringify(headers);
+    const make = (): SharedSpec => ({
+      tenant: this.shared(spec.tenant),
+      schedule: this.shared(spec.schedule),
+      timezone: this.shared(spec.timezone),
+      target: this.sharedObject(`t${spec.target.url}\u0000${headersKey}`, () => ({
+        url: this.shared(spec.target.url),
+        headers: Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
+      })),
+      payload:
+        spec.payload.length <= INTERNED_PAYLOAD_CHARS_MAX
+          ? this.shared(spec.payload)
+          : this.flat(spec.payload),
+      delivery: spec.delivery === 'at_most_once' ? 'at_most_once' : 'at_least_once',
+      retry: this.sharedObject(
+        `r${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/${r.maxAgeMs}`,
+        () => ({
+          maxAttempts: r.maxAttempts,
+          initialBackoffMs: r.initialBackoffMs,
+          maxBackoffMs: r.maxBackoffMs,
+          multiplier: r.multiplier,
+          maxAgeMs: r.maxAgeMs,
+        }),
+      ),
+      attemptDeadlineMs: spec.attemptDeadlineMs,
+      misfire: this.sharedObject(`m${m.policy}/${m.fireAllCap}/${m.catchUpWindowMs}`, () => ({
+        policy: m.policy,
+        fireAllCap: m.fireAllCap,
+        catchUpWindowMs: m.catchUpWindowMs,
+      })),
+      overlap: this.sharedObject(`o${o.policy}/${o.bufferCap}`, () => ({
+        policy: o.policy,
+        bufferCap: o.bufferCap,
+      })),
+      priority: spec.priority,
+      startAtMs: spec.startAtMs,
+      endAtMs: spec.endAtMs,
+      remainingFires: spec.remainingFires,
+    });
+    if (spec.payload.length > INTERNED_PAYLOAD_CHARS_MAX) return Object.freeze(make());
+    // Every field, in one string. Free text (schedule, URL) is JSON-quoted so that it cannot
+    // hold the separator; the payload comes last, so it may.
+    const key =
+      `${JSON.stringify(spec.schedule)}\u0001${spec.tenant}\u0001${spec.timezone}` +
+      `\u0001${JSON.stringify(spec.target.url)}\u0001${headersKey}\u0001${spec.delivery}` +
+      `\u0001${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/` +
+      `${r.maxAgeMs}\u0001${spec.attemptDeadlineMs}\u0001${m.policy}/${m.fireAllCap}/` +
+      `${m.catchUpWindowMs}\u0001${o.policy}/${o.bufferCap}\u0001${spec.priority}\u0001` +
+      `${spec.startAtMs}\u0001${spec.endAtMs}\u0001${spec.remainingFires}\u0001${spec.payload}`;
+    return this.sharedObject(`s${key}`, make);
+  }
+}

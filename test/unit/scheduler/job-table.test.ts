@@ -1,0 +1,107 @@
+// The column store behind SchedulerStateMachine.jobs: what goes in comes out, field by field,
+// undefined included; reads are copies; freed rows are reused without leaking old values.
+import t from 'tap';
+import { compileJobSpec } from '../../../src/api/job-spec.js';
+import { JobTable, type JobRowState } from '../../../src/scheduler/job-table.js';
+import { Retained } from '../../../src/scheduler/retained.js';
+
+const T = Date.UTC(2026, 2, 1);
+const spec = compileJobSpec(
+  {
+    tenant: 'acme',
+    name: 'nightly',
+    schedule: 'every 90s',
+    timezone: 'Europe/Paris',
+    anchorMs: T - 5,
+    target: { url: 'http://127.0.0.1:9/h', headers: { 'x-team': 'ops' } },
+    payloadJson: '{"a":1}',
+    remainingFires: 3,
+  },
+  T,
+).spec;
+
+const state = (over: Partial<JobRowState> = {}): JobRowState => ({
+  version: 1,
+  paused: false,
+  createdAtMs: T,
+  updatedAtMs: T,
+  nextFireAtMs: T + 90_000,
+  lastToken: 0,
+  remaining: 3,
+  finishedAtMs: undefined,
+  ...over,
+});
+
+t.test('a job reads back as it was put, and reads are copies', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  table.put('j1', keep.spec(spec), spec.name, spec.anchorMs, state());
+  const job = table.get('j1')!;
+  t.match(job, { ...spec, id: 'j1', ...state() }, 'every field, spec and state');
+  t.equal(job.finishedAtMs, undefined, 'undefined stays undefined');
+  table.setPaused('j1', true, T + 1);
+  table.setNextFire('j1', undefined);
+  table.setRemaining('j1', 0);
+  table.setLastToken('j1', 2 ** 40 + 3);
+  table.setFinishedAt('j1', T + 2);
+  t.equal(job.paused, false, 'an earlier read does not change');
+  t.match(table.get('j1'), {
+    paused: true,
+    updatedAtMs: T + 1,
+    nextFireAtMs: undefined,
+    remaining: 0,
+    lastToken: 2 ** 40 + 3,
+    finishedAtMs: T + 2,
+  });
+  t.end();
+});
+
+t.test('jobs with the same settings share one definition', (t) => {
+  const keep = new Retained();
+  const a = keep.spec(spec);
+  const b = keep.spec({ ...spec, name: 'other', anchorMs: T });
+  const c = keep.spec({ ...spec, payload: '{"a":2}' });
+  t.equal(a, b, 'name and anchor are per job');
+  t.not(a, c, 'a different payload is a different definition');
+  t.ok(Object.isFrozen(a));
+  t.end();
+});
+
+t.test('deleted rows are reused, iteration follows insertion order', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  const shared = keep.spec(spec);
+  for (let i = 0; i < 40_000; i++)
+    table.put(`j${i}`, shared, `n${i}`, undefined, state({ version: i }));
+  let deleted = 0;
+  for (let i = 0; i < 40_000; i += 2) if (table.delete(`j${i}`)) deleted++;
+  t.equal(deleted, 20_000);
+  t.notOk(table.delete('j0'), 'a second delete finds nothing');
+  t.equal(table.size, 20_000);
+  for (let i = 0; i < 20_000; i++) {
+    table.put(`k${i}`, shared, `m${i}`, T + i, state({ version: 7, paused: true }));
+  }
+  t.equal(table.size, 40_000);
+  let bad = 0;
+  for (let i = 1; i < 40_000; i += 2) {
+    const j = table.get(`j${i}`);
+    if (j?.name !== `n${i}` || j.version !== i || j.anchorMs !== undefined || j.paused) bad++;
+  }
+  for (let i = 0; i < 20_000; i++) {
+    const k = table.get(`k${i}`);
+    if (k?.name !== `m${i}` || k.version !== 7 || k.anchorMs !== T + i || !k.paused) bad++;
+  }
+  t.equal(bad, 0, 'no row shows another job’s values');
+  t.notOk(table.has('j0'));
+  t.equal(table.get('j0'), undefined);
+  const order = [...table.keys()];
+  t.same(order.slice(0, 2), ['j1', 'j3']);
+  t.same(order.slice(-2), ['k19998', 'k19999']);
+  t.same(
+    [...table.values()].slice(0, 2).map((j) => j.id),
+    ['j1', 'j3'],
+  );
+  table.clear();
+  t.equal(table.size, 0);
+  t.end();
+});

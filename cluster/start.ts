@@ -6,12 +6,15 @@
  * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
  * demo sink (`tickctl sink`).
  * Ctrl-C (or SIGTERM) stops every node gracefully; running it again resumes on the same data.
+ * SIGHUP (what `npm run rolling-restart` sends, through .tickraft/start.pid) restarts the nodes
+ * one at a time (cluster/rolling.ts), logging progress to stdout and .tickraft/rolling-restart.log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
+import { appendFileSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventually, ProcNode } from '../test/helpers/cluster.js';
+import { rollingRestart, type RestartableNode } from './rolling.js';
 
 const BIN = fileURLToPath(new URL('../bin/tickraft', import.meta.url));
 const home = resolve(process.env['TICKRAFT_HOME'] ?? '.tickraft');
@@ -27,8 +30,10 @@ const initialCluster = ids.map((id, i) => `${id}=${host}:${peerBase + i}`).join(
 mkdirSync(home, { recursive: true });
 const children = new Map<string, ChildProcess>();
 let stopping = false;
+/** Nodes being restarted on purpose: their exit is expected. */
+const restarting = new Set<string>();
 
-for (const [i, id] of ids.entries()) {
+function spawnNode(id: string, i: number): ChildProcess {
   const log = openSync(join(home, `${id}.log`), 'a');
   const child = spawn(
     process.execPath,
@@ -51,15 +56,65 @@ for (const [i, id] of ids.entries()) {
     { stdio: ['ignore', log, log] },
   );
   child.on('exit', (code, signal) => {
-    children.delete(id);
+    if (children.get(id) === child) children.delete(id);
+    if (restarting.has(id)) return;
     if (!stopping) {
       console.error(
         `${id} exited unexpectedly (code ${code}, signal ${signal}); see ${join(home, `${id}.log`)}`,
       );
     }
-    if (children.size === 0) process.exit(stopping ? 0 : 1);
+    if (children.size === 0) {
+      rmSync(pidFile, { force: true });
+      process.exit(stopping ? 0 : 1);
+    }
   });
   children.set(id, child);
+  return child;
+}
+
+const pidFile = join(home, 'start.pid');
+writeFileSync(pidFile, `${process.pid}\n`);
+for (const [i, id] of ids.entries()) spawnNode(id, i);
+
+const rollingLog = join(home, 'rolling-restart.log');
+let rolling = false;
+
+async function rollingRestartAll(): Promise<void> {
+  if (rolling || stopping) return;
+  rolling = true;
+  const say = (line: string): void => {
+    console.log(`rolling restart: ${line}`);
+    appendFileSync(rollingLog, `${line}\n`);
+  };
+  const nodes: RestartableNode[] = ids.map((id, i) => ({
+    id,
+    endpoint: `${host}:${apiBase + i}`,
+    stop: async () => {
+      const child = children.get(id);
+      if (!child) return;
+      restarting.add(id);
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGTERM');
+      await exited;
+    },
+    start: () => {
+      spawnNode(id, i);
+      restarting.delete(id);
+    },
+  }));
+  const t0 = performance.now();
+  try {
+    const reports = await rollingRestart(nodes, say);
+    const moved = reports.reduce((n, r) => n + r.leadershipsMoved, 0);
+    say(
+      `done: ${reports.length} nodes in ${((performance.now() - t0) / 1000).toFixed(1)} s, ` +
+        `${moved} leaderships handed over`,
+    );
+  } catch (err) {
+    say(`failed: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    rolling = false;
+  }
 }
 
 function stop(): void {
@@ -70,6 +125,7 @@ function stop(): void {
 }
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
+process.on('SIGHUP', () => void rollingRestartAll());
 
 const probe = new ProcNode('n1', apiBase, peerBase, '', () => [], host);
 try {
@@ -109,6 +165,7 @@ In a third, a tenant with the same secret and a job that fires every 5 seconds:
   npm run tickctl -- runs list hello${endpoint}
   npm run tickctl -- cluster status${endpoint}
 Health and readiness: http://${host}:${metricsBase}/healthz and /readyz (docs/OPERATIONS.md).
+npm run rolling-restart restarts the nodes one at a time while jobs keep firing.
 Ctrl-C stops the cluster; npm start again resumes on the same data.`);
 } catch (err) {
   console.error(

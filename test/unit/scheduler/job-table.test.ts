@@ -14,7 +14,7 @@ const spec = compileJobSpec(
     timezone: 'Europe/Paris',
     anchorMs: T - 5,
     target: { url: 'http://127.0.0.1:9/h', headers: { 'x-team': 'ops' } },
-    payloadJson: '{"a":1}',
+    payload: { a: 1 },
     remainingFires: 3,
   },
   T,

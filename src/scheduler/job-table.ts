@@ -135,6 +135,13 @@ export class JobTable {
     for (const [id, row] of this.rows) yield this.read(id, row);
   }
 
+  /** The ids of a tenant's jobs, in insertion order; reads no job it does not return. */
+  idsOfTenant(tenant: string): string[] {
+    const out: string[] = [];
+    for (const [id, row] of this.rows) if (this.spec.get(row).tenant === tenant) out.push(id);
+    return out;
+  }
+
   /** Adds a job, or replaces the definition and state of the job with this id. */
   put(
     id: string,

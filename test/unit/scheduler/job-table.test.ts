@@ -105,3 +105,18 @@ t.test('deleted rows are reused, iteration follows insertion order', (t) => {
   t.equal(table.size, 0);
   t.end();
 });
+
+t.test("a tenant's job ids, without reading the others", (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  const other = keep.spec({ ...spec, tenant: 'globex' });
+  table.put('a1', keep.spec(spec), 'x', undefined, state());
+  table.put('g1', other, 'x', undefined, state());
+  table.put('a2', keep.spec(spec), 'x', undefined, state());
+  table.delete('a1');
+  table.put('a3', keep.spec(spec), 'x', undefined, state());
+  t.same(table.idsOfTenant('acme'), ['a2', 'a3']);
+  t.same(table.idsOfTenant('globex'), ['g1']);
+  t.same(table.idsOfTenant('nobody'), []);
+  t.end();
+});

@@ -4,6 +4,7 @@
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
+import { registerMembershipCommands } from './membership.js';
 import {
   EXIT_CODES_HELP,
   printJson,
@@ -18,7 +19,9 @@ import {
 type Obj = Record<string, unknown>;
 
 export function registerClusterCommands(program: Command, run: CliRun): void {
-  const cluster = new Command('cluster').description('cluster-wide views');
+  const cluster = new Command('cluster').description(
+    'cluster-wide views, membership and rebalancing',
+  );
   cluster.addHelpText('after', EXIT_CODES_HELP);
   remote(cluster.command('status'))
     .description('nodes, groups, leaders, terms, and each replica’s commit and apply indexes')
@@ -57,6 +60,7 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
         );
       }),
     );
+  registerMembershipCommands(cluster, run);
   program.addCommand(cluster);
 
   const leader = new Command('leader').description('group leadership');

@@ -58,6 +58,20 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
               .join(' '),
           ]),
         );
+        const moves = (st['moves'] as Obj[] | undefined) ?? [];
+        if (moves.length > 0) {
+          run.io.writeOut('\n');
+          table(
+            run,
+            ['MOVING GROUP', 'FROM', 'TO', 'PHASE'],
+            moves.map((m) => [
+              text(m['groupId']),
+              text(m['fromNode']) || '(add)',
+              text(m['toNode']),
+              text(m['phase']),
+            ]),
+          );
+        }
       }),
     );
   registerMembershipCommands(cluster, run);

@@ -128,10 +128,7 @@ export class TickraftNode {
     });
     this.host.openGroups();
     for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
-    const fresh = this.store.groupIds().length === 0;
-    if (fresh && cfg.join !== undefined) this.joinPeers = await this.join(cfg.join);
-    else if (fresh) await this.bootstrap();
-    else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    const fresh = await this.openOrCreate();
     this.transport = new PeerTransport({
       nodeId: cfg.id,
       listen: formatHostPort(cfg.peerListen),
@@ -155,8 +152,8 @@ export class TickraftNode {
     const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
     this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
     await this.startOps();
-    // A joined node restarting: make sure its join was recorded (its answer may have been lost).
-    if (!fresh && cfg.join !== undefined) rejoinInBackground(this.joinRequest(cfg.join), this.log);
+    // A joined node restarting: its join's answer may have been lost; ask again.
+    if (!fresh && cfg.join) rejoinInBackground(this.joinRequest(cfg.join), this.log);
     this.log.info(
       {
         groups: this.host.groups.size,
@@ -229,6 +226,16 @@ export class TickraftNode {
       this.metrics.leaderChanged(g.groupId);
       this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
     }
+  }
+
+  /** Creates this node's first replicas (bootstrap or join) on an empty store; true if so. */
+  private async openOrCreate(): Promise<boolean> {
+    const cfg = this.config;
+    const fresh = this.store.groupIds().length === 0;
+    if (fresh && cfg.join !== undefined) this.joinPeers = await this.join(cfg.join);
+    else if (fresh) await this.bootstrap();
+    else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    return fresh;
   }
 
   /** Membership changes: peers, replicas created for moves here, replicas that left. */

@@ -21,6 +21,7 @@ export const PURE_FOLDERS = [
   'src/scheduler/dispatcher*.ts',
   'src/placement/*-plan.ts',
   'src/placement/meta-state.ts',
+  'src/placement/membership-state.ts',
   'src/placement/ring.ts',
   'src/placement/hash.ts',
   'chaos/checkers/**/*.ts',

@@ -7,6 +7,14 @@ import type * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
+import { planRebalance, type PlanGroup } from '../placement/rebalance-plan.js';
+import {
+  addNodeLocal,
+  changeGroupMembershipLocal,
+  checkMoveRequest,
+  groupMembershipLocal,
+  proposeMeta,
+} from './membership-admin.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
 import { localListJobs } from './job-service.js';
@@ -21,6 +29,8 @@ import { TenantAdminError } from './tenant-admin.js';
 export const STATUS_FANOUT_MS = 2000;
 /** TransferLeader waits at most this long for the new leader when the caller set no deadline. */
 export const TRANSFER_WAIT_MS = 10_000;
+/** Replicas per data group the rebalancer keeps (the bootstrap plan's default). */
+export const REPLICA_COUNT = 3;
 
 interface LocalStatus {
   nodeId: string;
@@ -108,7 +118,91 @@ async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
     })),
     groups,
     answeredBy: api.node.id,
+    moves: [...meta.moves.values()].map((m) => ({
+      groupId: m.groupId,
+      fromNode: m.from,
+      toNode: m.to,
+      phase: m.phase,
+    })),
   };
+}
+
+function loadOf(groups: readonly PlanGroup[], nodes: readonly string[]): Msg[] {
+  return nodes.map((nodeId) => ({
+    nodeId,
+    replicas: groups.filter((g) => g.replicas.includes(nodeId)).length,
+    leaders: groups.filter((g) => g.leader === nodeId).length,
+  }));
+}
+
+/**
+ * Rebalance on the meta leader: plans from the meta group's layout and the leaders the nodes
+ * report; starts the first wave of moves, or, with no move left, carries out the transfers.
+ */
+async function rebalance(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+  const status = await clusterStatus(api, ctx);
+  const leaders = new Map(
+    (status['groups'] as Msg[]).map((g) => [g['groupId'] as number, String(g['leader'])]),
+  );
+  const meta = api.node.meta;
+  const members = [...meta.members.values()]
+    .filter((m) => m.state !== 'removed')
+    .map((m) => ({
+      id: m.id,
+      state: m.state === 'draining' ? ('draining' as const) : ('active' as const),
+    }));
+  const groups: PlanGroup[] = [...meta.groups.values()].map((g) => ({
+    id: g.id,
+    replicas: g.replicas,
+    leader: leaders.get(g.id) ?? '',
+  }));
+  const plan = planRebalance({
+    members,
+    groups,
+    replicaCount: REPLICA_COUNT,
+    maxConcurrentMoves: Math.max(1, num(req, 'maxConcurrentMoves') || 1),
+  });
+  const active = members
+    .filter((m) => m.state === 'active')
+    .map((m) => m.id)
+    .sort();
+  const out = {
+    moves: plan.moves.map((m) => ({
+      groupId: m.groupId,
+      fromNode: m.from,
+      toNode: m.to,
+      wave: m.wave,
+    })),
+    transfers: plan.transfers.map((t) => ({ groupId: t.groupId, fromNode: t.from, toNode: t.to })),
+    loadNow: loadOf(groups, active),
+    loadAfter: loadOf(plan.layoutAfter, active),
+    started: [] as Msg[],
+    transferred: [] as Msg[],
+    inFlight: [...meta.moves.values()].map((m) => ({
+      groupId: m.groupId,
+      fromNode: m.from,
+      toNode: m.to,
+      phase: m.phase,
+    })),
+  };
+  if (req['dryRun'] === true || meta.moves.size > 0) return out;
+  if (plan.moves.length > 0) {
+    for (const m of plan.moves.filter((x) => x.wave === 0)) {
+      await proposeMeta(api, { op: 'begin-move', groupId: m.groupId, from: m.from, to: m.to });
+      out.started.push({ groupId: m.groupId, fromNode: m.from, toNode: m.to, wave: 0 });
+    }
+    return out;
+  }
+  // Calls of our own to other groups' leaders: a fresh route, the caller's deadline.
+  const own: CallContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
+  for (const t of plan.transfers) {
+    const treq = { groupId: t.groupId, toNode: t.to };
+    await api.onGroup(own, t.groupId, 'AdminService', 'TransferLeader', treq, () =>
+      transferLeader(api, own, treq),
+    );
+    out.transferred.push({ groupId: t.groupId, fromNode: t.from, toNode: t.to });
+  }
+  return out;
 }
 
 async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
@@ -136,6 +230,24 @@ async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg): Prom
 export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const handlers: Record<string, Handler> = {
     ClusterStatus: (_req, ctx) => clusterStatus(api, ctx),
+    AddNode: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'AddNode', req, () => addNodeLocal(api, req)),
+    MoveReplica: (req, ctx) => {
+      checkMoveRequest(api, req);
+      return api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'MoveReplica', req, async () => {
+        await proposeMeta(api, {
+          op: 'begin-move',
+          groupId: num(req, 'groupId'),
+          from: str(req, 'fromNode'),
+          to: str(req, 'toNode'),
+        });
+        return {};
+      });
+    },
+    Rebalance: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'Rebalance', req, () =>
+        rebalance(api, ctx, req),
+      ),
     TransferLeader: (req, ctx) => {
       const groupId = num(req, 'groupId');
       if (groupId !== META_GROUP_ID && !api.node.meta.groups.has(groupId))
@@ -192,6 +304,18 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
       );
     },
     LocalStatus: () => Promise.resolve(localStatus(api)),
+    GroupMembership: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      return api.onGroup(ctx, groupId, 'NodeService', 'GroupMembership', req, () =>
+        groupMembershipLocal(api, groupId),
+      );
+    },
+    ChangeGroupMembership: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      return api.onGroup(ctx, groupId, 'NodeService', 'ChangeGroupMembership', req, () =>
+        changeGroupMembershipLocal(api, groupId, req),
+      );
+    },
     RegisterApiAddress: (req, ctx) =>
       api.onGroup(ctx, META_GROUP_ID, 'NodeService', 'RegisterApiAddress', req, async () => {
         const r = (await api.node.host.propose(

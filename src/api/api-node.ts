@@ -12,7 +12,10 @@ export interface ApiNode {
   readonly id: NodeId;
   readonly meta: MetaStateMachine;
   readonly config: { readonly groups: number };
-  readonly host: Pick<MultiRaftHost, 'groups' | 'propose' | 'proposeBatch' | 'read' | 'report'>;
+  readonly host: Pick<
+    MultiRaftHost,
+    'groups' | 'propose' | 'proposeBatch' | 'read' | 'report' | 'proposeConfChange'
+  >;
   readonly data: ReadonlyMap<number, { readonly scheduler: SchedulerStateMachine }>;
   /** Graceful hand-over of a data group (drains in-flight deliveries first). */
   readonly scheduler: { handOver(groupId: number, to: NodeId): void };

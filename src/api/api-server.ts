@@ -10,6 +10,7 @@ import { adminServiceHandlers, nodeServiceHandlers } from './admin-service.js';
 import { ApiContext } from './api-context.js';
 import type { ApiNode } from './api-node.js';
 import { jobServiceHandlers } from './job-service.js';
+import { MoveDriver } from './membership-admin.js';
 import { runServiceHandlers } from './run-service.js';
 import type { ApiLogger } from './service-kit.js';
 import { tenantServiceHandlers } from './tenant-service.js';
@@ -21,6 +22,8 @@ export class ApiServer {
   private readonly api: ApiContext;
   private timer: NodeJS.Timeout | undefined;
   private registering = false;
+  /** Carries replica moves through their steps while this node leads the meta group. */
+  private readonly moves: MoveDriver;
 
   constructor(
     private readonly node: ApiNode,
@@ -29,6 +32,7 @@ export class ApiServer {
     private readonly log: ApiLogger,
   ) {
     this.api = new ApiContext(node, log);
+    this.moves = new MoveDriver(this.api, log);
   }
 
   addTo(server: grpc.Server): void {
@@ -43,6 +47,7 @@ export class ApiServer {
   start(): void {
     this.timer = setInterval(() => this.register(), REGISTER_EVERY_MS);
     this.timer.unref();
+    this.moves.start();
   }
 
   /**
@@ -89,6 +94,7 @@ export class ApiServer {
 
   close(): void {
     if (this.timer) clearInterval(this.timer);
+    this.moves.stop();
     this.api.router.close();
   }
 }

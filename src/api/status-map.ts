@@ -32,6 +32,18 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   RUN_WRONG_STATE: grpc.status.FAILED_PRECONDITION,
   TRANSFER_INVALID: grpc.status.FAILED_PRECONDITION,
   DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
+  // Membership (src/placement/membership-state.ts, src/api/membership-admin.ts).
+  META_MEMBER_EXISTS: grpc.status.ALREADY_EXISTS,
+  META_ADDRESS_IN_USE: grpc.status.ALREADY_EXISTS,
+  META_MEMBER_INVALID: grpc.status.INVALID_ARGUMENT,
+  META_MEMBER_REMOVED: grpc.status.FAILED_PRECONDITION,
+  META_MEMBER_HAS_REPLICAS: grpc.status.FAILED_PRECONDITION,
+  META_NO_GROUP: grpc.status.NOT_FOUND,
+  META_NO_MOVE: grpc.status.NOT_FOUND,
+  META_MOVE_INVALID: grpc.status.FAILED_PRECONDITION,
+  META_MOVE_IN_FLIGHT: grpc.status.FAILED_PRECONDITION,
+  META_MOVE_PHASE: grpc.status.FAILED_PRECONDITION,
+  MEMBERSHIP_CHANGE_REFUSED: grpc.status.UNAVAILABLE,
 };
 
 /** How long a client should wait before retrying a call that found no leader. */

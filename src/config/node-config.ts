@@ -48,6 +48,8 @@ export interface NodeOptions {
   deliveryQueue?: number;
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
+  /** host:port of any running member's client API: an empty node joins that cluster. */
+  join?: string;
 }
 
 export interface DeliveryConfig {
@@ -83,6 +85,8 @@ export interface CompiledNodeConfig {
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
   readonly metricsListen: HostPort | undefined;
+  /** The client API address of a member to join through, or undefined. */
+  readonly join: string | undefined;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -107,6 +111,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  join: '--join',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -152,6 +157,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       : address('metricsListen', '');
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
+  const join = parseJoin(options.join, initialCluster !== undefined, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
       bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
@@ -208,6 +214,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     scheduler: { lookAheadMs, misfireThresholdMs },
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
     metricsListen,
+    join,
   });
 }
 
@@ -226,6 +233,19 @@ function checkMetricsDistinct(
     if (hp.host === metrics.host && hp.port === metrics.port)
       bad('metricsListen', `must differ from ${flag}`);
   }
+}
+
+function parseJoin(
+  text: string | undefined,
+  hasInitialCluster: boolean,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): string | undefined {
+  if (text === undefined || text === '') return undefined;
+  if (hasInitialCluster) bad('join', 'cannot be combined with --initial-cluster');
+  const hp = parseHostPort(text);
+  if (typeof hp !== 'string') return formatHostPort(hp);
+  bad('join', hp);
+  return undefined;
 }
 
 function parseInitialCluster(

@@ -12,7 +12,8 @@ import {
   ReadFailedError,
 } from '../raft/errors.js';
 import type { LogStorage } from '../raft/log-storage.js';
-import type { Entry, Message, NodeId } from '../raft/messages.js';
+import type { ConfChange, Entry, Message, NodeId } from '../raft/messages.js';
+import type { ProposeResult } from '../raft/raft.js';
 import { RawNode } from '../raft/raw-node.js';
 import type { Ready } from '../raft/ready.js';
 
@@ -32,7 +33,13 @@ export type InboxItem =
   | { readonly kind: 'campaign' }
   /** Leave quiescence (the group has work coming, e.g. runs due soon). */
   | { readonly kind: 'wake' }
-  | { readonly kind: 'transfer-leader'; readonly to: NodeId };
+  | { readonly kind: 'transfer-leader'; readonly to: NodeId }
+  /** A membership change (joint consensus or a learner); `done` hears Raft's verdict. */
+  | {
+      readonly kind: 'conf-change';
+      readonly change: ConfChange;
+      readonly done: (result: ProposeResult) => void;
+    };
 
 interface Waiter<T> {
   readonly resolve: (value: T) => void;
@@ -169,6 +176,9 @@ export class GroupReplica {
           break;
         case 'transfer-leader':
           this.node.transferLeader(item.to);
+          break;
+        case 'conf-change':
+          item.done(this.node.proposeConfChange(item.change));
           break;
       }
     }

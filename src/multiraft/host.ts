@@ -13,7 +13,8 @@ import type { SeededRand } from '../base/rand.js';
 import type { CompiledRaftConfig } from '../raft/config.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { LogStorage } from '../raft/log-storage.js';
-import type { Entry, HardState, Message, NodeId, Snapshot } from '../raft/messages.js';
+import type { ConfChange, Entry, HardState, Message, NodeId, Snapshot } from '../raft/messages.js';
+import type { ProposeResult } from '../raft/raft.js';
 import type { Ready } from '../raft/ready.js';
 import { GroupReplica, type GroupStateMachine, type InboxItem } from './group-replica.js';
 import { Ticker } from './ticker.js';
@@ -101,8 +102,12 @@ export class MultiRaftHost {
   private interval: NodeJS.Timeout | undefined;
   private stopped = false;
   private idleWaiters: (() => void)[] = [];
+  /** Replicas to delete at the start of the next turn (see removeGroup). */
+  private removals: { groupId: number; done: () => void; fail: (err: unknown) => void }[] = [];
   /** Hooks for layers above: called after each turn's apply (e.g. to react to role changes). */
   afterTurn: (() => void) | undefined;
+  /** Called once a group's replica was deleted from this node (removeGroup). */
+  onGroupRemoved: ((groupId: number) => void) | undefined;
   /** Metrics hook: called with each group commit's stats (the store's object, not a copy). */
   onCommit: ((stats: CommitStats) => void) | undefined;
 
@@ -142,6 +147,29 @@ export class MultiRaftHost {
     const g = this.attach(groupId);
     this.wake();
     return g;
+  }
+
+  /**
+   * Deletes this node's replica of a group (it no longer belongs here): the replica is closed
+   * (waiting proposals and reads fail) and its log, hard state and snapshot are deleted. Done at
+   * the start of a turn, so no Ready of the group is between ready() and advance().
+   */
+  removeGroup(groupId: number): Promise<void> {
+    if (!this.groups.has(groupId)) return Promise.resolve();
+    const p = new Promise<void>((done, fail) => this.removals.push({ groupId, done, fail }));
+    this.wake();
+    return p;
+  }
+
+  /** Proposes a membership change to a group this node leads; resolves with Raft's verdict. */
+  proposeConfChange(groupId: number, change: ConfChange): Promise<ProposeResult> {
+    const g = this.groups.get(groupId);
+    if (!g) return Promise.reject(new NotLeaderError(groupId, '', 'group not hosted on this node'));
+    const p = new Promise<ProposeResult>((done) =>
+      g.inbox.push({ kind: 'conf-change', change, done }),
+    );
+    this.wake();
+    return p;
   }
 
   isHosted(groupId: number): boolean {
@@ -258,6 +286,7 @@ export class MultiRaftHost {
 
   private async turn(): Promise<void> {
     this.stats.turns++;
+    if (this.removals.length > 0) await this.removeNow();
     const ticks = this.ticker.due();
     const readies: [GroupReplica, Ready][] = [];
     const updates: GroupUpdate[] = [];
@@ -298,6 +327,26 @@ export class MultiRaftHost {
       if (g.node.hasReady() || g.hasWork()) {
         this.again = true;
         break;
+      }
+    }
+  }
+
+  private async removeNow(): Promise<void> {
+    const removals = this.removals;
+    this.removals = [];
+    for (const r of removals) {
+      const g = this.groups.get(r.groupId);
+      if (g) {
+        this.groups.delete(r.groupId);
+        g.close('replica removed from this node');
+      }
+      try {
+        await this.opts.store.deleteGroup(r.groupId);
+        this.onGroupRemoved?.(r.groupId);
+        r.done();
+      } catch (err) {
+        r.fail(err);
+        throw err;
       }
     }
   }

@@ -5,6 +5,12 @@
  */
 import type { Entry, NodeId } from '../raft/messages.js';
 import type { GroupStateMachine } from '../multiraft/group-replica.js';
+import {
+  applyMembershipCommand,
+  isMembershipCommand,
+  type MembershipCommand,
+  type MoveRecord,
+} from './membership-state.js';
 
 export type MemberState = 'active' | 'draining' | 'removed';
 
@@ -61,7 +67,9 @@ export type MetaCommand =
       readonly expectedUpdatedAtMs: number;
     }
   /** A node records its own client API address, so that others can forward calls to it. */
-  | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string };
+  | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string }
+  /** Joins, drains, removals and replica moves: membership-state.ts. */
+  | MembershipCommand;
 
 export type MetaResult = { ok: true } | { ok: false; code: string; reason: string };
 
@@ -77,9 +85,12 @@ export class MetaStateMachine implements GroupStateMachine {
   readonly members = new Map<NodeId, MemberRecord>();
   readonly groups = new Map<number, GroupRecord>();
   readonly tenants = new Map<string, TenantRecord>();
+  /** Replica moves in flight, by group (membership-state.ts). */
+  readonly moves = new Map<number, MoveRecord>();
 
   apply(entry: Entry): MetaResult {
     const c = JSON.parse(decoder.decode(entry.data)) as MetaCommand;
+    if (isMembershipCommand(c)) return applyMembershipCommand(this, c);
     switch (c.op) {
       case 'init':
         // Every initial node may propose the same init; the first committed one wins.
@@ -138,6 +149,7 @@ export class MetaStateMachine implements GroupStateMachine {
         members: [...this.members.values()],
         groups: [...this.groups.values()],
         tenants: [...this.tenants.values()],
+        moves: [...this.moves.values()],
       }),
     );
   }
@@ -148,6 +160,7 @@ export class MetaStateMachine implements GroupStateMachine {
       members: MemberRecord[];
       groups: GroupRecord[];
       tenants?: TenantRecord[];
+      moves?: MoveRecord[];
     };
     this.initialized = s.initialized;
     this.members.clear();
@@ -156,5 +169,7 @@ export class MetaStateMachine implements GroupStateMachine {
     for (const g of s.groups) this.groups.set(g.id, g);
     this.tenants.clear();
     for (const t of s.tenants ?? []) this.tenants.set(t.id, t);
+    this.moves.clear();
+    for (const m of s.moves ?? []) this.moves.set(m.groupId, m);
   }
 }

@@ -40,6 +40,10 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .option('--listen <host:port>', 'client API address (default 127.0.0.1:7001)')
     .option('--peer-listen <host:port>', 'peer transport address (default 127.0.0.1:7101)')
     .option('--initial-cluster <list>', 'id=host:port,… peer addresses of the initial nodes')
+    .option(
+      '--join <host:port>',
+      'client API address of a running member: an empty node joins that cluster',
+    )
     .addOption(
       new Option('--groups <n>', 'data groups of a new cluster (default 16)').argParser(int),
     )

@@ -23,6 +23,8 @@ import { signingSecretsAt } from '../api/tenant-admin.js';
 import { NO_NODE } from '../raft/messages.js';
 import { NodeMetrics, type SchedulerGroupFacts } from '../observe/metrics.js';
 import { OpsHttpServer, type Readiness } from '../observe/http-server.js';
+import { joinCluster, rejoinInBackground } from './join.js';
+import { MembershipRuntime } from './membership-runtime.js';
 
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -53,6 +55,9 @@ export class TickraftNode {
   metricsPort: number | undefined;
   /** The leader last seen per group, to count and log leader changes. */
   private readonly leaderSeen = new Map<number, NodeId>();
+  /** Peer addresses a join answered with (before the meta group reaches this node). */
+  private joinPeers = new Map<NodeId, string>();
+  membership!: MembershipRuntime;
 
   constructor(
     readonly config: CompiledNodeConfig,
@@ -123,9 +128,7 @@ export class TickraftNode {
     });
     this.host.openGroups();
     for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
-    const fresh = this.store.groupIds().length === 0;
-    if (fresh) await this.bootstrap();
-    else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    const fresh = await this.openOrCreate();
     this.transport = new PeerTransport({
       nodeId: cfg.id,
       listen: formatHostPort(cfg.peerListen),
@@ -140,6 +143,7 @@ export class TickraftNode {
     });
     await this.transport.start();
     this.host.transport = this.transport;
+    this.wireMembership();
     this.host.afterTurn = () => this.afterTurn();
     this.host.start();
     this.scheduler.start();
@@ -148,6 +152,8 @@ export class TickraftNode {
     const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
     this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
     await this.startOps();
+    // A joined node restarting: its join's answer may have been lost; ask again.
+    if (!fresh && cfg.join) rejoinInBackground(this.joinRequest(cfg.join), this.log);
     this.log.info(
       {
         groups: this.host.groups.size,
@@ -222,6 +228,59 @@ export class TickraftNode {
     }
   }
 
+  /** Creates this node's first replicas (bootstrap or join) on an empty store; true if so. */
+  private async openOrCreate(): Promise<boolean> {
+    const cfg = this.config;
+    const fresh = this.store.groupIds().length === 0;
+    if (fresh && cfg.join !== undefined) this.joinPeers = await this.join(cfg.join);
+    else if (fresh) await this.bootstrap();
+    else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    return fresh;
+  }
+
+  /** Membership changes: peers, replicas created for moves here, replicas that left. */
+  private wireMembership(): void {
+    this.membership = new MembershipRuntime({
+      selfId: this.config.id,
+      host: this.host,
+      meta: this.meta,
+      peers: this.transport,
+      log: this.log,
+    });
+    this.host.onGroupRemoved = (groupId) => {
+      this.scheduler.detach(groupId);
+      this.data.delete(groupId);
+      this.leaderSeen.delete(groupId);
+    };
+  }
+
+  private joinRequest(via: string): Parameters<typeof joinCluster>[0] {
+    return {
+      via,
+      nodeId: this.config.id,
+      peerAddress: formatHostPort(this.config.peerListen),
+      apiAddress: formatHostPort(this.config.listen),
+      deadlineMs: Date.now() + 60_000,
+    };
+  }
+
+  /**
+   * An empty node joining: it hosts an empty meta replica (the meta leader catches it up as a
+   * learner), then registers through `via`. A refused join deletes that replica again, so the
+   * data directory stays empty and the node can be started again with another id.
+   */
+  private async join(via: string): Promise<Map<NodeId, string>> {
+    await this.host.createGroup(META_GROUP_ID, undefined);
+    try {
+      const members = await joinCluster(this.joinRequest(via));
+      this.log.info({ via, members: members.size }, 'joined the cluster');
+      return members;
+    } catch (err) {
+      await this.host.removeGroup(META_GROUP_ID);
+      throw err;
+    }
+  }
+
   private planFromFlags(): BootstrapPlan | undefined {
     const ids = [...(this.config.initialCluster?.keys() ?? [])];
     return ids.length > 0 ? planBootstrap(ids, this.config.groups) : undefined;
@@ -231,8 +290,9 @@ export class TickraftNode {
     const peers = new Map<NodeId, string>();
     for (const [id, addr] of this.config.initialCluster ?? [])
       if (id !== this.config.id) peers.set(id, addr);
+    for (const [id, addr] of this.joinPeers) if (id !== this.config.id) peers.set(id, addr);
     for (const m of this.meta.members.values()) {
-      if (m.id !== this.config.id) peers.set(m.id, m.peerAddress);
+      if (m.id !== this.config.id && m.state !== 'removed') peers.set(m.id, m.peerAddress);
     }
     return peers;
   }
@@ -277,6 +337,7 @@ export class TickraftNode {
 
   private afterTurn(): void {
     this.scheduler.stepAfterTurn();
+    this.membership.afterTurn();
     this.observeLeaders();
     this.balanceLeaders();
     const meta = this.host.groups.get(META_GROUP_ID);

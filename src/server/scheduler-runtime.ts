@@ -104,6 +104,12 @@ export class SchedulerRuntime {
     return dispatcher;
   }
 
+  /** Stops dispatching for a group whose replica left this node (a replica move). */
+  detach(groupId: number): void {
+    this.groups.delete(groupId);
+    this.handOvers.delete(groupId);
+  }
+
   dispatcherOf(groupId: number): GroupDispatcher | undefined {
     return this.groups.get(groupId)?.dispatcher;
   }

@@ -4,6 +4,7 @@
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
+import { registerMembershipCommands } from './membership.js';
 import {
   EXIT_CODES_HELP,
   printJson,
@@ -18,7 +19,9 @@ import {
 type Obj = Record<string, unknown>;
 
 export function registerClusterCommands(program: Command, run: CliRun): void {
-  const cluster = new Command('cluster').description('cluster-wide views');
+  const cluster = new Command('cluster').description(
+    'cluster-wide views, membership and rebalancing',
+  );
   cluster.addHelpText('after', EXIT_CODES_HELP);
   remote(cluster.command('status'))
     .description('nodes, groups, leaders, terms, and each replica’s commit and apply indexes')
@@ -55,8 +58,23 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
               .join(' '),
           ]),
         );
+        const moves = (st['moves'] as Obj[] | undefined) ?? [];
+        if (moves.length > 0) {
+          run.io.writeOut('\n');
+          table(
+            run,
+            ['MOVING GROUP', 'FROM', 'TO', 'PHASE'],
+            moves.map((m) => [
+              text(m['groupId']),
+              text(m['fromNode']) || '(add)',
+              text(m['toNode']),
+              text(m['phase']),
+            ]),
+          );
+        }
       }),
     );
+  registerMembershipCommands(cluster, run);
   program.addCommand(cluster);
 
   const leader = new Command('leader').description('group leadership');

@@ -2,7 +2,8 @@
 // chaos suite uses) plus raw fetch for what the client hides (status codes, error bodies, the
 // toxic listing, PATCH). Against our server by default (started in its own process); with
 // TOXIPROXY_URL set, the same file runs against a real Toxiproxy, which must reach this process's
-// loopback (docker compose --profile chaos runs it with host networking).
+// loopback (docker compose --profile chaos runs it with host networking). The /reset test resets
+// every proxy of that Toxiproxy: run this file alone against it (npx tap --jobs 1 …).
 //
 // The data-plane tests push real bytes through real proxies to an echo server in this process and
 // assert what a client would see: bytes delayed, held, cut at a count, paced, sliced, connections
@@ -22,7 +23,6 @@ const isExternal = (): boolean => endpoint.process === undefined;
 t.before(async () => {
   endpoint = await openToxiproxy();
   toxiproxy = new Toxiproxy(endpoint.url);
-  await toxiproxy.reset();
   echo = createServer((s) => {
     s.on('error', () => {});
     s.pipe(s);

@@ -118,7 +118,8 @@ t.test('partitions through the proxies of every peer link', async (t) => {
       t.pass('writes keep succeeding through the majority');
       await eventually(async () => {
         const led = (await old.status(1000)).groups.filter((g) => g.role === 'leader');
-        if (led.length > 0) throw new Error(`${oldId} still leads ${led.map((g) => g.groupId)}`);
+        if (led.length > 0)
+          throw new Error(`${oldId} still leads ${led.map((g) => g.groupId).join(',')}`);
       }, 20_000);
       t.pass(`${oldId}, cut off, stepped down everywhere (check-quorum)`);
 

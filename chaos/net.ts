@@ -2,7 +2,7 @@
  * The network of a cluster under test: one Toxiproxy proxy per ordered node pair, and partitions
  * as a few API calls on them.
  *
- * Proxy `<prefix><a>_to_<b>` listens on a free port of the cluster's loopback host and forwards
+ * Proxy `<prefix><a>_to_<b>` listens on a free port of a given loopback address and forwards
  * to b's real peer address; node a is started with `--peer-route b=<that port>` (routeArgs), so
  * every Raft message a sends to b crosses it. Nothing else does: b's messages to a, including
  * its answers, travel on b's own connection through `<b>_to_<a>`. Client API calls (and API

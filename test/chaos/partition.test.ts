@@ -4,8 +4,9 @@
 //
 // 1. Isolate the meta group's leader: the two others elect a new leader for every group the
 //    isolated node led, and writes (DebugService puts) keep succeeding through them; the isolated
-//    node steps down (check-quorum). Heal: it rejoins, and all three agree on each group's leader,
-//    commit index and key count.
+//    node steps down in the meta group (check-quorum; the leader of a quiesced data group may only
+//    learn of its successor at the heal). Heal: it rejoins, and all three agree on each group's
+//    leader, term, commit index and key count.
 // 2. One-way cut leader → follower of a data group: the follower hears nothing from the leader
 //    (its commit index stays put while the leader's advances), the leader still hears the
 //    follower, and writes keep succeeding with the third node; after healing the follower
@@ -116,12 +117,17 @@ t.test('partitions through the proxies of every peer link', async (t) => {
 
       for (let i = 0; i < 12; i++) await putThrough(majority, `during-${i}`, 'v');
       t.pass('writes keep succeeding through the majority');
+      // The meta group never quiesces, so check-quorum deposes its cut-off leader. A quiesced data
+      // group's leader sends nothing and so cannot notice; it may go on believing it leads, at a
+      // term the majority has already left behind, where it can commit nothing.
       await eventually(async () => {
-        const led = (await old.status(1000)).groups.filter((g) => g.role === 'leader');
-        if (led.length > 0)
-          throw new Error(`${oldId} still leads ${led.map((g) => g.groupId).join(',')}`);
+        if ((await groupOf(old, META)).role === 'leader') throw new Error(`${oldId} leads meta`);
       }, 20_000);
-      t.pass(`${oldId}, cut off, stepped down everywhere (check-quorum)`);
+      t.pass(`${oldId}, cut off, stepped down in the meta group (check-quorum)`);
+      for (const g of (await old.status(1000)).groups.filter((x) => x.role === 'leader')) {
+        const newTerm = (await groupOf(cluster.node(newLeaders.get(g.groupId)!), g.groupId)).term;
+        t.ok(g.term < newTerm, `group ${g.groupId}: ${oldId} still leads a stale term ${g.term}`);
+      }
 
       await net.heal();
       const final = await eventually(() => converged(cluster.nodes), 30_000, 250);

@@ -1,13 +1,13 @@
 /**
  * A ProcCluster whose every peer link crosses a Toxiproxy proxy (chaos/net.ts): the proxy
  * server runs in its own process (or is the real Toxiproxy at TOXIPROXY_URL), with one proxy per
- * ordered node pair on the cluster's loopback host, and each node dials its peers through them
+ * ordered node pair on a loopback address of their own, and each node dials its peers through them
  * (--peer-route). Partitions are `net.isolate(id)`, `net.halves()`, … and `net.heal()`.
  */
 import { Toxiproxy } from 'toxiproxy-node-client';
 import { ClusterNet } from '../../chaos/net.js';
 import { openToxiproxy, type ToxiproxyEndpoint } from '../../chaos/proxy/launch.js';
-import { ProcCluster, type ClusterOptions } from './cluster.js';
+import { ProcCluster, randomLoopbackHost, type ClusterOptions } from './cluster.js';
 
 let clusterCount = 0;
 
@@ -20,7 +20,10 @@ export class ProxiedCluster {
 
   static async create(opts: ClusterOptions = {}): Promise<ProxiedCluster> {
     const cluster = await ProcCluster.create(opts);
-    const host = cluster.nodes[0]!.host;
+    // The nodes' ports were picked free and released; proxies bound with port 0 on the same host
+    // could be handed one of them. Another loopback address cannot collide.
+    let host = randomLoopbackHost();
+    while (host === cluster.nodes[0]!.host) host = randomLoopbackHost();
     let endpoint: ToxiproxyEndpoint | undefined;
     try {
       endpoint = await openToxiproxy(host);

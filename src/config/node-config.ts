@@ -50,6 +50,12 @@ export interface NodeOptions {
   metricsListen?: string;
   /** host:port of any running member's client API: an empty node joins that cluster. */
   join?: string;
+  /**
+   * id=host:port,… : dial these peers at these addresses instead of their advertised peer
+   * addresses (the chaos suite puts a proxy on every link). Only this node's outgoing
+   * connections change; what the cluster stores and other nodes dial stays the same.
+   */
+  peerRoute?: string;
 }
 
 export interface DeliveryConfig {
@@ -87,6 +93,8 @@ export interface CompiledNodeConfig {
   readonly metricsListen: HostPort | undefined;
   /** The client API address of a member to join through, or undefined. */
   readonly join: string | undefined;
+  /** Peers this node dials at an address other than their advertised one (--peer-route). */
+  readonly peerRoutes: ReadonlyMap<NodeId, string>;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -112,6 +120,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
   join: '--join',
+  peerRoute: '--peer-route',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -158,6 +167,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
+  const peerRoutes = parsePeerRoutes(options.peerRoute, id, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
       bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
@@ -215,6 +225,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
     metricsListen,
     join,
+    peerRoutes,
   });
 }
 
@@ -248,31 +259,53 @@ function parseJoin(
   return undefined;
 }
 
+/** `id=host:port,…` into a map; each bad entry is reported against `key`. */
+function parseIdAddressList(
+  key: 'initialCluster' | 'peerRoute',
+  text: string,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): Map<NodeId, string> {
+  const entries = new Map<NodeId, string>();
+  for (const part of text.split(',')) {
+    const eq = part.indexOf('=');
+    const id = eq > 0 ? part.slice(0, eq) : '';
+    const addr = eq > 0 ? part.slice(eq + 1) : '';
+    if (!ID_PATTERN.test(id)) {
+      bad(key, `entry '${part}' must be id=host:port`);
+      continue;
+    }
+    const hp = parseHostPort(addr);
+    if (typeof hp === 'string') {
+      bad(key, `entry '${part}': address ${hp}`);
+      continue;
+    }
+    if (entries.has(id)) bad(key, `node ${id} is listed twice`);
+    entries.set(id, addr);
+  }
+  return entries;
+}
+
 function parseInitialCluster(
   text: string | undefined,
   selfId: string,
   bad: (key: keyof NodeOptions, reason: string) => void,
 ): Map<NodeId, string> | undefined {
   if (text === undefined || text === '') return undefined;
-  const members = new Map<NodeId, string>();
-  for (const part of text.split(',')) {
-    const eq = part.indexOf('=');
-    const id = eq > 0 ? part.slice(0, eq) : '';
-    const addr = eq > 0 ? part.slice(eq + 1) : '';
-    if (!ID_PATTERN.test(id)) {
-      bad('initialCluster', `entry '${part}' must be id=host:port`);
-      continue;
-    }
-    const hp = parseHostPort(addr);
-    if (typeof hp === 'string') {
-      bad('initialCluster', `entry '${part}': address ${hp}`);
-      continue;
-    }
-    if (members.has(id)) bad('initialCluster', `node ${id} is listed twice`);
-    members.set(id, addr);
-  }
+  const members = parseIdAddressList('initialCluster', text, bad);
   if (selfId !== '' && members.size > 0 && !members.has(selfId)) {
     bad('initialCluster', `must include this node (${selfId})`);
   }
   return members;
+}
+
+function parsePeerRoutes(
+  text: string | undefined,
+  selfId: string,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): ReadonlyMap<NodeId, string> {
+  if (text === undefined || text === '') return new Map();
+  const routes = parseIdAddressList('peerRoute', text, bad);
+  if (routes.has(selfId))
+    bad('peerRoute', `names this node (${selfId}); a node never dials itself`);
+  return routes;
 }

@@ -119,6 +119,12 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       '--metrics-listen <host:port>',
       'HTTP address for /metrics, /healthz and /readyz (default: not served)',
     )
+    .option(
+      '--peer-route <id=host:port>',
+      'dial peer id at host:port instead of its advertised peer address (repeatable, or a comma list; e.g. through a proxy)',
+      (value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
+    )
     .action(async (flags: Record<string, unknown>) => {
       process.exitCode = await run(mergeConfig(flags));
     });

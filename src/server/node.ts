@@ -294,6 +294,8 @@ export class TickraftNode {
     for (const m of this.meta.members.values()) {
       if (m.id !== this.config.id && m.state !== 'removed') peers.set(m.id, m.peerAddress);
     }
+    // --peer-route changes only where this node dials; the meta group keeps the advertised ones.
+    for (const [id, addr] of this.config.peerRoutes) peers.set(id, addr);
     return peers;
   }
 

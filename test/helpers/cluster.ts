@@ -106,6 +106,8 @@ export class ProcNode {
   stdout = '';
   /** The node's --metrics-listen port, when the cluster was created with metrics. */
   metricsPort: number | undefined;
+  /** Flags of this node alone, given at every start (e.g. --peer-route through proxies). */
+  ownArgs: string[] = [];
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
 
   constructor(
@@ -130,7 +132,7 @@ export class ProcNode {
     const nodeArgs = (process.env['TICKRAFT_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '');
     const proc = spawn(
       process.execPath,
-      [...nodeArgs, BIN, 'serve', ...this.args(), ...extraArgs],
+      [...nodeArgs, BIN, 'serve', ...this.args(), ...this.ownArgs, ...extraArgs],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
       },

@@ -19,6 +19,19 @@ t.test('defaults', (t) => {
     port: 9101,
   });
   t.ok(Object.isFrozen(c));
+  t.same([...c.peerRoutes], [], 'no peer routes: peers are dialled where they advertise');
+  t.end();
+});
+
+t.test('peer routes', (t) => {
+  const c = compileNodeOptions({ ...base, peerRoute: 'n2=127.0.0.1:21012,n3=127.0.0.1:21013' });
+  t.same(
+    [...c.peerRoutes],
+    [
+      ['n2', '127.0.0.1:21012'],
+      ['n3', '127.0.0.1:21013'],
+    ],
+  );
   t.end();
 });
 
@@ -73,6 +86,9 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
     '--initial-cluster',
     /this node/,
   ],
+  ['route entry', { ...base, peerRoute: 'n2=nowhere' }, '--peer-route', /host:port/],
+  ['route twice', { ...base, peerRoute: 'n2=a:1,n2=a:2' }, '--peer-route', /twice/],
+  ['route to self', { ...base, peerRoute: 'n1=127.0.0.1:1' }, '--peer-route', /never dials itself/],
 ];
 
 for (const [name, opts, field, reason] of rejected) {

@@ -27,6 +27,8 @@ export interface MembershipRuntimeOptions {
   readonly host: MultiRaftHost;
   readonly meta: MetaStateMachine;
   readonly peers: PeerBook;
+  /** --peer-route: where this node dials some peers instead of their advertised address. */
+  readonly peerRoutes: ReadonlyMap<NodeId, string>;
   readonly log: NodeLogger;
 }
 
@@ -54,7 +56,7 @@ export class MembershipRuntime {
     for (const m of this.opts.meta.members.values()) {
       if (m.id === this.opts.selfId) continue;
       if (m.state === 'removed') this.opts.peers.removePeer(m.id);
-      else this.opts.peers.setPeer(m.id, m.peerAddress);
+      else this.opts.peers.setPeer(m.id, this.opts.peerRoutes.get(m.id) ?? m.peerAddress);
     }
   }
 

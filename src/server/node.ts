@@ -245,6 +245,7 @@ export class TickraftNode {
       host: this.host,
       meta: this.meta,
       peers: this.transport,
+      peerRoutes: this.config.peerRoutes,
       log: this.log,
     });
     this.host.onGroupRemoved = (groupId) => {

@@ -10,8 +10,9 @@
  * The jobs are yearly cron jobs (they never fire during a run) of one tenant, one target URL,
  * no name and the default payload: the state each job costs, not the size of its strings.
  */
+import * as grpc from '@grpc/grpc-js';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
-import { ProcCluster, type NodeStatus } from '../test/helpers/cluster.js';
+import { ProcCluster, sleep, type NodeStatus } from '../test/helpers/cluster.js';
 import { ApiCallError, type ApiClient } from '../src/api/client.js';
 import { META_GROUP_ID } from '../src/placement/bootstrap-plan.js';
 import { apiClients, describeLeaders, settleLeaders, waitApplied } from './bench-cluster.js';
@@ -46,6 +47,12 @@ export interface RegistrationResult {
   readonly batchP50Ms: number;
   readonly batchP99Ms: number;
   readonly batches: number;
+  /** CPU of the three node processes while registering, per job created. */
+  readonly clusterCpuUsPerJob: number;
+  /** Groups whose term changed while registering (an election under load). */
+  readonly leaderChanges: number;
+  /** Batches sent again because a group had no leader or lost it (not errors). */
+  readonly retriedBatches: number;
   readonly memory: {
     readonly nodes: readonly NodeMemory[];
     /** Every node ran its collections (started with --expose-gc). */
@@ -68,6 +75,81 @@ function jobAt(i: number, url: string): Record<string, unknown> {
       target: { url },
     },
   };
+}
+
+async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
+  let total = 0;
+  for (const n of cluster.nodes) total += (await n.status(5000)).cpuMs;
+  return total;
+}
+
+/** Worth another try: the group had no leader, lost it, or the call timed out. */
+function retryable(err: unknown): boolean {
+  return (
+    err instanceof ApiCallError &&
+    (err.status === grpc.status.UNAVAILABLE || err.status === grpc.status.DEADLINE_EXCEEDED)
+  );
+}
+
+/**
+ * One batch through CreateJobs, as a careful bulk client sends it: a call that failed because a
+ * group had no leader or lost it is sent again after a pause. A batch spans groups, so a failed
+ * call may have created some of its jobs; when the retry answers ALREADY_EXISTS, the batch's
+ * jobs go one by one (CreateJob), an existing job counting as created by the earlier call.
+ * Any other error is the bench's failure.
+ */
+async function createBatch(
+  client: ApiClient,
+  jobs: readonly Record<string, unknown>[],
+): Promise<{ created: number; retried: boolean }> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const r = await client.call<{ created: number }>(
+        'JobService',
+        'CreateJobs',
+        { jobs },
+        60_000,
+      );
+      return { created: r.created, retried: attempt > 0 };
+    } catch (err) {
+      if (attempt > 0 && err instanceof ApiCallError && err.code === 'JOB_ALREADY_EXISTS') break;
+      if (!retryable(err) || attempt === RETRIES_MAX) throw err;
+      await sleep((err as ApiCallError).retryDelayMs ?? 300);
+    }
+  }
+  let created = 0;
+  for (let i = 0; i < jobs.length; i += 50) {
+    await Promise.all(
+      jobs.slice(i, i + 50).map(async (job) => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await client.call('JobService', 'CreateJob', job, 60_000);
+            created++;
+            return;
+          } catch (err) {
+            if (err instanceof ApiCallError && err.code === 'JOB_ALREADY_EXISTS') {
+              created++;
+              return;
+            }
+            if (!retryable(err) || attempt === RETRIES_MAX) throw err;
+            await sleep((err as ApiCallError).retryDelayMs ?? 300);
+          }
+        }
+      }),
+    );
+  }
+  return { created, retried: true };
+}
+
+const RETRIES_MAX = 10;
+
+async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const n of cluster.nodes) {
+    const st = await n.status(5000);
+    for (const g of st.groups) out.set(g.groupId, Math.max(out.get(g.groupId) ?? 0, g.term));
+  }
+  return out;
 }
 
 async function memoryOf(cluster: ProcCluster): Promise<NodeStatus[]> {
@@ -104,9 +186,12 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
     const latencies: number[] = [];
     const errors: string[] = [];
     let failedCalls = 0;
+    let retriedBatches = 0;
     let created = 0;
     let next = 0;
     let batches = 0;
+    const termsBefore = await groupTerms(cluster);
+    const cpuBefore = await clusterCpuMs(cluster);
     const t0 = performance.now();
     const worker = async (w: number): Promise<void> => {
       for (;;) {
@@ -119,13 +204,9 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
         const client = clients[(batches++ + w) % clients.length]!;
         const started = performance.now();
         try {
-          const r = await client.call<{ created: number; duplicates: number }>(
-            'JobService',
-            'CreateJobs',
-            { jobs },
-            60_000,
-          );
+          const r = await createBatch(client, jobs);
           created += r.created;
+          retriedBatches += r.retried ? 1 : 0;
           latencies.push(performance.now() - started);
         } catch (err) {
           failedCalls++;
@@ -138,11 +219,22 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
     };
     await Promise.all(Array.from({ length: opts.inflight }, (_, w) => worker(w)));
     const elapsedMs = performance.now() - t0;
+    const clusterCpuUsPerJob =
+      (((await clusterCpuMs(cluster)) - cpuBefore) * 1000) / Math.max(1, created);
+    const termsAfter = await groupTerms(cluster);
+    const leaderChanges = [...termsAfter].filter(
+      ([g, term]) => (termsBefore.get(g) ?? 0) !== term,
+    ).length;
+    if (process.env['BENCH_TRACE'] === '1')
+      for (const n of cluster.nodes)
+        for (const line of n.stdout.split('\n'))
+          if (/leader changed|"level":[45]0/.test(line)) log(`    ${n.id}: ${line.slice(0, 300)}`);
     latencies.sort((a, b) => a - b);
     const jobsPerSec = (created / elapsedMs) * 1000;
     log(
       `  registered ${fmt(created)}/${fmt(opts.jobs)} jobs in ${fmt(elapsedMs)} ms: ${fmt(jobsPerSec)} jobs/s; ` +
         `per batch p50 ${fmt(percentile(latencies, 50))} ms, p99 ${fmt(percentile(latencies, 99))} ms` +
+        `; ${retriedBatches} batches retried after a leader change; cluster CPU ${fmt(clusterCpuUsPerJob)} µs per job; ${leaderChanges} groups changed leader` +
         (failedCalls > 0 ? `; ${failedCalls} calls FAILED` : ''),
     );
 
@@ -181,6 +273,8 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       `  memory per job per replica (${replicasPerJob} replicas/job${memory.gcForced ? '' : ', NO forced GC'}): ` +
         `heap ${fmt(memory.heapPerJobReplica)} B, rss ${fmt(memory.rssPerJobReplica)} B`,
     );
+    // A graceful stop lets `TICKRAFT_NODE_ARGS=--cpu-prof` write the nodes' profiles.
+    await Promise.all(cluster.nodes.map((n) => n.term()));
     return {
       jobs: opts.jobs,
       created,
@@ -191,6 +285,9 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       batchP50Ms: percentile(latencies, 50),
       batchP99Ms: percentile(latencies, 99),
       batches: latencies.length + failedCalls,
+      clusterCpuUsPerJob,
+      leaderChanges,
+      retriedBatches,
       memory,
     };
   } finally {

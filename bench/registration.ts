@@ -98,7 +98,7 @@ function retryable(err: unknown): boolean {
  * jobs go one by one (CreateJob), an existing job counting as created by the earlier call.
  * Any other error is the bench's failure.
  */
-async function createBatch(
+export async function createBatch(
   client: ApiClient,
   jobs: readonly Record<string, unknown>[],
 ): Promise<{ created: number; retried: boolean }> {

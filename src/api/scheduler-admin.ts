@@ -285,11 +285,7 @@ export class SchedulerAdmin {
   }
 
   /** Validates a create request and computes its first slot; names fields under `prefix`. */
-  createCommand(
-    req: CreateJobRequest,
-    nowMs: number,
-    prefix: string,
-  ): CreateJobCommand {
+  createCommand(req: CreateJobRequest, nowMs: number, prefix: string): CreateJobCommand {
     const jobId = typeof req.jobId === 'string' ? req.jobId : '';
     const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))

@@ -173,7 +173,7 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
     for (const id of ids)
       for (let s = windowStartMs; s <= windowEndMs; s += 1000) fireIds.add(`${id}:${s}`);
     // Wait for every slot of the window; give up once no receipt of the window arrived for
-    // 20 s (or 3 min after its end): what is missing then is lost.
+    // 60 s (or 3 min after its end): what is missing then is lost.
     let receipts: [string, number, number][] = [];
     let got = 0;
     let progressMs = Date.now();
@@ -185,7 +185,7 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
       if (now > got) progressMs = Date.now();
       got = now;
       if (got === fireIds.size) break;
-      if (Date.now() - progressMs > 20_000 || Date.now() > windowEndMs + 180_000) break;
+      if (Date.now() - progressMs > 60_000 || Date.now() > windowEndMs + 180_000) break;
     }
     tracing = false;
     const first = new Map<string, { atMs: number; term: number }>();

@@ -22,7 +22,13 @@ import {
   type GroupPage,
 } from './pagination.js';
 import type { CallContext } from './router.js';
-import { CREATE_BATCH_MAX, type CreateJobRequest } from './scheduler-admin.js';
+import {
+  CREATE_BATCH_MAX,
+  type CreateJobCommand,
+  type CreateJobRequest,
+} from './scheduler-admin.js';
+import { hashShardKey } from '../placement/hash.js';
+import { lookupRange } from '../placement/ring.js';
 import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
 
 export const PREVIEW_COUNT_MAX = 1000;
@@ -75,44 +81,7 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       });
     },
 
-    CreateJobs: async (req, ctx) => {
-      const jobs = Array.isArray(req['jobs']) ? (req['jobs'] as Msg[]) : [];
-      if (jobs.length === 0 || jobs.length > CREATE_BATCH_MAX)
-        throw new ValidationError('REQUEST_INVALID', [
-          { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
-        ]);
-      const inputs = jobs.map(createInput);
-      for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant'])))
-        await api.freshTenant(t);
-      // Every job is checked before any is proposed: one bad job writes nothing.
-      const v = new Violations();
-      const byGroup = new Map<number, Msg[]>();
-      inputs.forEach((input, i) => {
-        try {
-          admin.createCommand(input, Date.now(), `jobs[${i}].`);
-        } catch (err) {
-          if (!(err instanceof ValidationError)) throw err;
-          v.list.push(...err.violations);
-          return;
-        }
-        const g = admin.groupOf(input.jobId as string);
-        let list = byGroup.get(g);
-        if (!list) byGroup.set(g, (list = []));
-        list.push(jobs[i]!);
-      });
-      v.throwIfAny('JOB_SPEC_INVALID');
-      const results = await Promise.all(
-        [...byGroup].map(([groupId, part]) =>
-          api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part }, () =>
-            admin.createJobs(part.map(createInput)),
-          ),
-        ),
-      );
-      return {
-        created: results.reduce((n, r) => n + r.created, 0),
-        duplicates: results.reduce((n, r) => n + r.duplicates, 0),
-      };
-    },
+    CreateJobs: (req, ctx) => createJobs(api, req, ctx),
 
     GetJob: (req, ctx) =>
       onJob(ctx, 'GetJob', req, async () => out((await admin.getJob(str(req, 'jobId'))).job)),
@@ -182,6 +151,58 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [name, unary(`JobService.${name}`, fn, api.log)]),
   );
+}
+
+/**
+ * CreateJobs: every job is checked before any is proposed (one bad job writes nothing), then each
+ * group's part runs on its leader. The commands checked here are the ones proposed when this node
+ * leads the group; a part forwarded to another leader is checked again there (it trusts no
+ * caller).
+ */
+async function createJobs(
+  api: ApiContext,
+  req: Msg,
+  ctx: CallContext,
+): Promise<{ created: number; duplicates: number }> {
+  const { admin } = api;
+  const jobs = Array.isArray(req['jobs']) ? (req['jobs'] as Msg[]) : [];
+  if (jobs.length === 0 || jobs.length > CREATE_BATCH_MAX)
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
+    ]);
+  const inputs = jobs.map(createInput);
+  for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant']))) await api.freshTenant(t);
+  const v = new Violations();
+  const nowMs = Date.now();
+  const ranges = admin.ranges();
+  const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
+  inputs.forEach((input, i) => {
+    let command: CreateJobCommand;
+    try {
+      command = admin.createCommand(input, nowMs, `jobs[${i}].`);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      v.list.push(...err.violations);
+      return;
+    }
+    const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
+    let part = byGroup.get(g);
+    if (!part) byGroup.set(g, (part = { msgs: [], commands: [] }));
+    part.msgs.push(jobs[i]!);
+    part.commands.push(command);
+  });
+  v.throwIfAny('JOB_SPEC_INVALID');
+  const results = await Promise.all(
+    [...byGroup].map(([groupId, part]) =>
+      api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part.msgs }, () =>
+        admin.proposeCreates(part.commands),
+      ),
+    ),
+  );
+  return {
+    created: results.reduce((n, r) => n + r.created, 0),
+    duplicates: results.reduce((n, r) => n + r.duplicates, 0),
+  };
 }
 
 /** One group's jobs of `tenant` after `after` (by id), from that group's leader. */

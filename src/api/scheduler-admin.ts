@@ -49,6 +49,13 @@ export interface CreateJobRequest {
   readonly spec?: unknown;
 }
 
+export type CreateJobCommand = Extract<SchedulerCommand, { op: 'create-job' }>;
+
+export interface CreateJobsResult {
+  readonly created: number;
+  readonly duplicates: number;
+}
+
 export class SchedulerAdminError extends TickraftError {
   override readonly name = 'SchedulerAdminError';
 }
@@ -229,27 +236,40 @@ export class SchedulerAdmin {
    * none is proposed if any is invalid; then each group's jobs are proposed as one batch. This
    * node must lead every group involved.
    */
-  async createJobs(reqs: unknown): Promise<{ created: number; duplicates: number }> {
+  async createJobs(reqs: unknown): Promise<CreateJobsResult> {
     if (!Array.isArray(reqs) || reqs.length === 0 || reqs.length > CREATE_BATCH_MAX)
       throw new ValidationError('JOB_SPEC_INVALID', [
         { field: 'jobs', reason: `must be a list of 1 to ${CREATE_BATCH_MAX} jobs` },
       ]);
     const nowMs = this.clock.nowMs();
     const violations: FieldViolation[] = [];
-    const byGroup = new Map<number, Uint8Array[]>();
+    const commands: CreateJobCommand[] = [];
     (reqs as CreateJobRequest[]).forEach((req, i) => {
       try {
-        const c = this.createCommand(req, nowMs, `jobs[${i}].`);
-        const groupId = this.groupOf(c.jobId);
-        let list = byGroup.get(groupId);
-        if (!list) byGroup.set(groupId, (list = []));
-        list.push(encodeSchedulerCommand(c));
+        commands.push(this.createCommand(req, nowMs, `jobs[${i}].`));
       } catch (err) {
         if (!(err instanceof ValidationError)) throw err;
         violations.push(...err.violations);
       }
     });
     if (violations.length > 0) throw new ValidationError('JOB_SPEC_INVALID', violations);
+    return this.proposeCreates(commands);
+  }
+
+  /**
+   * Proposes creates that createCommand produced (validated, first slot computed), each group's
+   * as one batch; resolves once all are committed and applied. This node must lead every group
+   * involved: none is proposed otherwise.
+   */
+  async proposeCreates(commands: readonly CreateJobCommand[]): Promise<CreateJobsResult> {
+    const ranges = this.ranges();
+    const byGroup = new Map<number, Uint8Array[]>();
+    for (const c of commands) {
+      const groupId = lookupRange(ranges, hashShardKey(c.jobId)).groupId;
+      let list = byGroup.get(groupId);
+      if (!list) byGroup.set(groupId, (list = []));
+      list.push(encodeSchedulerCommand(c));
+    }
     for (const groupId of byGroup.keys()) this.requireLeader(groupId);
     const results = await Promise.all(
       [...byGroup].map(([groupId, datas]) => this.node.host.proposeBatch(groupId, datas)),
@@ -265,11 +285,7 @@ export class SchedulerAdmin {
   }
 
   /** Validates a create request and computes its first slot; names fields under `prefix`. */
-  createCommand(
-    req: CreateJobRequest,
-    nowMs: number,
-    prefix: string,
-  ): Extract<SchedulerCommand, { op: 'create-job' }> {
+  createCommand(req: CreateJobRequest, nowMs: number, prefix: string): CreateJobCommand {
     const jobId = typeof req.jobId === 'string' ? req.jobId : '';
     const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))

@@ -370,8 +370,31 @@ function codeOf(kind: Schedule['kind'], violations: readonly ScheduleViolation[]
   }
 }
 
+/** How many compiled cron and `at` schedules the parse cache keeps. */
+export const SCHEDULE_CACHE_MAX = 4096;
+
+/**
+ * Compiled cron and `at` schedules by zone and text. They depend on nothing else, are frozen and
+ * are never written to, so jobs that share a schedule (bulk registration, the dispatcher's copy)
+ * share one compiled value and skip the parse. Intervals depend on their anchor: not cached.
+ * Full, it drops its oldest entry: a bound, not a policy.
+ */
+const compiled = new Map<string, ParseScheduleResult & { ok: true }>();
+
 /** Parses and compiles; never throws on bad input (see parseSchedule for the throwing form). */
 export function tryParseSchedule(text: string, options: ParseScheduleOptions): ParseScheduleResult {
+  const key = `${options.timezone}\u0000${text}`;
+  const hit = compiled.get(key);
+  if (hit !== undefined) return hit;
+  const result = parseUncached(text, options);
+  if (result.ok && result.schedule.kind !== 'interval') {
+    if (compiled.size >= SCHEDULE_CACHE_MAX) compiled.delete(compiled.keys().next().value!);
+    compiled.set(key, Object.freeze(result));
+  }
+  return result;
+}
+
+function parseUncached(text: string, options: ParseScheduleOptions): ParseScheduleResult {
   const violations: ScheduleViolation[] = [];
   const zone = checkTimezone(options.timezone);
   const timezone = zone.ok ? zone.timezone : undefined;

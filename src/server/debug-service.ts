@@ -197,8 +197,12 @@ export class DebugServer {
           (err: unknown) => cb(toServiceError(err)),
         );
       },
-      status: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-        cb(null, this.status());
+      status: (
+        call: grpc.ServerUnaryCall<{ collectGarbage?: boolean }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        const gcForced = call.request.collectGarbage === true && collectGarbage();
+        cb(null, { ...this.status(), ...memory(), gcForced });
       },
     });
     this.server = server;
@@ -280,6 +284,23 @@ function toServiceError(err: unknown): grpc.ServiceError {
   const leader = (err as { leaderHint?: unknown }).leaderHint;
   if (typeof leader === 'string' && leader !== '') md.set('tickraft-leader', leader);
   return Object.assign(new Error(message), { code: status, details: message, metadata: md });
+}
+
+/**
+ * A full collection (twice: the first may leave finalized objects for the second), when the
+ * process runs with `--expose-gc`; says whether it ran. For the benchmarks' memory figures.
+ */
+function collectGarbage(): boolean {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) return false;
+  gc();
+  gc();
+  return true;
+}
+
+function memory(): { rssBytes: number; heapUsedBytes: number } {
+  const m = process.memoryUsage();
+  return { rssBytes: m.rss, heapUsedBytes: m.heapUsed };
 }
 
 function cpuMs(): number {

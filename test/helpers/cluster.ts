@@ -68,6 +68,9 @@ export interface NodeStatus {
   deliveryQueued: number;
   deliveryInflight: number;
   cpuMs: number;
+  rssBytes: number;
+  heapUsedBytes: number;
+  gcForced: boolean;
 }
 
 type Unary<Req, Res> = (
@@ -81,7 +84,7 @@ interface DebugClient extends grpc.Client {
   put: Unary<{ key: string; value: string }, { groupId: number }>;
   putBatch: Unary<{ puts: { key: string; value: string }[] }, { committed: number }>;
   get: Unary<{ key: string }, { found: boolean; value: string; groupId: number }>;
-  status: Unary<Record<string, never>, NodeStatus>;
+  status: Unary<{ collectGarbage?: boolean }, NodeStatus>;
   scheduler: Unary<{ json: string }, { json: string }>;
 }
 
@@ -166,6 +169,14 @@ export class ProcNode {
 
   status(timeoutMs = 2000): Promise<NodeStatus> {
     return call(this.client.status, this.client, {}, timeoutMs);
+  }
+
+  /**
+   * The node's memory after a full collection (the process needs `--expose-gc` in
+   * TICKRAFT_NODE_ARGS for the collection to run: `gcForced` says whether it did).
+   */
+  memory(timeoutMs = 30_000): Promise<NodeStatus> {
+    return call(this.client.status, this.client, { collectGarbage: true }, timeoutMs);
   }
 
   put(key: string, value: string, timeoutMs = 3000): Promise<{ groupId: number }> {

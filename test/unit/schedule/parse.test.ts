@@ -346,3 +346,26 @@ t.test('a parsed schedule is frozen', (t) => {
   t.ok(Object.isFrozen(schedule));
   t.end();
 });
+
+t.test('cron and at schedules are compiled once per zone and text; intervals per anchor', (t) => {
+  const a = parseSchedule('0 9 * * 1-5', { timezone: 'Europe/Paris' });
+  t.equal(parseSchedule('0 9 * * 1-5', { timezone: 'Europe/Paris' }), a, 'the same value again');
+  const utcOne = parseSchedule('0 9 * * 1-5', { timezone: 'UTC' });
+  t.not(utcOne, a, 'another zone is another schedule');
+  t.equal(utcOne.timezone, 'UTC');
+  t.equal(a.timezone, 'Europe/Paris');
+  const at = parseSchedule('at 2030-01-01T09:00', { timezone: 'Asia/Tokyo' });
+  t.equal(parseSchedule('at 2030-01-01T09:00', { timezone: 'Asia/Tokyo' }), at);
+  t.not(parseSchedule('at 2030-01-01T09:00', { timezone: 'UTC' }), at);
+  const i1 = parseSchedule('every 90s', { timezone: 'UTC', anchorMs: 1000 });
+  const i2 = parseSchedule('every 90s', { timezone: 'UTC', anchorMs: 2000 });
+  t.equal(i1.kind === 'interval' && i1.anchorMs, 1000);
+  t.equal(i2.kind === 'interval' && i2.anchorMs, 2000, 'an interval keeps its own anchor');
+  // A refused schedule is refused every time, with its violations.
+  for (let i = 0; i < 2; i++) {
+    const r = tryParseSchedule('0 0 32 * *', { timezone: 'UTC' });
+    t.equal(r.ok, false);
+    if (!r.ok) t.match(r.violations[0]?.reason, /out of range/);
+  }
+  t.end();
+});

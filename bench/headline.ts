@@ -1,0 +1,255 @@
+/**
+ * `npm run bench`: the headline figures in one table, with the machine they were measured on.
+ * Figures only, never assertions on speed; the process exits 1 when something is functionally
+ * wrong (a registration call failed, a spike fire or a failover slot never arrived) and says so.
+ *
+ *   registration  jobs/s through the public CreateJobs RPC into a real 3-process cluster
+ *   memory        RSS and V8 heap per job per replica after that registration (forced GC)
+ *   spike         N jobs due in the same second, next to a bare undici client (bench/spike.ts)
+ *   failover      kill -9 the leader of a busy group: resume time, late and lost slots
+ *
+ * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
+ * --spike N (default 20,000), --failover-jobs N (default 2,000), --inflight N (CreateJobs calls
+ * in flight, default 4), --only registration,memory,spike,failover, --json.
+ * docs/BENCH.md says how to read the table.
+ */
+import { parseArgs } from 'node:util';
+import { runFailover, type FailoverResult } from './failover.js';
+import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
+import { runRegistration, type RegistrationResult } from './registration.js';
+import { runSpike, type SpikeResult } from './spike.js';
+
+const PARTS = ['registration', 'memory', 'spike', 'failover'] as const;
+type Part = (typeof PARTS)[number];
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '100000' },
+    spike: { type: 'string', default: '20000' },
+    'failover-jobs': { type: 'string', default: '2000' },
+    inflight: { type: 'string', default: '4' },
+    groups: { type: 'string', default: '16' },
+    only: { type: 'string', default: PARTS.join(',') },
+    json: { type: 'boolean', default: false },
+  },
+});
+
+function positive(name: string, text: string | undefined): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 1) {
+    console.error(`bench: --${name} must be a positive integer, got ${text}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const JOBS = positive('jobs', values.jobs);
+const SPIKE = positive('spike', values.spike);
+const FAILOVER_JOBS = positive('failover-jobs', values['failover-jobs']);
+const INFLIGHT = positive('inflight', values.inflight);
+const GROUPS = positive('groups', values.groups);
+const only = new Set(values.only.split(',').map((s) => s.trim()));
+for (const p of only)
+  if (!(PARTS as readonly string[]).includes(p)) {
+    console.error(`bench: --only takes ${PARTS.join(', ')}; got ${p}`);
+    process.exit(2);
+  }
+const runs = (p: Part): boolean => only.has(p);
+
+// The nodes run with --expose-gc so the memory figure is measured after a full collection, and
+// with room for a large registration (V8's default old space would end a 2,000,000-job run).
+const nodeArgs = new Set((process.env['TICKRAFT_NODE_ARGS'] ?? '').split(' ').filter((a) => a));
+nodeArgs.add('--expose-gc');
+if (JOBS > 500_000 && ![...nodeArgs].some((a) => a.startsWith('--max-old-space-size')))
+  nodeArgs.add('--max-old-space-size=16384');
+process.env['TICKRAFT_NODE_ARGS'] = [...nodeArgs].join(' ');
+
+interface Row {
+  readonly figure: string;
+  readonly measured: string;
+  readonly target: string;
+  /** 'yes', 'no', or '' for a figure without a target. */
+  readonly met: string;
+}
+
+const problems: string[] = [];
+const log = (line: string): void => console.log(line);
+const machineBefore = machineContext();
+log(`machine: ${describeMachine(machineBefore)}`);
+
+let registration: RegistrationResult | undefined;
+let spike: SpikeResult | undefined;
+let failover: FailoverResult | undefined;
+
+if (runs('registration') || runs('memory')) {
+  log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
+  registration = await runRegistration({
+    jobs: JOBS,
+    groups: GROUPS,
+    batch: 1000,
+    inflight: INFLIGHT,
+    log,
+  });
+  if (registration.failedCalls > 0 || registration.created !== JOBS)
+    problems.push(
+      `registration: ${fmt(registration.created)} of ${fmt(JOBS)} jobs created, ${registration.failedCalls} calls failed: ${registration.errors.join('; ')}`,
+    );
+}
+if (runs('spike')) {
+  log(`\n:00 spike: ${fmt(SPIKE)} jobs due in the same second`);
+  spike = await runSpike({ jobs: SPIKE, groups: GROUPS, log });
+  if (spike.tickraft.received < SPIKE)
+    problems.push(
+      `spike: ${fmt(spike.tickraft.received)} of ${fmt(SPIKE)} fires reached the sink within 60 s`,
+    );
+}
+if (runs('failover')) {
+  log(`\nfailover: ${fmt(FAILOVER_JOBS)} every-second jobs in one group`);
+  failover = await runFailover({ jobs: FAILOVER_JOBS, groups: GROUPS, log });
+  if (failover.error !== undefined) problems.push(`failover: ${failover.error}`);
+  else if (failover.lostSlots > 0)
+    problems.push(
+      `failover: ${failover.lostSlots} of ${fmt(failover.expectedSlots)} slots never reached the sink`,
+    );
+}
+const machineAfter = machineContext();
+
+const met = (ok: boolean): string => (ok ? 'yes' : 'NO');
+const rows: Row[] = [];
+if (registration && runs('registration')) {
+  const r = registration;
+  rows.push(
+    {
+      figure: `bulk registration (${fmt(r.jobs)} jobs)`,
+      measured: `${fmt(r.jobsPerSec)} jobs/s`,
+      target: '≥ 50,000 jobs/s',
+      met: met(r.jobsPerSec >= 50_000),
+    },
+    {
+      figure: '  per CreateJobs call (1,000 jobs) p50 / p99',
+      measured: `${fmt(r.batchP50Ms)} / ${fmt(r.batchP99Ms)} ms`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  cluster CPU per job (3 nodes)',
+      measured: `${fmt(r.clusterCpuUsPerJob)} µs`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  batches retried / groups that changed leader',
+      measured: `${r.retriedBatches} / ${r.leaderChanges}`,
+      target: '',
+      met: '',
+    },
+  );
+}
+if (registration && runs('memory')) {
+  const m = registration.memory;
+  const at = `at ${fmt(registration.created)} jobs${m.gcForced ? '' : ', GC not forced'}`;
+  const judge = (b: number): string =>
+    registration.created >= 2_000_000
+      ? met(b <= 250)
+      : `${met(b <= 250)} (at ${fmt(registration.created)})`;
+  rows.push(
+    {
+      figure: `memory per job per replica, V8 heap (${at})`,
+      measured: `${fmt(m.heapPerJobReplica)} B`,
+      target: '≤ 250 B at 2,000,000 jobs',
+      met: judge(m.heapPerJobReplica),
+    },
+    {
+      figure: `memory per job per replica, RSS (${at})`,
+      measured: `${fmt(m.rssPerJobReplica)} B`,
+      target: '≤ 250 B at 2,000,000 jobs',
+      met: judge(m.rssPerJobReplica),
+    },
+  );
+}
+if (spike) {
+  const s = spike;
+  rows.push(
+    {
+      figure: `:00 spike (${fmt(s.jobs)} jobs) lag p50 / p99 / max`,
+      measured: `${fmt(s.tickraft.lagP50Ms)} / ${fmt(s.tickraft.lagP99Ms)} / ${fmt(s.tickraft.lagMaxMs)} ms`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  bare undici client lag p50 / p99 / max',
+      measured: `${fmt(s.ceiling.lagP50Ms)} / ${fmt(s.ceiling.lagP99Ms)} / ${fmt(s.ceiling.lagMaxMs)} ms`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  time to last fire: tickraft / bare client',
+      measured: `${fmt(s.tickraft.drainMs)} / ${fmt(s.ceiling.drainMs)} ms = ${s.drainRatio.toFixed(2)}×`,
+      target: '≤ 1.25×',
+      met: met(s.drainRatio <= 1.25),
+    },
+    {
+      figure: '  p99 lag: tickraft / bare client',
+      measured: `${s.p99Ratio.toFixed(2)}×`,
+      target: '≤ 1.25×',
+      met: met(s.p99Ratio <= 1.25),
+    },
+  );
+}
+if (failover && failover.error === undefined) {
+  const f = failover;
+  rows.push(
+    {
+      figure: `failover (${fmt(f.jobs)} every-second jobs, kill -9 leader): fires again after`,
+      measured: Number.isFinite(f.resumeMs) ? `${fmt(f.resumeMs)} ms` : 'never',
+      target: '≤ 2,000 ms',
+      met: met(f.resumeMs <= 2000),
+    },
+    {
+      figure: '  new leader elected after',
+      measured: `${fmt(f.electedMs)} ms`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: `  slots lost (of ${fmt(f.expectedSlots)} in ${f.windowSeconds} s)`,
+      measured: String(f.lostSlots),
+      target: '0',
+      met: met(f.lostSlots === 0),
+    },
+    {
+      figure: '  slots late > 1 s from the kill on (before it)',
+      measured: `${f.delayedSlots} (${f.delayedBeforeKill})`,
+      target: '',
+      met: '',
+    },
+  );
+}
+
+log('');
+printTable(machineBefore, machineAfter, rows);
+for (const p of problems) console.log(`FUNCTIONAL FAILURE: ${p}`);
+if (values.json)
+  console.log(
+    JSON.stringify({ machineBefore, machineAfter, rows, registration, spike, failover, problems }),
+  );
+process.exitCode = problems.length > 0 ? 1 : 0;
+
+function printTable(before: MachineContext, after: MachineContext, table: readonly Row[]): void {
+  const head: Row = { figure: 'figure', measured: 'measured', target: 'target', met: 'met' };
+  const all = [head, ...table];
+  const w = (k: keyof Row): number => Math.max(...all.map((r) => r[k].length));
+  const line = (r: Row): string =>
+    `| ${r.figure.padEnd(w('figure'))} | ${r.measured.padEnd(w('measured'))} | ${r.target.padEnd(w('target'))} | ${r.met.padEnd(w('met'))} |`;
+  console.log(
+    `machine: ${before.cpus} × ${before.cpuModel}, ${before.ramGiB} GiB RAM, node ${before.node}`,
+  );
+  console.log(
+    `load average (1/5/15 min): before ${before.load.join(' ')}, after ${after.load.join(' ')}`,
+  );
+  console.log(line(head));
+  console.log(
+    `|${'-'.repeat(w('figure') + 2)}|${'-'.repeat(w('measured') + 2)}|${'-'.repeat(w('target') + 2)}|${'-'.repeat(w('met') + 2)}|`,
+  );
+  for (const r of table) console.log(line(r));
+}

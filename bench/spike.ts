@@ -1,0 +1,333 @@
+/**
+ * The :00 spike through a real 3-process cluster, shared by `npm run bench:scheduler` and
+ * `npm run bench`: `jobs` one-off jobs all due in the same second, delivered to a local sink
+ * process that records each receipt; lag from the slot to receipt (p50 / p99 / max) and the time
+ * until the last fire, next to the ceiling measured in the same run: a bare undici Pool sending
+ * the same number of requests (same size, same headers) to the same sink, all issued at once.
+ */
+import { Pool } from 'undici';
+import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
+import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
+import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
+import { hashShardKey } from '../src/placement/hash.js';
+import { lookupRange, splitRing } from '../src/placement/ring.js';
+import { fmt, percentile } from './figures.js';
+import { startSinkProcess } from './sink-process.js';
+
+/** The sink: records slot-to-receipt lag from `tickraft-scheduled-for`; GET /stats, POST /reset. */
+const SINK_SOURCE = `
+const http = require('node:http');
+let lags = [], first = 0, last = 0, ids = new Set(), dup = 0;
+const server = http.createServer((req, res) => {
+  if (req.url === '/stats') {
+    lags.sort((a, b) => a - b);
+    res.end(JSON.stringify({ count: lags.length, dup, lags, first, last }));
+    return;
+  }
+  if (req.url === '/reset') { lags = []; first = 0; last = 0; ids = new Set(); dup = 0; res.end('{}'); return; }
+  req.resume();
+  req.on('end', () => {
+    const now = Date.now();
+    const slot = Date.parse(req.headers['tickraft-scheduled-for']);
+    const id = req.headers['idempotency-key'];
+    if (ids.has(id)) dup++; else ids.add(id);
+    lags.push(now - slot);
+    if (first === 0) first = now;
+    last = now;
+    res.writeHead(200, { 'content-length': '2' });
+    res.end('ok');
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
+`;
+
+interface SinkStats {
+  count: number;
+  dup: number;
+  lags: number[];
+  first: number;
+  last: number;
+}
+
+/** One side of the comparison: what the sink saw. */
+export interface SpikeSide {
+  readonly received: number;
+  readonly duplicates: number;
+  /** Slot (or, for the ceiling, the moment all requests were issued) to the last receipt. */
+  readonly drainMs: number;
+  readonly lagP50Ms: number;
+  readonly lagP99Ms: number;
+  readonly lagMaxMs: number;
+}
+
+export interface SpikeResult {
+  readonly jobs: number;
+  readonly groups: number;
+  readonly createMs: number;
+  /** Time left before the slot once every job was created (look-ahead needs ≥ 3.5 s). */
+  readonly marginMs: number;
+  readonly leaderChangesCreating: number;
+  readonly leaderChangesSpike: number;
+  /** Cluster CPU from 4 s before the slot to the last fire. */
+  readonly cpuMs: number;
+  readonly tickraft: SpikeSide;
+  readonly ceiling: SpikeSide;
+  /** Time to last fire, tickraft ÷ ceiling. */
+  readonly drainRatio: number;
+  /** p99 lag, tickraft ÷ ceiling. */
+  readonly p99Ratio: number;
+}
+
+export interface SpikeOptions {
+  readonly jobs: number;
+  readonly groups: number;
+  /** Extra `tickraft serve` flags. */
+  readonly nodeFlags?: readonly string[];
+  /** Print each node's scheduler counters every 250 ms around the slot. */
+  readonly trace?: boolean;
+  /** Progress lines (default: console.log). */
+  readonly log?: (line: string) => void;
+}
+
+async function sinkGet(origin: string, path: string): Promise<SinkStats> {
+  const res = await fetch(`${origin}${path}`);
+  return (await res.json()) as SinkStats;
+}
+
+function sideOf(s: SinkStats, slotMs: number): SpikeSide {
+  return {
+    received: s.count,
+    duplicates: s.dup,
+    drainMs: s.last - slotMs,
+    lagP50Ms: percentile(s.lags, 50),
+    lagP99Ms: percentile(s.lags, 99),
+    lagMaxMs: s.lags[s.lags.length - 1] ?? Number.NaN,
+  };
+}
+
+export function describeSide(name: string, s: SpikeSide, n: number): string {
+  return (
+    `  ${name.padEnd(26)} received ${fmt(s.received)}/${fmt(n)} (dup ${s.duplicates}), last after ${fmt(s.drainMs)} ms, ` +
+    `lag p50 ${fmt(s.lagP50Ms)} ms, p99 ${fmt(s.lagP99Ms)} ms, max ${fmt(s.lagMaxMs)} ms`
+  );
+}
+
+/** The ceiling: the same count of same-sized requests from a bare undici Pool, issued at once. */
+async function bareClient(origin: string, n: number): Promise<SinkStats & { slotMs: number }> {
+  await sinkGet(origin, '/reset');
+  const pool = new Pool(origin, { connections: 128 });
+  const body = JSON.stringify({
+    jobId: 'spike-000000',
+    tenant: 'acme',
+    fireId: 'spike-000000:1',
+    slot: new Date().toISOString(),
+    slotMs: 0,
+    attempt: 1,
+    fencingToken: 33554432,
+    payload: {},
+  });
+  const slotMs = Date.now();
+  const slot = new Date(slotMs).toISOString();
+  const sends: Promise<unknown>[] = [];
+  for (let i = 0; i < n; i++) {
+    sends.push(
+      pool
+        .request({
+          method: 'POST',
+          path: '/hook',
+          headers: {
+            'content-type': 'application/json',
+            'idempotency-key': `bare-${i}`,
+            'tickraft-scheduled-for': slot,
+            'tickraft-fencing-token': '33554432',
+            'tickraft-attempt': '1',
+            'webhook-id': `bare-${i}`,
+            'webhook-timestamp': String(Math.floor(slotMs / 1000)),
+            'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
+          },
+          body,
+        })
+        .then((r) => r.body.dump()),
+    );
+  }
+  await Promise.all(sends);
+  await pool.close();
+  return { ...(await sinkGet(origin, '/stats')), slotMs };
+}
+
+async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
+  let total = 0;
+  for (const n of cluster.nodes) total += (await n.status()).cpuMs;
+  return total;
+}
+
+async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const n of cluster.nodes) {
+    const st = await n.status();
+    for (const g of st.groups) out.set(g.groupId, Math.max(out.get(g.groupId) ?? 0, g.term));
+  }
+  return out;
+}
+
+export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
+  const { jobs: JOBS, groups: GROUPS } = opts;
+  const log = opts.log ?? ((line: string) => console.log(line));
+  const sink = await startSinkProcess(SINK_SOURCE);
+  const cluster = await ProcCluster.create({
+    groups: GROUPS,
+    extraArgs: [...(opts.nodeFlags ?? [])],
+  });
+  try {
+    cluster.startAll();
+    await cluster.waitReady(60_000);
+    await cluster.scheduler({ op: 'put-tenant', id: 'acme', signingSecrets: [TEST_SECRET] });
+    await new Promise((r) => setTimeout(r, 500));
+    // Jobs go in batches to the leader of their group. Right after start each node hands the
+    // groups it leads to their preferred node; wait (bounded) for those transfers first.
+    const plan = planBootstrap(
+      cluster.nodes.map((n) => n.id),
+      GROUPS,
+    );
+    let led = await cluster.leaders();
+    for (let waited = 0; waited < 10_000; waited += 100) {
+      if (plan.groups.every((g) => led.get(g.groupId) === g.replicas[0])) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      led = await cluster.leaders();
+    }
+    const leaders = new Map<number, ProcNode>();
+    for (const [groupId, id] of led) leaders.set(groupId, cluster.node(id));
+    const perNode = new Map<string, number>();
+    for (const [groupId, id] of led)
+      if (groupId !== META_GROUP_ID) perNode.set(id, (perNode.get(id) ?? 0) + 1);
+    log(`  data groups led per node: ${[...perNode].map(([id, n]) => `${id} ${n}`).join(', ')}`);
+    const ranges = splitRing(GROUPS, META_GROUP_ID + 1);
+    const createMs = Math.max(8000, JOBS * 0.6);
+    const slotMs = Math.ceil((Date.now() + createMs + 4000) / 1000) * 1000;
+    const slot = new Date(slotMs).toISOString();
+    const jobs: { groupId: number; body: Record<string, unknown> }[] = [];
+    for (let i = 0; i < JOBS; i++) {
+      const jobId = `spike-${String(i).padStart(6, '0')}`;
+      const spec = {
+        tenant: 'acme',
+        name: jobId,
+        schedule: `at ${slot}`,
+        target: { url: `${sink.origin}/hook` },
+      };
+      jobs.push({
+        groupId: lookupRange(ranges, hashShardKey(jobId)).groupId,
+        body: { jobId, requestId: jobId, spec },
+      });
+    }
+    const termsBefore = await groupTerms(cluster);
+    const t0 = performance.now();
+    // Batches go to the leader of their jobs' group; a batch refused by a node that no longer
+    // leads is sent again after a fresh look at the leaders (request ids make that idempotent).
+    let pending = jobs;
+    while (pending.length > 0) {
+      const byNode = new Map<ProcNode, Record<string, unknown>[]>();
+      for (const j of pending) {
+        const node = leaders.get(j.groupId) ?? cluster.nodes[0]!;
+        let list = byNode.get(node);
+        if (!list) byNode.set(node, (list = []));
+        list.push(j.body);
+      }
+      const failed: typeof jobs = [];
+      await Promise.all(
+        [...byNode].map(async ([node, list]) => {
+          for (let i = 0; i < list.length; i += 1000) {
+            const batch = list.slice(i, i + 1000);
+            try {
+              await node.scheduler({ op: 'create-jobs', jobs: batch }, 60_000);
+            } catch {
+              for (const body of batch)
+                failed.push({
+                  groupId: lookupRange(ranges, hashShardKey(String(body['jobId']))).groupId,
+                  body,
+                });
+            }
+          }
+        }),
+      );
+      pending = failed;
+      if (failed.length > 0) {
+        await new Promise((r) => setTimeout(r, 200));
+        for (const [groupId, id] of await cluster.leaders()) leaders.set(groupId, cluster.node(id));
+      }
+    }
+    const createdMs = performance.now() - t0;
+    const termsCreated = await groupTerms(cluster);
+    const changedCreating = [...termsCreated].filter(
+      ([g, term]) => (termsBefore.get(g) ?? 0) !== term,
+    ).length;
+    const marginMs = slotMs - Date.now();
+    log(
+      `spike through 3 processes, ${GROUPS} groups: ${fmt(JOBS)} jobs created in ${fmt(createdMs)} ms (${fmt((JOBS / createdMs) * 1000)} jobs/s); slot in ${fmt(marginMs)} ms`,
+    );
+    if (marginMs < 3500) log('  WARNING: created too late for the look-ahead; raise the margin');
+    while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
+    const cpuBefore = await clusterCpuMs(cluster);
+    const deadline = slotMs + 60_000;
+    let stats = await sinkGet(sink.origin, '/stats');
+    while (stats.count < JOBS && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      stats = await sinkGet(sink.origin, '/stats');
+      if (opts.trace === true && Date.now() > slotMs - 3500) {
+        const sts = await Promise.all(cluster.nodes.map((n) => n.status()));
+        log(
+          `  t=${Date.now() - slotMs} received ${stats.count} | ` +
+            sts
+              .map(
+                (st) =>
+                  `${st.nodeId} proposed ${st.schedulerProposed} delivered ${st.schedulerDelivered} results ${st.schedulerResults} queued ${st.deliveryQueued} inflight ${st.deliveryInflight}`,
+              )
+              .join(' | '),
+        );
+      }
+    }
+    // Stragglers (retries) must not land in the ceiling's run: wait until the count is still.
+    for (let last = -1; stats.count !== last && Date.now() < deadline;) {
+      last = stats.count;
+      await new Promise((r) => setTimeout(r, 1500));
+      stats = await sinkGet(sink.origin, '/stats');
+    }
+    const terms = await groupTerms(cluster);
+    const changed = [...terms].filter(([g, term]) => (termsCreated.get(g) ?? 0) !== term).length;
+    log(
+      `  leader changes: ${changedCreating} of ${GROUPS + 1} groups changed term while creating, ${changed} during the spike`,
+    );
+    const ours = sideOf(stats, slotMs);
+    log(describeSide('tickraft', ours, JOBS));
+    const cpuAfter = await clusterCpuMs(cluster);
+    log(
+      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
+    );
+    const bare = await bareClient(sink.origin, JOBS);
+    const ceiling = sideOf(bare, bare.slotMs);
+    log(describeSide('bare undici Pool (ceiling)', ceiling, JOBS));
+    const drainRatio = ours.drainMs / ceiling.drainMs;
+    const p99Ratio = ours.lagP99Ms / ceiling.lagP99Ms;
+    log(
+      `  ratio to the ceiling: time to last fire ${drainRatio.toFixed(2)}×, p99 lag ${p99Ratio.toFixed(2)}× (target ≤ 1.25× both)`,
+    );
+    // A graceful stop lets `TICKRAFT_NODE_ARGS=--cpu-prof` write the nodes' profiles.
+    await Promise.all(cluster.nodes.map((n) => n.term()));
+    return {
+      jobs: JOBS,
+      groups: GROUPS,
+      createMs: createdMs,
+      marginMs,
+      leaderChangesCreating: changedCreating,
+      leaderChangesSpike: changed,
+      cpuMs: cpuAfter - cpuBefore,
+      tickraft: ours,
+      ceiling,
+      drainRatio,
+      p99Ratio,
+    };
+  } finally {
+    cluster.cleanup();
+    sink.child.kill();
+  }
+}

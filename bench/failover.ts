@@ -160,7 +160,7 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
               sts
                 .map((st) => {
                   const g = st?.groups.find((x) => x.groupId === groupId);
-                  return `${st?.nodeId} ${g?.role} t${g?.term} c${g?.commit} a${g?.applied} proposed ${st?.schedulerProposed} delivered ${st?.schedulerDelivered} results ${st?.schedulerResults} queued ${st?.deliveryQueued} inflight ${st?.deliveryInflight}`;
+                  return `${st?.nodeId} ${g?.role} t${g?.term} c${g?.commit} a${g?.applied} l${g?.lastIndex} q${g?.quiesced} proposed ${st?.schedulerProposed} delivered ${st?.schedulerDelivered} results ${st?.schedulerResults} queued ${st?.deliveryQueued} inflight ${st?.deliveryInflight}`;
                 })
                 .join(' | '),
           );

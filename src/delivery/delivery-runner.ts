@@ -38,15 +38,16 @@ export interface DeliveryRunnerOptions {
   readonly secretsOf: (tenant: string) => readonly string[] | undefined;
   /**
    * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
-   * leadership ended while it waited); it is reported as never sent. `wait`: not now (the lease
-   * is being renewed); it keeps its place and is asked again a few ms later.
+   * leadership ended while it waited); `cancel`: its job was paused or deleted, or its run moved
+   * on, while it waited; either is reported as never sent. `wait`: not now (the lease is being
+   * renewed); it keeps its place and is asked again a few ms later.
    */
-  readonly mayStart?: (owner: string) => StartVerdict;
+  readonly mayStart?: (owner: string, request: DeliveryRequest) => StartVerdict;
   readonly clock?: Clock;
   readonly limits?: WebhookLimits;
 }
 
-export type StartVerdict = 'start' | 'wait' | 'drop';
+export type StartVerdict = 'start' | 'wait' | 'drop' | 'cancel';
 
 const STARTS_PER_TURN = 128;
 /** How long an attempt told to wait waits before it asks again. */
@@ -172,20 +173,23 @@ export class DeliveryRunner {
       task.onDone(report);
       this.pump();
     };
-    const verdict = this.options.mayStart?.(task.owner) ?? 'start';
+    const verdict = this.options.mayStart?.(task.owner, r) ?? 'start';
     if (verdict === 'wait') {
       this.stats.started--;
       this.waiting.push(task);
       this.waitTimer ??= setTimeout(() => this.retryWaiting(), WAIT_RETRY_MS);
       return;
     }
-    if (verdict === 'drop') {
+    if (verdict === 'drop' || verdict === 'cancel') {
       this.stats.dropped++;
       finish({
         outcome: 'retry',
         code: 'DELIVERY_NOT_STARTED',
         durationMs: 0,
-        error: 'leadership or its lease ended before the send',
+        error:
+          verdict === 'drop'
+            ? 'leadership or its lease ended before the send'
+            : 'job paused or deleted before the send',
         responseExcerpt: '',
         isProvablyUndelivered: true,
       });

@@ -106,7 +106,7 @@ export class TickraftNode {
         // After a rotation's grace period only the current secret signs.
         return t && signingSecretsAt(t, Date.now());
       },
-      mayStart: (owner) => this.scheduler.mayStart(owner),
+      mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
     });
     this.scheduler = new SchedulerRuntime({
       host: this.host,

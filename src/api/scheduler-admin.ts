@@ -21,7 +21,12 @@ import {
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
-import { encodeMetaCommand, type MetaResult, type TenantRecord } from '../placement/meta-state.js';
+import {
+  DEFAULT_PRIORITY_WEIGHT,
+  encodeMetaCommand,
+  type MetaResult,
+  type TenantRecord,
+} from '../placement/meta-state.js';
 import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { NotLeaderError } from '../raft/errors.js';
 import {
@@ -118,6 +123,7 @@ export class SchedulerAdmin {
       signingSecrets: secrets as string[],
       inflightMax: inflightMax as number,
       updatedAtMs: this.clock.nowMs(),
+      priorityWeight: DEFAULT_PRIORITY_WEIGHT,
     };
     const r = (await this.node.host.propose(
       META_GROUP_ID,

@@ -1,6 +1,6 @@
 /**
  * Performs the attempts a leader hands out: queued fairly (fair-queue.ts: per-tenant and
- * per-origin caps, P0 first, tenants in turn), sent through one undici pool per origin
+ * per-origin caps, P0 first, tenants in turn by their priority weights), sent through one undici pool per origin
  * (origin-pools.ts), signed with the tenant's secrets, and reported back once each ends. A full
  * queue is back-pressure: the attempt is reported as a retry that never left, so the leader
  * plans it again later instead of the queue growing without bound.
@@ -36,6 +36,11 @@ export interface DeliveryRunnerOptions {
   readonly queue: FairQueueOptions;
   /** The tenant's current secrets (newest first), or undefined for an unknown tenant. */
   readonly secretsOf: (tenant: string) => readonly string[] | undefined;
+  /**
+   * The tenant's priority weight (its share of start slots against other tenants with queued
+   * work, fair-queue.ts), read when an attempt is submitted. @default every tenant 1
+   */
+  readonly weightOf?: (tenant: string) => number;
   /**
    * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
    * leadership ended while it waited); `cancel`: its job was paused or deleted, or its run moved
@@ -94,6 +99,7 @@ export class DeliveryRunner {
       tenant: request.job.tenant,
       origin,
       priority: request.job.priority,
+      weight: this.options.weightOf?.(request.job.tenant) ?? 1,
       request,
       onDone,
       owner,

@@ -106,6 +106,7 @@ export class TickraftNode {
         // After a rotation's grace period only the current secret signs.
         return t && signingSecretsAt(t, Date.now());
       },
+      weightOf: (tenant) => this.meta.tenants.get(tenant)?.priorityWeight ?? 1,
       mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
     });
     this.scheduler = new SchedulerRuntime({

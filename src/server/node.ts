@@ -330,6 +330,12 @@ export class TickraftNode {
       const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
       if (this.scheduler.isHandingOver(g.groupId)) continue;
+      // Only to a preferred node that answers and is caught up: handing over to one that is down
+      // (kill -9) would stop the group's fires and refuse its writes while the hand-over drains
+      // and the transfer times out, for nothing.
+      const st = replica.node.status();
+      const target = st.progress.get(preferred);
+      if (target?.state !== 'replicate' || target.match < st.lastIndex) continue;
       this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
       this.scheduler.handOver(g.groupId, preferred);
     }

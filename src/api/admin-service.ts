@@ -1,7 +1,8 @@
 /**
  * AdminService and the node-to-node NodeService. ClusterStatus asks every member for its
  * replicas' status (LocalStatus) and joins the answers with the meta group's map; a node that
- * does not answer within the bound is shown unreachable rather than failing the call.
+ * does not answer within the bound is shown unreachable rather than failing the call. The bulk
+ * calls by tenant live in bulk-tenant-jobs.ts.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
@@ -16,6 +17,7 @@ import {
   proposeMeta,
 } from './membership-admin.js';
 import type { ApiContext } from './api-context.js';
+import { bulkTenantJobs, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
 import { localListJobs } from './job-service.js';
 import { isDeadKey } from './pagination.js';
@@ -258,6 +260,9 @@ export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplem
         transferLeader(api, ctx, req),
       );
     },
+    BulkPause: (req, ctx) => bulkTenantJobs(api, ctx, req, 'pause'),
+    BulkResume: (req, ctx) => bulkTenantJobs(api, ctx, req, 'resume'),
+    BulkCancel: (req, ctx) => bulkTenantJobs(api, ctx, req, 'delete'),
   };
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [
@@ -301,6 +306,14 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
           isDeadKey(after) ? after : undefined,
           num(req, 'limit'),
         ),
+      );
+    },
+    GroupTenantJobs: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      const tenant = str(req, 'tenant');
+      const action = tenantJobsActionOf(req);
+      return api.onGroup(ctx, groupId, 'NodeService', 'GroupTenantJobs', req, () =>
+        api.admin.tenantJobs(groupId, tenant, action),
       );
     },
     LocalStatus: () => Promise.resolve(localStatus(api)),

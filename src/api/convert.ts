@@ -158,5 +158,6 @@ export function tenantOut(t: TenantRecord): Msg {
     updatedAtMs: t.updatedAtMs,
     updatedAt: isoOf(t.updatedAtMs),
     previousSecretUntilMs: t.previousSecretUntilMs,
+    priorityWeight: t.priorityWeight,
   };
 }

@@ -21,10 +21,19 @@ import {
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
-import { encodeMetaCommand, type MetaResult, type TenantRecord } from '../placement/meta-state.js';
+import {
+  DEFAULT_PRIORITY_WEIGHT,
+  encodeMetaCommand,
+  type MetaResult,
+  type TenantRecord,
+} from '../placement/meta-state.js';
 import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { NotLeaderError } from '../raft/errors.js';
-import { encodeSchedulerCommand, type SchedulerCommand } from '../scheduler/commands.js';
+import {
+  encodeSchedulerCommand,
+  type SchedulerCommand,
+  type TenantJobsAction,
+} from '../scheduler/commands.js';
 import { fireIdOf, type Job, type Run } from '../scheduler/model.js';
 import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-machine.js';
 import type { ApiNode } from './api-node.js';
@@ -32,6 +41,19 @@ import type { ApiNode } from './api-node.js';
 export const CREATE_BATCH_MAX = 1000;
 export const BACKFILL_MAX = 1000;
 export const REQUEST_ID_CHARS_MAX = 128;
+/** Entries a bulk resume proposes in one group to catch jobs paused while it was planned. */
+export const TENANT_RESUME_ROUNDS_MAX = 3;
+/** Jobs one tenant-jobs resume entry lists: 4096 ids of ≤ 128 characters fit well in 1 MiB. */
+export const TENANT_RESUMES_PER_ENTRY_MAX = 4096;
+
+/**
+ * Where a job resumes: a slot already planned (recorded SKIPPED while paused, or not yet due)
+ * stays; slots that passed unplanned while paused are not fired, the next one from now is.
+ */
+export function resumeSlotMs(job: Job, nowMs: number): number | undefined {
+  if (job.nextFireAtMs !== undefined && job.nextFireAtMs >= nowMs) return job.nextFireAtMs;
+  return firstSlotMs(compileJobSpec(job, job.createdAtMs), nowMs);
+}
 
 /** The job id of a fire id `jobId:slotMs` (job ids hold no colon). */
 export function jobIdOfFireId(fireId: string): string {
@@ -108,6 +130,7 @@ export class SchedulerAdmin {
       signingSecrets: secrets as string[],
       inflightMax: inflightMax as number,
       updatedAtMs: this.clock.nowMs(),
+      priorityWeight: DEFAULT_PRIORITY_WEIGHT,
     };
     const r = (await this.node.host.propose(
       META_GROUP_ID,
@@ -354,15 +377,7 @@ export class SchedulerAdmin {
       case 'resume-job': {
         const job = sm.jobs.get(jobId);
         if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
-        // Slots that passed while paused are not fired: the next one from now on is.
-        const compiled = compileJobSpec(job, job.createdAtMs);
-        // A slot already planned (recorded SKIPPED while paused, or not yet due) stays; one
-        // that passed unplanned is not fired.
-        const next =
-          job.nextFireAtMs !== undefined && job.nextFireAtMs >= nowMs
-            ? job.nextFireAtMs
-            : firstSlotMs(compiled, nowMs);
-        c = { op, atMs: nowMs, jobId, nextFireAtMs: next };
+        c = { op, atMs: nowMs, jobId, nextFireAtMs: resumeSlotMs(job, nowMs) };
         break;
       }
       case 'trigger-job':
@@ -370,6 +385,57 @@ export class SchedulerAdmin {
         break;
     }
     return this.propose(jobId, c);
+  }
+
+  /**
+   * One group's share of a bulk pause, resume or delete of a tenant's jobs: one tenant-jobs
+   * entry. A resume lists the paused jobs this leader holds with their next slot; jobs paused
+   * meanwhile (not listed, still paused after the entry) get another entry, a bounded number of
+   * times.
+   */
+  async tenantJobs(
+    groupId: number,
+    tenant: string,
+    action: TenantJobsAction,
+  ): Promise<{ jobs: number; changed: number }> {
+    this.requireLeader(groupId);
+    const sm = this.node.data.get(groupId)!.scheduler;
+    let changed = 0;
+    for (let round = 0; ; round++) {
+      const nowMs = this.clock.nowMs();
+      const resumes =
+        action === 'resume'
+          ? sm
+              .jobsOfTenant(tenant)
+              .filter((j) => j.paused)
+              .map((j) => ({ jobId: j.id, nextFireAtMs: resumeSlotMs(j, nowMs) }))
+          : [];
+      // A resume of many jobs is split so that each entry stays well under Raft's entry bound;
+      // the entries are proposed as one batch and apply in order.
+      const datas: Uint8Array[] = [];
+      for (let i = 0; i === 0 || i < resumes.length; i += TENANT_RESUMES_PER_ENTRY_MAX) {
+        const c: SchedulerCommand = {
+          op: 'tenant-jobs',
+          atMs: nowMs,
+          tenant,
+          action,
+          resumes: resumes.slice(i, i + TENANT_RESUMES_PER_ENTRY_MAX),
+        };
+        datas.push(encodeSchedulerCommand(c));
+      }
+      const results = (await this.node.host.proposeBatch(groupId, datas)) as ApplyResult[];
+      for (const r of results) {
+        if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+        changed += r.changedCount ?? 0;
+      }
+      // The last entry sees the earlier chunks resumed: what it finds paused and unlisted was
+      // paused after this leader read the state.
+      const last = results[results.length - 1];
+      const unlisted = last?.ok === true ? (last.unlistedCount ?? 0) : 0;
+      if (unlisted === 0 || round + 1 >= TENANT_RESUME_ROUNDS_MAX)
+        return { jobs: last?.ok === true ? (last.jobCount ?? 0) : 0, changed };
+      this.requireLeader(groupId);
+    }
   }
 
   /** The job and its runs as this node's replica holds them, after a ReadIndex. */

@@ -18,6 +18,7 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   GROUP_NO_LEADER: grpc.status.UNAVAILABLE,
   ROUTE_STALE: grpc.status.UNAVAILABLE,
   NODE_UNREACHABLE: grpc.status.UNAVAILABLE,
+  BULK_INCOMPLETE: grpc.status.UNAVAILABLE,
   REQUEST_INVALID: grpc.status.INVALID_ARGUMENT,
   JOB_SPEC_INVALID: grpc.status.INVALID_ARGUMENT,
   TENANT_INVALID: grpc.status.INVALID_ARGUMENT,

@@ -10,6 +10,7 @@ import { TickraftError, ValidationError, type FieldViolation } from '../base/err
 import { SECRET_PREFIX, validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import {
+  DEFAULT_PRIORITY_WEIGHT,
   encodeMetaCommand,
   type MetaCommand,
   type MetaResult,
@@ -22,6 +23,7 @@ import { TENANT_ID_PATTERN } from './job-spec.js';
 export const DEFAULT_TENANT_INFLIGHT_MAX = 1000;
 export const TENANT_INFLIGHT_MAX = 1_000_000;
 export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
+export const PRIORITY_WEIGHT_MAX = 100;
 export const ROTATION_GRACE_MS_MAX = 30 * 24 * 3600_000;
 
 export class TenantAdminError extends TickraftError {
@@ -53,6 +55,7 @@ export class TenantAdmin {
     id: string;
     secret: string;
     inflightMax: number | undefined;
+    priorityWeight?: number | undefined;
   }): Promise<{ tenant: TenantRecord; secret: string }> {
     const violations: FieldViolation[] = [];
     checkId(req.id, violations);
@@ -60,12 +63,15 @@ export class TenantAdmin {
     violations.push(...validateSigningSecrets([secret], 'signingSecret'));
     const inflightMax = req.inflightMax ?? DEFAULT_TENANT_INFLIGHT_MAX;
     checkInflight(inflightMax, violations);
+    const priorityWeight = req.priorityWeight ?? DEFAULT_PRIORITY_WEIGHT;
+    checkWeight(priorityWeight, violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const tenant: TenantRecord = {
       id: req.id,
       signingSecrets: [secret],
       inflightMax,
       updatedAtMs: this.clock.nowMs(),
+      priorityWeight,
     };
     await this.propose({ op: 'create-tenant', tenant });
     return { tenant, secret };
@@ -86,14 +92,20 @@ export class TenantAdmin {
     return { tenants: all.slice(0, limit), more: all.length > limit };
   }
 
-  async update(id: string, inflightMax: number | undefined): Promise<TenantRecord> {
+  /** Changes the fields given; absent ones keep their value. */
+  async update(
+    id: string,
+    change: { inflightMax?: number | undefined; priorityWeight?: number | undefined },
+  ): Promise<TenantRecord> {
     const violations: FieldViolation[] = [];
-    if (inflightMax !== undefined) checkInflight(inflightMax, violations);
+    if (change.inflightMax !== undefined) checkInflight(change.inflightMax, violations);
+    if (change.priorityWeight !== undefined) checkWeight(change.priorityWeight, violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const current = this.current(id);
     const tenant: TenantRecord = {
       ...current,
-      inflightMax: inflightMax ?? current.inflightMax,
+      inflightMax: change.inflightMax ?? current.inflightMax,
+      priorityWeight: change.priorityWeight ?? current.priorityWeight,
       updatedAtMs: this.nextStamp(current),
     };
     await this.propose({ op: 'update-tenant', tenant, expectedUpdatedAtMs: current.updatedAtMs });
@@ -173,4 +185,12 @@ function checkId(id: string, out: FieldViolation[]): void {
 function checkInflight(n: number, out: FieldViolation[]): void {
   if (!Number.isSafeInteger(n) || n < 1 || n > TENANT_INFLIGHT_MAX)
     out.push({ field: 'inflightMax', reason: `must be from 1 to ${TENANT_INFLIGHT_MAX}` });
+}
+
+function checkWeight(n: number, out: FieldViolation[]): void {
+  if (!Number.isSafeInteger(n) || n < 1 || n > PRIORITY_WEIGHT_MAX)
+    out.push({
+      field: 'priorityWeight',
+      reason: `must be an integer from 1 to ${PRIORITY_WEIGHT_MAX}`,
+    });
 }

@@ -28,6 +28,7 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
           id: str(req, 'tenantId'),
           secret: str(req, 'signingSecret'),
           inflightMax: optNum(req, 'inflightMax'),
+          priorityWeight: optNum(req, 'priorityWeight'),
         });
         return { tenant: tenantOut(r.tenant), signingSecret: r.secret };
       }),
@@ -35,7 +36,12 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
       onMeta(ctx, 'GetTenant', req, async () => tenantOut(await tenants.get(id(req)))),
     UpdateTenant: (req, ctx) =>
       onMeta(ctx, 'UpdateTenant', req, async () =>
-        tenantOut(await tenants.update(id(req), optNum(req, 'inflightMax'))),
+        tenantOut(
+          await tenants.update(id(req), {
+            inflightMax: optNum(req, 'inflightMax'),
+            priorityWeight: optNum(req, 'priorityWeight'),
+          }),
+        ),
       ),
     RotateSecret: (req, ctx) =>
       onMeta(ctx, 'RotateSecret', req, async () => {

@@ -1,6 +1,6 @@
 /**
  * Performs the attempts a leader hands out: queued fairly (fair-queue.ts: per-tenant and
- * per-origin caps, P0 first, tenants in turn), sent through one undici pool per origin
+ * per-origin caps, P0 first, tenants in turn by their priority weights), sent through one undici pool per origin
  * (origin-pools.ts), signed with the tenant's secrets, and reported back once each ends. A full
  * queue is back-pressure: the attempt is reported as a retry that never left, so the leader
  * plans it again later instead of the queue growing without bound.
@@ -37,16 +37,22 @@ export interface DeliveryRunnerOptions {
   /** The tenant's current secrets (newest first), or undefined for an unknown tenant. */
   readonly secretsOf: (tenant: string) => readonly string[] | undefined;
   /**
-   * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
-   * leadership ended while it waited); it is reported as never sent. `wait`: not now (the lease
-   * is being renewed); it keeps its place and is asked again a few ms later.
+   * The tenant's priority weight (its share of start slots against other tenants with queued
+   * work, fair-queue.ts), read when an attempt is submitted. @default every tenant 1
    */
-  readonly mayStart?: (owner: string) => StartVerdict;
+  readonly weightOf?: (tenant: string) => number;
+  /**
+   * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
+   * leadership ended while it waited); `cancel`: its job was paused or deleted, or its run moved
+   * on, while it waited; either is reported as never sent. `wait`: not now (the lease is being
+   * renewed); it keeps its place and is asked again a few ms later.
+   */
+  readonly mayStart?: (owner: string, request: DeliveryRequest) => StartVerdict;
   readonly clock?: Clock;
   readonly limits?: WebhookLimits;
 }
 
-export type StartVerdict = 'start' | 'wait' | 'drop';
+export type StartVerdict = 'start' | 'wait' | 'drop' | 'cancel';
 
 const STARTS_PER_TURN = 128;
 /** How long an attempt told to wait waits before it asks again. */
@@ -93,6 +99,7 @@ export class DeliveryRunner {
       tenant: request.job.tenant,
       origin,
       priority: request.job.priority,
+      weight: this.options.weightOf?.(request.job.tenant) ?? 1,
       request,
       onDone,
       owner,
@@ -172,20 +179,23 @@ export class DeliveryRunner {
       task.onDone(report);
       this.pump();
     };
-    const verdict = this.options.mayStart?.(task.owner) ?? 'start';
+    const verdict = this.options.mayStart?.(task.owner, r) ?? 'start';
     if (verdict === 'wait') {
       this.stats.started--;
       this.waiting.push(task);
       this.waitTimer ??= setTimeout(() => this.retryWaiting(), WAIT_RETRY_MS);
       return;
     }
-    if (verdict === 'drop') {
+    if (verdict === 'drop' || verdict === 'cancel') {
       this.stats.dropped++;
       finish({
         outcome: 'retry',
         code: 'DELIVERY_NOT_STARTED',
         durationMs: 0,
-        error: 'leadership or its lease ended before the send',
+        error:
+          verdict === 'drop'
+            ? 'leadership or its lease ended before the send'
+            : 'job paused or deleted before the send',
         responseExcerpt: '',
         isProvablyUndelivered: true,
       });

@@ -5,9 +5,11 @@
  *   are in flight; a dead endpoint holds its own slots and nobody else's;
  * - at most `tenantQueuedMax` of one tenant wait, so its backlog cannot fill the queue;
  * - the lowest priority number goes first (P0 before P1 …), whenever one of it can start;
- * - within a priority, tenants take turns (round-robin), and within a tenant its origins take
- *   turns, so a tenant's dead origin does not hold up its healthy ones. Items of one tenant to
- *   one origin start in push order.
+ * - within a priority, tenants take turns in proportion to their weight (the tenant's priority
+ *   weight, 1 by default): with tenants A of weight 3 and B of weight 1 both waiting, A starts
+ *   three items for each of B's. Equal weights make it plain round-robin. Within a tenant its
+ *   origins take turns, so a tenant's dead origin does not hold up its healthy ones. Items of
+ *   one tenant to one origin start in push order.
  * The queue is work-conserving: take() returns an item whenever some queued item is within both
  * of its caps. Pure and deterministic: no clock, no I/O, iteration only over insertion-ordered
  * Sets and Maps.
@@ -15,12 +17,17 @@
  * Structure. Items sit in lanes, one FIFO per (priority, tenant, origin). A tenant's lanes of one
  * priority form a level. Rings hold only what can start: a level's `runnable` set holds its
  * non-empty lanes whose origin is below its cap, and the ring of a priority holds the levels with
- * a runnable lane whose tenant is below its cap. take() is then O(priorities): the first level
- * of the first non-empty ring, its first lane. A Set is used as a ring: delete and re-add moves an
- * element to the back in O(1). Reaching or leaving a cap moves the affected lanes or levels in or
- * out of the rings, in time linear in the lanes of that origin (or levels of that tenant).
+ * a runnable lane whose tenant is below its cap. A level's turn is kept by stride scheduling: each
+ * level has a pass, the ring serves the level with the lowest pass (ties: the one waiting
+ * longest), and serving it adds 1 / weight to its pass. A level entering the ring starts at the
+ * pass last served, so a tenant that had nothing waiting neither banks turns nor loses its place;
+ * one that left only because it hit a cap keeps its pass. take() is O(priorities × log levels).
+ * Within a level, a Set is the ring of lanes: delete and re-add moves one to the back in O(1).
+ * Reaching or leaving a cap moves the affected lanes or levels in or out of the rings, in time
+ * linear in the lanes of that origin (or levels of that tenant).
  */
 import { assert } from '../base/assert.js';
+import { MinHeap } from '../base/min-heap.js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { INVALID_OPTIONS } from './errors.js';
 
@@ -31,7 +38,15 @@ export interface FairItem {
   readonly origin: string;
   /** 0 (first) to priorityCount − 1. */
   readonly priority: number;
+  /**
+   * The tenant's priority weight, 1 to WEIGHT_MAX; @default 1. The last pushed item's weight is
+   * the tenant's from then on.
+   */
+  readonly weight?: number;
 }
+
+/** The largest tenant weight the queue accepts (the API allows 1-100). */
+export const WEIGHT_MAX = 1000;
 
 export interface FairQueueOptions {
   /** Items waiting, all tenants together. */
@@ -90,10 +105,17 @@ interface Level<T> {
   readonly lanes: Map<string, Lane<T>>;
   /** Invariant: exactly the lanes whose origin is below its cap, in round-robin order. */
   readonly runnable: Set<Lane<T>>;
+  /** Stride scheduling: the ring serves the level with the lowest pass. */
+  pass: number;
+  /** In its priority's ring. */
+  inRing: boolean;
+  /** Bumped whenever the level's ring entry changes; older entries are stale. */
+  ringVersion: number;
 }
 
 interface TenantState<T> {
   readonly name: string;
+  weight: number;
   inflightCount: number;
   queuedCount: number;
   readonly levels: (Level<T> | undefined)[];
@@ -109,7 +131,7 @@ interface OriginState<T> {
 export class FairQueue<T extends FairItem> {
   readonly options: CompiledFairQueueOptions;
   /** Invariant: rings[p] holds exactly the levels of priority p with a runnable lane whose tenant is below its cap. */
-  private readonly rings: Set<Level<T>>[];
+  private readonly rings: PassRing<T>[];
   private readonly tenants = new Map<string, TenantState<T>>();
   private readonly origins = new Map<string, OriginState<T>>();
   /** Where each item is: pair-checked so that done() matches a take() exactly once. */
@@ -119,7 +141,7 @@ export class FairQueue<T extends FairItem> {
 
   constructor(options: FairQueueOptions) {
     this.options = compileFairQueueOptions(options);
-    this.rings = Array.from({ length: this.options.priorityCount }, () => new Set<Level<T>>());
+    this.rings = Array.from({ length: this.options.priorityCount }, () => new PassRing<T>());
   }
 
   get queuedCount(): number {
@@ -148,8 +170,14 @@ export class FairQueue<T extends FairItem> {
       `priority must be an integer in [0, ${this.options.priorityCount}), got ${item.priority}`,
     );
     assert(!this.states.has(item), 'item pushed twice (each push needs its own object)');
+    const weight = item.weight ?? 1;
+    assert(
+      Number.isSafeInteger(weight) && weight >= 1 && weight <= WEIGHT_MAX,
+      `weight must be an integer in [1, ${WEIGHT_MAX}], got ${weight}`,
+    );
     if (this.queued >= this.options.queuedMax) return 'full';
     const tenant = this.tenantState(item.tenant);
+    tenant.weight = weight;
     if (tenant.queuedCount >= this.options.tenantQueuedMax) {
       this.forgetIfUnused(tenant);
       return 'tenant-full';
@@ -174,7 +202,7 @@ export class FairQueue<T extends FairItem> {
   /** The next item to start, counted as in flight until done(); undefined if none may start. */
   take(): T | undefined {
     for (const ring of this.rings) {
-      const level = first(ring);
+      const level = ring.first();
       if (level === undefined) continue;
       const lane = first(level.runnable);
       assert(lane !== undefined, 'a level in a ring has no runnable lane');
@@ -182,9 +210,8 @@ export class FairQueue<T extends FairItem> {
       assert(item !== undefined, 'a runnable lane is empty');
       lane.head++;
       this.compact(lane);
-      // Round-robin: the level and the lane go to the back of their rings.
-      ring.delete(level);
-      ring.add(level);
+      // The level's turn moves on by its stride; the lane goes to the back of its level's ring.
+      ring.served(level, level.tenant.weight);
       level.runnable.delete(lane);
       level.runnable.add(lane);
 
@@ -309,7 +336,7 @@ export class FairQueue<T extends FairItem> {
   private tenantState(name: string): TenantState<T> {
     let state = this.tenants.get(name);
     if (state === undefined) {
-      state = { name, inflightCount: 0, queuedCount: 0, levels: [] };
+      state = { name, weight: 1, inflightCount: 0, queuedCount: 0, levels: [] };
       this.tenants.set(name, state);
     }
     return state;
@@ -327,7 +354,15 @@ export class FairQueue<T extends FairItem> {
   private levelOf(tenant: TenantState<T>, priority: number): Level<T> {
     let level = tenant.levels[priority];
     if (level === undefined) {
-      level = { tenant, priority, lanes: new Map(), runnable: new Set() };
+      level = {
+        tenant,
+        priority,
+        lanes: new Map(),
+        runnable: new Set(),
+        pass: 0,
+        inRing: false,
+        ringVersion: 0,
+      };
       tenant.levels[priority] = level;
     }
     return level;
@@ -375,4 +410,78 @@ export class FairQueue<T extends FairItem> {
 function first<V>(set: Set<V>): V | undefined {
   for (const v of set) return v;
   return undefined;
+}
+
+interface RingEntry<T> {
+  readonly level: Level<T>;
+  readonly pass: number;
+  /** Order of entry, so that equal passes are served first come, first served. */
+  readonly seq: number;
+  readonly version: number;
+}
+
+/**
+ * The levels of one priority that can start, served lowest pass first (stride scheduling). A
+ * min-heap of entries; leaving the ring only marks the level, and its stale entry is dropped when
+ * it reaches the top (or when stale entries outnumber live ones, by a rebuild).
+ */
+class PassRing<T> {
+  private readonly heap = new MinHeap<RingEntry<T>>(
+    (a, b) => a.pass < b.pass || (a.pass === b.pass && a.seq < b.seq),
+  );
+  private seq = 0;
+  private liveCount = 0;
+  /** The pass of the level served last: where a level entering the ring starts. */
+  private virtualPass = 0;
+
+  has(level: Level<T>): boolean {
+    return level.inRing;
+  }
+
+  add(level: Level<T>): void {
+    if (level.inRing) return;
+    level.inRing = true;
+    this.liveCount++;
+    level.pass = Math.max(level.pass, this.virtualPass);
+    this.push(level);
+  }
+
+  delete(level: Level<T>): void {
+    if (!level.inRing) return;
+    level.inRing = false;
+    level.ringVersion++;
+    this.liveCount--;
+    if (this.heap.size > 2 * this.liveCount + 64) this.rebuild();
+  }
+
+  /** The level to serve next, or undefined when the ring is empty. */
+  first(): Level<T> | undefined {
+    for (let top = this.heap.peek(); top !== undefined; top = this.heap.peek()) {
+      if (top.level.inRing && top.version === top.level.ringVersion) return top.level;
+      this.heap.pop();
+    }
+    return undefined;
+  }
+
+  /** `level` (which first() returned) was served: its pass moves on by 1 / weight. */
+  served(level: Level<T>, weight: number): void {
+    const top = this.heap.pop();
+    assert(top?.level === level, 'served a level that was not first in its ring');
+    this.virtualPass = level.pass;
+    level.pass += 1 / weight;
+    this.push(level);
+  }
+
+  private push(level: Level<T>): void {
+    level.ringVersion++;
+    this.heap.push({ level, pass: level.pass, seq: this.seq++, version: level.ringVersion });
+  }
+
+  private rebuild(): void {
+    const live = this.heap
+      .values()
+      .filter((e) => e.level.inRing && e.version === e.level.ringVersion);
+    this.heap.clear();
+    for (const e of live) this.heap.push(e);
+  }
 }

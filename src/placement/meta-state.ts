@@ -46,6 +46,19 @@ export interface TenantRecord {
    * until the next change. Compared with the delivering node's clock, never inside apply.
    */
   readonly previousSecretUntilMs?: number | undefined;
+  /**
+   * Share of delivery start slots against other tenants with work queued on the same node,
+   * 1-100. Records written before the field existed (log entries, snapshots) read as
+   * DEFAULT_PRIORITY_WEIGHT.
+   */
+  readonly priorityWeight: number;
+}
+
+export const DEFAULT_PRIORITY_WEIGHT = 1;
+
+/** A tenant as the state keeps it: a record from an older log entry or snapshot gets defaults. */
+function tenantWithDefaults(t: TenantRecord): TenantRecord {
+  return t.priorityWeight === undefined ? { ...t, priorityWeight: DEFAULT_PRIORITY_WEIGHT } : t;
 }
 
 export type MetaCommand =
@@ -105,7 +118,7 @@ export class MetaStateMachine implements GroupStateMachine {
         this.initialized = true;
         return { ok: true };
       case 'put-tenant':
-        this.tenants.set(c.tenant.id, c.tenant);
+        this.tenants.set(c.tenant.id, tenantWithDefaults(c.tenant));
         return { ok: true };
       case 'create-tenant':
         if (this.tenants.has(c.tenant.id))
@@ -114,7 +127,7 @@ export class MetaStateMachine implements GroupStateMachine {
             code: 'TENANT_ALREADY_EXISTS',
             reason: `tenant ${c.tenant.id} already exists`,
           };
-        this.tenants.set(c.tenant.id, c.tenant);
+        this.tenants.set(c.tenant.id, tenantWithDefaults(c.tenant));
         return { ok: true };
       case 'update-tenant': {
         const current = this.tenants.get(c.tenant.id);
@@ -130,7 +143,7 @@ export class MetaStateMachine implements GroupStateMachine {
             code: 'TENANT_CONFLICT',
             reason: `tenant ${c.tenant.id} changed meanwhile; read it again`,
           };
-        this.tenants.set(c.tenant.id, c.tenant);
+        this.tenants.set(c.tenant.id, tenantWithDefaults(c.tenant));
         return { ok: true };
       }
       case 'set-api-address': {
@@ -168,7 +181,7 @@ export class MetaStateMachine implements GroupStateMachine {
     for (const m of s.members) this.members.set(m.id, m);
     for (const g of s.groups) this.groups.set(g.id, g);
     this.tenants.clear();
-    for (const t of s.tenants ?? []) this.tenants.set(t.id, t);
+    for (const t of s.tenants ?? []) this.tenants.set(t.id, tenantWithDefaults(t));
     this.moves.clear();
     for (const m of s.moves ?? []) this.moves.set(m.groupId, m);
   }

@@ -39,6 +39,32 @@ export interface AttemptResultCommand {
   readonly retryAtMs: number | undefined;
 }
 
+/** What a bulk command does to each of a tenant's jobs (AdminService BulkPause / Resume / Cancel). */
+export type TenantJobsAction = 'pause' | 'resume' | 'delete';
+
+/** A paused job to resume and its next slot from the resume time, computed by the leader. */
+export interface JobResume {
+  readonly jobId: string;
+  readonly nextFireAtMs: number | undefined;
+}
+
+/**
+ * One entry for all of a tenant's jobs in this group, so a bulk change is one proposal per group
+ * and applies atomically there. `pause` and `delete` name only the tenant: apply acts on every job
+ * of the tenant it holds at that point of the log. `resume` lists the jobs with the next slot the
+ * leader computed (followers never compute schedules); a tenant job paused but not listed (paused
+ * after the leader read its state) stays paused and is counted in the result, so the proposer
+ * can propose again.
+ */
+export interface TenantJobsCommand {
+  readonly op: 'tenant-jobs';
+  readonly atMs: number;
+  readonly tenant: string;
+  readonly action: TenantJobsAction;
+  /** `resume` only; empty otherwise. */
+  readonly resumes: readonly JobResume[];
+}
+
 export type SchedulerCommand =
   | {
       readonly op: 'create-job';
@@ -114,6 +140,7 @@ export type SchedulerCommand =
       readonly atMs: number;
       readonly runs: readonly { readonly fireId: string; readonly reason: string }[];
     }
+  | TenantJobsCommand
   | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
   | { readonly op: 'purge-dead'; readonly atMs: number; readonly fireIds: readonly string[] };
 

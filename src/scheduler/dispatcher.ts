@@ -361,6 +361,22 @@ export class GroupDispatcher {
     ls.unsettled += proposals.length;
   }
 
+  /**
+   * Whether an attempt handed out may still be sent now, asked just before the send: its job is
+   * neither paused nor deleted and its run is still where the hand-out left it (at-least-once:
+   * SCHEDULED, at this attempt; at-most-once: DISPATCHED with this attempt started). An attempt
+   * waits in the delivery queue for its tenant's or origin's turn; a pause or delete committed
+   * meanwhile was acknowledged before anything left, so it wins.
+   */
+  maySend(o: Pick<DeliveryOrder, 'fireId' | 'attempt' | 'job'>): boolean {
+    const job = this.sm.jobs.get(o.job.id);
+    const run = this.sm.runs.get(o.fireId);
+    if (!job || job.paused || !run) return false;
+    if (o.job.delivery === 'at_most_once')
+      return run.status === 'DISPATCHED' && run.attempts.length === o.attempt;
+    return run.status === 'SCHEDULED' && run.attempts.length + 1 === o.attempt;
+  }
+
   /** An at-most-once order whose start applied may still go out (no pause or delete since). */
   private stillWanted(o: DeliveryOrder): boolean {
     const job = this.sm.jobs.get(o.jobId);

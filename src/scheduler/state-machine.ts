@@ -15,6 +15,7 @@ import {
   type AttemptResultCommand,
   type FireIntent,
   type SchedulerCommand,
+  type TenantJobsCommand,
 } from './commands.js';
 import { nextToken } from './fencing.js';
 import {
@@ -46,6 +47,11 @@ export type ApplyResult =
       readonly token?: number;
       readonly status?: RunStatus;
       readonly version?: number;
+      /** tenant-jobs: the tenant's jobs in this group, and how many this entry changed. */
+      readonly jobCount?: number;
+      readonly changedCount?: number;
+      /** tenant-jobs resume: the tenant's jobs still paused because the entry did not list them. */
+      readonly unlistedCount?: number;
     }
   | { readonly ok: false; readonly code: SchedulerErrorCode; readonly reason: string };
 
@@ -157,6 +163,9 @@ export class SchedulerStateMachine {
       case 'purge-dead':
         for (const id of c.fireIds) run(id);
         break;
+      case 'tenant-jobs':
+        for (const job of this.jobsOfTenant(c.tenant)) wholeJob(job.id);
+        break;
       default:
         assertNever(c, 'scheduler command');
     }
@@ -182,8 +191,7 @@ export class SchedulerStateMachine {
         return this.pauseJob(c.jobId, c.atMs);
       case 'resume-job':
         return this.withJob(c.jobId, (job) => {
-          this.jobs.setPaused(job.id, false, c.atMs);
-          this.jobs.setNextFire(job.id, c.nextFireAtMs);
+          this.resumeJob(job.id, c.nextFireAtMs, c.atMs);
           return { ok: true, jobId: job.id };
         });
       case 'trigger-job':
@@ -225,6 +233,8 @@ export class SchedulerStateMachine {
         return { ok: true };
       case 'replay-run':
         return this.replayRun(c.fireId, c.atMs);
+      case 'tenant-jobs':
+        return this.tenantJobs(c);
       case 'purge-dead':
         for (const id of c.fireIds) {
           if (!this.dead.has(id)) continue;
@@ -315,6 +325,61 @@ export class SchedulerStateMachine {
       }
       return { ok: true, jobId: job.id };
     });
+  }
+
+  private resumeJob(jobId: string, nextFireAtMs: number | undefined, atMs: number): void {
+    this.jobs.setPaused(jobId, false, atMs);
+    this.jobs.setNextFire(jobId, nextFireAtMs);
+  }
+
+  /**
+   * A tenant's jobs in this group, in the state's (replicated, hence identical) order. A scan of
+   * the group's jobs: O(jobs in the group), the same bound as taking a snapshot of it.
+   */
+  jobsOfTenant(tenant: string): Job[] {
+    return this.jobs.idsOfTenant(tenant).map((id) => this.jobs.get(id)!);
+  }
+
+  /**
+   * Bulk pause, resume or delete of one tenant's jobs, with the single-job rules: a pause or
+   * delete wins over every run not yet attempted (SKIPPED / CANCELLED); runs already attempted
+   * finish as they would. Repeating it changes nothing more (an already paused job is not touched
+   * again), so a retried bulk call is harmless.
+   */
+  private tenantJobs(c: TenantJobsCommand): ApplyResult {
+    const jobs = this.jobsOfTenant(c.tenant);
+    let changedCount = 0;
+    let unlistedCount = 0;
+    switch (c.action) {
+      case 'pause':
+        for (const job of jobs) {
+          if (job.paused) continue;
+          this.pauseJob(job.id, c.atMs);
+          changedCount++;
+        }
+        break;
+      case 'delete':
+        for (const job of jobs) this.deleteJob(job.id, c.atMs);
+        changedCount = jobs.length;
+        break;
+      case 'resume': {
+        const listed = new Map<string, number | undefined>();
+        for (const r of c.resumes) listed.set(r.jobId, r.nextFireAtMs);
+        for (const job of jobs) {
+          if (!job.paused) continue;
+          if (!listed.has(job.id)) {
+            unlistedCount++;
+            continue;
+          }
+          this.resumeJob(job.id, listed.get(job.id), c.atMs);
+          changedCount++;
+        }
+        break;
+      }
+      default:
+        return assertNever(c.action, 'tenant-jobs action');
+    }
+    return { ok: true, jobCount: jobs.length, changedCount, unlistedCount };
   }
 
   private withJob(jobId: string, f: (job: Job) => ApplyResult): ApplyResult {

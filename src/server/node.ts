@@ -111,7 +111,8 @@ export class TickraftNode {
         // After a rotation's grace period only the current secret signs.
         return t && signingSecretsAt(t, Date.now());
       },
-      mayStart: (owner) => this.scheduler.mayStart(owner),
+      weightOf: (tenant) => this.meta.tenants.get(tenant)?.priorityWeight ?? 1,
+      mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
     });
     this.scheduler = new SchedulerRuntime({
       host: this.host,
@@ -393,6 +394,12 @@ export class TickraftNode {
       const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
       if (this.scheduler.isHandingOver(g.groupId)) continue;
+      // Only to a preferred node that answers and is caught up: handing over to one that is down
+      // (kill -9) would stop the group's fires and refuse its writes while the hand-over drains
+      // and the transfer times out, for nothing.
+      const st = replica.node.status();
+      const target = st.progress.get(preferred);
+      if (target?.state !== 'replicate' || target.match < st.lastIndex) continue;
       this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
       this.scheduler.handOver(g.groupId, preferred);
     }

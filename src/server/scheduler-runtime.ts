@@ -12,7 +12,7 @@
 import type { Clock } from '../base/clock.js';
 import type { Rand } from '../base/rand.js';
 import { planRetry } from '../delivery/backoff.js';
-import type { DeliveryRunner, StartVerdict } from '../delivery/delivery-runner.js';
+import type { DeliveryRequest, DeliveryRunner, StartVerdict } from '../delivery/delivery-runner.js';
 import type { AttemptReport } from '../delivery/webhook.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
@@ -199,12 +199,15 @@ export class SchedulerRuntime {
    * ticked Raft yet, or a heartbeat round is late), `start` otherwise. The lease verdict is
    * reused for a millisecond: thousands of attempts start per second during a spike.
    */
-  mayStart(owner: string): StartVerdict {
+  mayStart(owner: string, request?: DeliveryRequest): StartVerdict {
     const slash = owner.indexOf('/');
     const groupId = Number(owner.slice(0, slash));
     const term = Number(owner.slice(slash + 1));
     const replica = this.opts.host.groups.get(groupId);
     if (replica?.isLeader !== true || replica.node.raft.term !== term) return 'drop';
+    // A pause or delete applied while the attempt waited in the delivery queue wins.
+    const dispatcher = this.groups.get(groupId)?.dispatcher;
+    if (request && dispatcher && !dispatcher.maySend(request)) return 'cancel';
     const nowMs = this.opts.clock.monotonicMs();
     const cached = this.leaseCache.get(groupId);
     if (cached !== undefined && cached.term === term && nowMs - cached.atMs < 1)

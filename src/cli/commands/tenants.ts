@@ -1,5 +1,6 @@
 /**
- * `tickctl tenants …`: tenants own jobs and the secrets their webhooks are signed with.
+ * `tickctl tenants …`: tenants own jobs and the secrets their webhooks are signed with; pause,
+ * resume and cancel act on all of a tenant's jobs at once (AdminService Bulk*).
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
@@ -10,6 +11,7 @@ import {
   printJson,
   remote,
   table,
+  UsageError,
   wholeNumber,
   withClient,
   type RemoteOptions,
@@ -17,16 +19,30 @@ import {
 
 type Obj = Record<string, unknown>;
 
-const HEADER = ['ID', 'SECRETS', 'INFLIGHT MAX', 'PREVIOUS SECRET UNTIL', 'UPDATED'];
+const HEADER = ['ID', 'SECRETS', 'INFLIGHT MAX', 'WEIGHT', 'PREVIOUS SECRET UNTIL', 'UPDATED'];
 
 function rows(tenants: Obj[]): string[][] {
   return tenants.map((t) => [
     text(t['id']),
     ((t['secretHints'] as string[] | undefined) ?? []).join(' '),
     text(t['inflightMax']),
+    text(t['priorityWeight']),
     t['previousSecretUntilMs'] === undefined ? '-' : iso(t['previousSecretUntilMs']),
     iso(t['updatedAtMs']),
   ]);
+}
+
+const WEIGHT_HELP =
+  'share of delivery starts against other tenants with queued work, 1-100 (default 1)';
+
+/** The optional tenant fields given on the command line, checked. */
+function changes(o: { inflightMax?: string; priorityWeight?: string }): Obj {
+  const out: Obj = {};
+  if (o.inflightMax !== undefined)
+    out['inflightMax'] = wholeNumber('--inflight-max', o.inflightMax, 1);
+  if (o.priorityWeight !== undefined)
+    out['priorityWeight'] = wholeNumber('--priority-weight', o.priorityWeight, 1);
+  return out;
 }
 
 function show(run: CliRun, o: RemoteOptions, t: Obj): void {
@@ -43,12 +59,14 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
     .argument('<tenant-id>', '1-63 of a-z 0-9 _ -')
     .option('--secret <whsec>', 'signing secret: whsec_ + base64 of 24-64 bytes')
     .option('--inflight-max <n>', 'deliveries of this tenant in flight per node (default 1000)')
+    .option('--priority-weight <n>', WEIGHT_HELP)
     .action(
-      async (tenantId: string, o: RemoteOptions & { secret?: string; inflightMax?: string }) =>
+      async (
+        tenantId: string,
+        o: RemoteOptions & { secret?: string; inflightMax?: string; priorityWeight?: string },
+      ) =>
         withClient(run, o, async (c) => {
-          const req: Obj = { tenantId, signingSecret: o.secret ?? '' };
-          if (o.inflightMax !== undefined)
-            req['inflightMax'] = wholeNumber('--inflight-max', o.inflightMax, 1);
+          const req: Obj = { tenantId, signingSecret: o.secret ?? '', ...changes(o) };
           const res = await c.call<Obj>('TenantService', 'CreateTenant', req);
           if (o.json === true) return printJson(run, res);
           table(run, HEADER, rows([res['tenant'] as Obj]));
@@ -66,20 +84,21 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
     );
 
   remote(tenants.command('update'))
-    .description("change a tenant's caps")
+    .description("change a tenant's cap or priority weight (at least one option)")
     .argument('<tenant-id>')
-    .requiredOption('--inflight-max <n>', 'deliveries of this tenant in flight per node')
-    .action(async (tenantId: string, o: RemoteOptions & { inflightMax: string }) =>
-      withClient(run, o, async (c) =>
-        show(
-          run,
-          o,
-          await c.call<Obj>('TenantService', 'UpdateTenant', {
-            tenantId,
-            inflightMax: wholeNumber('--inflight-max', o.inflightMax, 1),
-          }),
-        ),
-      ),
+    .option('--inflight-max <n>', 'deliveries of this tenant in flight per node')
+    .option('--priority-weight <n>', WEIGHT_HELP)
+    .action(
+      async (
+        tenantId: string,
+        o: RemoteOptions & { inflightMax?: string; priorityWeight?: string },
+      ) =>
+        withClient(run, o, async (c) => {
+          const change = changes(o);
+          if (Object.keys(change).length === 0)
+            throw new UsageError('give --inflight-max, --priority-weight or both');
+          show(run, o, await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }));
+        }),
     );
 
   remote(tenants.command('rotate-secret'))
@@ -101,6 +120,8 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
       }),
     );
 
+  registerBulkCommands(tenants, run);
+
   remote(tenants.command('list'))
     .description('every tenant, by id')
     .option('--page-size <n>', 'tenants per page (1-1000)', '100')
@@ -118,4 +139,71 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
       }),
     );
   program.addCommand(tenants);
+}
+
+function bulkCommand(
+  tenants: Command,
+  run: CliRun,
+  name: 'pause' | 'resume' | 'cancel',
+  method: 'BulkPause' | 'BulkResume' | 'BulkCancel',
+  description: string,
+  done: string,
+): Command {
+  return remote(tenants.command(name))
+    .description(description)
+    .argument('<tenant-id>')
+    .action(async (tenantId: string, o: RemoteOptions & { yes?: boolean }) =>
+      withClient(run, o, async (c) => {
+        if (name === 'cancel' && o.yes !== true)
+          throw new UsageError(
+            `cancel deletes every job of tenant ${tenantId}; add --yes to confirm`,
+          );
+        const res = await c.call<Obj>('AdminService', method, { tenant: tenantId });
+        if (o.json === true) return printJson(run, res);
+        const groups = (res['groups'] as Obj[] | undefined) ?? [];
+        table(
+          run,
+          ['GROUP', 'JOBS', 'CHANGED', 'COMMITTED AFTER'],
+          groups.map((g) => [
+            text(g['groupId']),
+            text(g['jobs']),
+            text(g['changed']),
+            `${text(g['committedAfterMs'])} ms`,
+          ]),
+        );
+        run.io.writeOut(
+          `${done} ${text(res['changedTotal'])} of ${text(res['jobsTotal'])} jobs of tenant ` +
+            `${tenantId} in ${groups.length} groups; every group committed within ` +
+            `${text(res['elapsedMs'])} ms\n`,
+        );
+      }),
+    );
+}
+
+/** `tenants pause|resume|cancel`: every job of a tenant at once (AdminService Bulk*). */
+function registerBulkCommands(tenants: Command, run: CliRun): void {
+  bulkCommand(
+    tenants,
+    run,
+    'pause',
+    'BulkPause',
+    'pause every job of a tenant, in every group (no delivery starts after it answers)',
+    'paused',
+  );
+  bulkCommand(
+    tenants,
+    run,
+    'resume',
+    'BulkResume',
+    'resume every paused job of a tenant, from now on',
+    'resumed',
+  );
+  bulkCommand(
+    tenants,
+    run,
+    'cancel',
+    'BulkCancel',
+    'delete every job of a tenant (runs not yet attempted are cancelled); needs --yes',
+    'deleted',
+  ).option('--yes', 'confirm: the jobs are deleted, not paused');
 }

@@ -70,6 +70,33 @@ t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
   t.equal(runner.queuedCount, 46, "the rest of A waits in A's own lane");
 });
 
+t.test('tenant weights share one connection to a shared origin 3 : 1', async (t) => {
+  const sink = await startSink((_req, res) => res.end('ok'));
+  const pools = new OriginPools({ connectionsPerOrigin: 1 });
+  const runner = new DeliveryRunner({
+    pools,
+    queue: { queuedMax: 1000, tenantInflightMax: 100, originInflightMax: 1 },
+    secretsOf: () => [SECRET],
+    weightOf: (tenant) => (tenant === 'heavy' ? 3 : 1),
+  });
+  t.teardown(async () => {
+    runner.close();
+    await pools.destroy();
+    await sink.close();
+  });
+  const heavy = job('h', 'heavy', `${sink.origin}/hook`);
+  const light = job('l', 'light', `${sink.origin}/hook`);
+  let reports = 0;
+  for (let i = 0; i < 20; i++) {
+    runner.submit('g/1', request(light, i), () => reports++);
+    runner.submit('g/1', request(heavy, i), () => reports++);
+  }
+  await eventually(() => reports === 40, 10_000, 'all 40 delivered');
+  const first16 = sink.received.slice(0, 16).map((r) => JSON.parse(r.body) as { jobId: string });
+  const heavyCount = first16.filter((b) => b.jobId === 'h').length;
+  t.equal(heavyCount, 12, 'the first 16 requests: 12 of weight 3, 4 of weight 1');
+});
+
 t.test('requests are signed with every secret of the tenant (rotation)', async (t) => {
   const sink = await startSink((_req, res) => res.end('ok'));
   const pools = new OriginPools();

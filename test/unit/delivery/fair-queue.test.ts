@@ -1,5 +1,6 @@
 // The fair queue of ready deliveries. Goal: caps per tenant and per origin hold, P0 goes first,
-// tenants (and a tenant's origins) take turns, a full queue says so instead of growing, and a
+// tenants take turns in proportion to their weights (and a tenant's origins take turns), a full
+// queue says so instead of growing, and a
 // tenant stuck on a dead origin neither blocks the others nor fills the queue. Method: small
 // hand-written scenarios with the exact take order expected, then seeded random push / take /
 // done / remove sequences checked after every step against a naive model (a plain list scanned
@@ -17,6 +18,7 @@ interface Item {
   readonly origin: string;
   readonly priority: number;
   readonly name: string;
+  readonly weight?: number;
 }
 
 let serial = 0;
@@ -169,6 +171,81 @@ t.test('removeQueuedWhere drops queued items and leaves in-flight ones', (t) => 
   t.end();
 });
 
+/** Counts by tenant of the names taken, e.g. { a: 30, b: 10 }. */
+function shares(names: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const n of names) out[n.charAt(0)] = (out[n.charAt(0)] ?? 0) + 1;
+  return out;
+}
+
+t.test('weights: backlogged tenants start items in proportion to their weight', (t) => {
+  const q = new FairQueue<Item>(roomy);
+  for (let i = 0; i < 100; i++) {
+    q.push({ ...item('a', 'https://a', 1, `a${i}`), weight: 3 });
+    q.push({ ...item('b', 'https://b', 1, `b${i}`), weight: 1 });
+  }
+  const order: string[] = [];
+  for (let i = 0; i < 40; i++) order.push(q.take()!.name);
+  t.strictSame(shares(order), { a: 30, b: 10 }, 'weight 3 against 1: three starts for one');
+  for (let w = 0; w + 8 <= order.length; w += 8) {
+    const window = shares(order.slice(w, w + 8));
+    t.ok(window['b'] === 2, `starts ${w}-${w + 7} interleave: ${order.slice(w, w + 8).join(' ')}`);
+  }
+  q.checkInvariants();
+  t.end();
+});
+
+t.test('weights hold when a shared origin at its cap is the bottleneck', (t) => {
+  // One connection to an origin all three tenants call: every done() frees one start, and the
+  // weights decide whose it is (1 : 2 : 5).
+  const q = new FairQueue<Item>({ ...roomy, originInflightMax: 1 });
+  const weights: Record<string, number> = { a: 1, b: 2, c: 5 };
+  for (let i = 0; i < 200; i++)
+    for (const tenant of ['a', 'b', 'c'])
+      q.push({
+        ...item(tenant, 'https://shared', 1, `${tenant}${i}`),
+        weight: weights[tenant] ?? 1,
+      });
+  const order: string[] = [];
+  for (let i = 0; i < 80; i++) {
+    const it = q.take();
+    if (it === undefined) break;
+    t.equal(q.take(), undefined, 'the origin holds one at a time');
+    order.push(it.name);
+    q.done(it);
+  }
+  t.strictSame(shares(order), { a: 10, b: 20, c: 50 });
+  q.checkInvariants();
+  t.end();
+});
+
+t.test('weights act within a priority: a heavy tenant’s P2 waits for a light tenant’s P0', (t) => {
+  const q = new FairQueue<Item>(roomy);
+  for (let i = 0; i < 3; i++) q.push({ ...item('h', 'https://h', 2, `h${i}`), weight: 100 });
+  for (let i = 0; i < 3; i++) q.push({ ...item('l', 'https://l', 0, `l${i}`), weight: 1 });
+  t.strictSame(takeAll(q), ['l0', 'l1', 'l2', 'h0', 'h1', 'h2']);
+  t.end();
+});
+
+t.test('a tenant that had nothing queued does not bank turns while it was away', (t) => {
+  const q = new FairQueue<Item>(roomy);
+  for (let i = 0; i < 50; i++) q.push(item('a', 'https://a', 1, `a${i}`));
+  for (let i = 0; i < 20; i++) q.take();
+  // b arrives late with the same weight: it alternates with a from now on, not 20 in a row.
+  for (let i = 0; i < 10; i++) q.push(item('b', 'https://b', 1, `b${i}`));
+  const order: string[] = [];
+  for (let i = 0; i < 10; i++) order.push(q.take()!.name);
+  t.strictSame(shares(order), { a: 5, b: 5 });
+  t.end();
+});
+
+t.test('a weight outside [1, WEIGHT_MAX] is a programming error', (t) => {
+  const q = new FairQueue<Item>(roomy);
+  t.throws(() => q.push({ ...item('a', 'https://a'), weight: 0 }), AssertionError);
+  t.throws(() => q.push({ ...item('a', 'https://a'), weight: 1.5 }), AssertionError);
+  t.end();
+});
+
 t.test('bad options are all reported', (t) => {
   try {
     new FairQueue<Item>({ queuedMax: 0, tenantInflightMax: 1.5, originInflightMax: -1 });
@@ -227,11 +304,14 @@ t.test('seeded random operations keep every promise of the queue', (t) => {
     for (let step = 0; step < 1500 && problem === undefined; step++, steps++) {
       const roll = r.int(100);
       if (roll < 45) {
-        const it = item(
-          tenants[r.int(tenants.length)] as string,
-          origins[r.int(origins.length)] as string,
-          r.int(options.priorityCount),
-        );
+        const it: Item = {
+          ...item(
+            tenants[r.int(tenants.length)] as string,
+            origins[r.int(origins.length)] as string,
+            r.int(options.priorityCount),
+          ),
+          weight: 1 + r.int(5),
+        };
         const tenantQueued = model.queued.filter((x) => x.tenant === it.tenant).length;
         const want =
           model.queued.length >= options.queuedMax

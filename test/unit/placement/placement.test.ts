@@ -125,3 +125,33 @@ t.test('meta state machine: init once, snapshot round trip', (t) => {
   t.ok(copy.initialized);
   t.end();
 });
+
+t.test('tenants written before priority weights existed read with weight 1', (t) => {
+  // A snapshot and a log entry as an older node wrote them: tenants without priorityWeight.
+  const old = { id: 'old', signingSecrets: ['whsec_x'], inflightMax: 10, updatedAtMs: 5 };
+  const snapshot = new TextEncoder().encode(
+    JSON.stringify({ initialized: true, members: [], groups: [], tenants: [old] }),
+  );
+  const sm = new MetaStateMachine();
+  sm.restore(snapshot);
+  t.equal(sm.tenants.get('old')?.priorityWeight, 1, 'restored from an old snapshot');
+  const data = new TextEncoder().encode(
+    JSON.stringify({ op: 'create-tenant', tenant: { ...old, id: 'older' } }),
+  );
+  t.same(sm.apply({ term: 1, index: 1, type: 'normal', data }), { ok: true });
+  t.equal(sm.tenants.get('older')?.priorityWeight, 1, 'applied from an old log entry');
+  sm.apply({
+    term: 1,
+    index: 2,
+    type: 'normal',
+    data: encodeMetaCommand({
+      op: 'update-tenant',
+      tenant: { ...old, priorityWeight: 7, updatedAtMs: 6 },
+      expectedUpdatedAtMs: 5,
+    }),
+  });
+  const copy = new MetaStateMachine();
+  copy.restore(sm.snapshot());
+  t.equal(copy.tenants.get('old')?.priorityWeight, 7, 'a weight set later survives a snapshot');
+  t.end();
+});

@@ -210,6 +210,30 @@ t.test('a delete committed before the slot wins', (t) => {
   t.end();
 });
 
+t.test(
+  'an order waiting in the delivery queue may not be sent after a bulk pause or delete',
+  (t) => {
+    const h = new Harness();
+    h.create('j1', SLOT);
+    h.create('j2', SLOT);
+    h.create('b1', SLOT, { tenant: 'beta' });
+    h.step(SLOT - 2_000);
+    h.step(SLOT + 1);
+    const byJob = new Map(h.delivered.map((o) => [o.jobId, o]));
+    t.equal(byJob.size, 3, 'three orders handed to delivery');
+    t.ok(
+      [...byJob.values()].every((o) => h.d.maySend(o)),
+      'each may be sent while nothing changed',
+    );
+    h.apply({ op: 'tenant-jobs', atMs: SLOT + 2, tenant: 'acme', action: 'pause', resumes: [] });
+    t.notOk(h.d.maySend(byJob.get('j1')!), "the paused tenant's order is refused at the send");
+    t.ok(h.d.maySend(byJob.get('b1')!), "another tenant's order still goes");
+    h.apply({ op: 'tenant-jobs', atMs: SLOT + 3, tenant: 'beta', action: 'delete', resumes: [] });
+    t.notOk(h.d.maySend(byJob.get('b1')!), 'a deleted job’s order is refused too');
+    t.end();
+  },
+);
+
 t.test('no delivery without the lease; it goes out when the lease is back', (t) => {
   const h = new Harness();
   h.create('j1', SLOT);

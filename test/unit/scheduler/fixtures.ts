@@ -115,11 +115,26 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
           runs: [{ fireId: `${jobId}:${planned - MIN}`, reason: 'skip_policy' }],
         });
     } else if (roll === 7) {
-      out.push(
-        r.chance(0.5)
-          ? { op: 'pause-job', atMs: now, jobId }
-          : { op: 'resume-job', atMs: now, jobId, nextFireAtMs: planned },
-      );
+      const bulk = r.int(8);
+      if (bulk < 2) {
+        // A bulk change of the tenant's jobs (every job here is acme's).
+        const action = (['pause', 'resume', 'delete'] as const)[r.int(3)]!;
+        out.push({
+          op: 'tenant-jobs',
+          atMs: now,
+          tenant: r.chance(0.8) ? 'acme' : 'other',
+          action,
+          resumes:
+            action === 'resume'
+              ? [...next].map(([id, at]) => ({ jobId: id, nextFireAtMs: at }))
+              : [],
+        });
+      } else
+        out.push(
+          r.chance(0.5)
+            ? { op: 'pause-job', atMs: now, jobId }
+            : { op: 'resume-job', atMs: now, jobId, nextFireAtMs: planned },
+        );
     } else if (roll === 8) {
       out.push({ op: 'replay-run', atMs: now, fireId: `${jobId}:${planned - MIN}` });
     } else {

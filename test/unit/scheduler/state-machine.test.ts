@@ -370,6 +370,79 @@ t.test('history per job is bounded, DLQ entries are kept', (t) => {
   t.end();
 });
 
+t.test('tenant-jobs: one entry pauses, resumes or deletes every job of one tenant', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm, 'a1');
+  create(sm, 'a2');
+  create(sm, 'b1', { tenant: 'beta' });
+  const slot = T0 + MIN;
+  for (const id of ['a1', 'a2', 'b1']) intent(sm, id, slot, slot + MIN);
+  const bulk = (
+    action: 'pause' | 'resume' | 'delete',
+    atMs: number,
+    resumes: { jobId: string; nextFireAtMs: number | undefined }[] = [],
+  ) => sm.applyCommand({ op: 'tenant-jobs', atMs, tenant: 'acme', action, resumes });
+
+  t.same(bulk('pause', slot - 100), {
+    ok: true,
+    jobCount: 2,
+    changedCount: 2,
+    unlistedCount: 0,
+  });
+  t.same(
+    ['a1', 'a2', 'b1'].map((id) => [sm.jobs.get(id)?.paused, sm.runs.get(`${id}:${slot}`)?.status]),
+    [
+      [true, 'SKIPPED'],
+      [true, 'SKIPPED'],
+      [false, 'SCHEDULED'],
+    ],
+    "the tenant's runs not yet attempted are SKIPPED; another tenant's are untouched",
+  );
+  sm.takeTouched();
+  t.same(
+    bulk('pause', slot - 50),
+    { ok: true, jobCount: 2, changedCount: 0, unlistedCount: 0 },
+    'a repeated pause changes nothing',
+  );
+  t.same(
+    sm.takeTouched().jobs.sort(),
+    ['a1', 'a2'],
+    'the dispatcher re-indexes the tenant’s jobs only',
+  );
+
+  // A resume that lists one job leaves the other paused and says so.
+  t.same(bulk('resume', slot + 10, [{ jobId: 'a1', nextFireAtMs: slot + 2 * MIN }]), {
+    ok: true,
+    jobCount: 2,
+    changedCount: 1,
+    unlistedCount: 1,
+  });
+  t.same(
+    [sm.jobs.get('a1')?.paused, sm.jobs.get('a1')?.nextFireAtMs, sm.jobs.get('a2')?.paused],
+    [false, slot + 2 * MIN, true],
+  );
+  bulk('resume', slot + 20, [
+    { jobId: 'a1', nextFireAtMs: slot + 3 * MIN },
+    { jobId: 'a2', nextFireAtMs: slot + 2 * MIN },
+    { jobId: 'b1', nextFireAtMs: slot + 5 * MIN },
+  ]);
+  t.equal(sm.jobs.get('a1')?.nextFireAtMs, slot + 2 * MIN, 'a job not paused is not resumed again');
+  t.equal(sm.jobs.get('b1')?.nextFireAtMs, slot + MIN, 'a listed job of another tenant is ignored');
+
+  // Delete, as DeleteJob does per job: runs not yet attempted are CANCELLED.
+  intent(sm, 'a2', slot + 2 * MIN, slot + 3 * MIN);
+  t.same(bulk('delete', slot + 30), {
+    ok: true,
+    jobCount: 2,
+    changedCount: 2,
+    unlistedCount: 0,
+  });
+  t.same([...sm.jobs.keys()], ['b1'], 'only the other tenant’s job is left');
+  t.equal(sm.runs.get(`a2:${slot + 2 * MIN}`)?.status, 'CANCELLED');
+  t.same(bulk('delete', slot + 40), { ok: true, jobCount: 0, changedCount: 0, unlistedCount: 0 });
+  t.end();
+});
+
 t.test('run transitions follow the table', (t) => {
   t.ok(canTransition('SCHEDULED', 'DISPATCHED'));
   t.ok(canTransition('DEAD', 'SCHEDULED'), 'replay');

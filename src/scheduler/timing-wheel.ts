@@ -35,6 +35,8 @@ export class TimingWheel {
    */
   private readonly dueOf = new Map<string, number>();
   private readonly baseMs: number;
+  /** The few due times that do not survive the offset round trip exactly (fractional ms). */
+  private readonly inexactDue = new Map<string, number>();
   /** Keys beyond the horizon, ordered by (dueMs, key); stale entries are skipped. */
   private readonly far = new FarIndex();
   /** Start of the tick the wheel has advanced to: everything before it was returned. */
@@ -66,6 +68,11 @@ export class TimingWheel {
     return n;
   }
 
+  private forget(key: string): void {
+    this.dueOf.delete(key);
+    if (this.inexactDue.size > 0) this.inexactDue.delete(key);
+  }
+
   private isLive(key: string, dueMs: number): boolean {
     return this.dueAt(key) === dueMs;
   }
@@ -76,7 +83,8 @@ export class TimingWheel {
 
   dueAt(key: string): number | undefined {
     const offset = this.dueOf.get(key);
-    return offset === undefined ? undefined : this.baseMs + offset;
+    if (offset === undefined) return undefined;
+    return this.inexactDue.get(key) ?? this.baseMs + offset;
   }
 
   private tickStart(ms: number): number {
@@ -98,10 +106,15 @@ export class TimingWheel {
   }
 
   schedule(key: string, dueMs: number): void {
-    // Whole ms: offsets from baseMs then convert back exactly.
-    assert(Number.isSafeInteger(dueMs), `due time of ${key} must be an integer, got ${dueMs}`);
+    assert(Number.isFinite(dueMs), `due time of ${key} must be finite`);
     this.cancel(key);
-    this.dueOf.set(key, dueMs - this.baseMs);
+    const offset = dueMs - this.baseMs;
+    if (this.baseMs + offset === dueMs) this.dueOf.set(key, offset);
+    else {
+      // A fraction of a ms that the offset would round away: keep the time itself.
+      this.dueOf.set(key, 0);
+      this.inexactDue.set(key, dueMs);
+    }
     if (this.inWheel(dueMs)) this.bucketOf(dueMs).set(key, dueMs);
     else {
       this.far.push(key, dueMs);
@@ -129,7 +142,7 @@ export class TimingWheel {
   cancel(key: string): boolean {
     const due = this.dueAt(key);
     if (due === undefined) return false;
-    this.dueOf.delete(key);
+    this.forget(key);
     // A far entry is left in the heap and skipped when it surfaces (lazy deletion).
     if (this.inWheel(due)) this.bucketOf(due).delete(key);
     return true;
@@ -151,7 +164,7 @@ export class TimingWheel {
         if (due <= nowMs) {
           out.push({ key, dueMs: due });
           bucket.delete(key);
-          this.dueOf.delete(key);
+          this.forget(key);
         }
       }
     }
@@ -169,7 +182,7 @@ export class TimingWheel {
       if (!this.isLive(it.key, it.dueMs)) continue; // cancelled or moved
       if (it.dueMs <= nowMs) {
         out.push(it);
-        this.dueOf.delete(it.key);
+        this.forget(it.key);
       } else {
         this.bucketOf(it.dueMs).set(it.key, it.dueMs);
       }
@@ -179,9 +192,10 @@ export class TimingWheel {
   /** Earliest due time held, or undefined (for sleeping until it). O(size): for tests and idle waits. */
   nextDueMs(): number | undefined {
     let best: number | undefined;
-    for (const offset of this.dueOf.values()) {
-      if (best === undefined || offset < best) best = offset;
+    for (const key of this.dueOf.keys()) {
+      const due = this.dueAt(key)!;
+      if (best === undefined || due < best) best = due;
     }
-    return best === undefined ? undefined : this.baseMs + best;
+    return best;
   }
 }

@@ -59,39 +59,7 @@ export function renderSummary(report: CheckReport, faultsShownMax = 20): string 
   out.push(table(rows));
   out.push('');
 
-  const s = report.slots;
-  const recorded = Object.entries(s.slotsRecordedOnly)
-    .map(([status, n]) => `${status} ${n}`)
-    .join(', ');
-  out.push(
-    table([
-      ['figure', 'value'],
-      [
-        'jobs acknowledged / present at end / unread',
-        `${report.jobs.jobsAcknowledged} / ${report.jobs.jobsPresentAtEnd} / ${report.jobs.jobsUnread}`,
-      ],
-      ['jobs with owed slots / uncheckable', `${s.jobsChecked} / ${s.jobsUncheckable.length}`],
-      ['slots owed', String(s.slotsOwed)],
-      ['  delivered', String(s.slotsDelivered)],
-      ['  recorded only', recorded === '' ? '0' : recorded],
-      ['  unobserved (no read reached them)', String(s.slotsUnobserved)],
-      ['run records checked', String(s.runRecordsChecked)],
-      ['at-least-once duplicates allowed', String(report.duplicates.atLeastOnceDuplicatesAllowed)],
-      ['ordinary retries', String(report.duplicates.retries)],
-      [
-        'sink: accepted / refused stale / refused fresh',
-        `${report.fencing.accepted} / ${report.fencing.refusedStale} / ${report.fencing.refusedFresh}`,
-      ],
-      [
-        'acked pauses / cancels',
-        `${report.afterStop.acknowledgedPauses} / ${report.afterStop.acknowledgedCancels}`,
-      ],
-      [
-        'job operations checked (linearizability)',
-        `${report.register.operations} in ${report.register.jobs} jobs`,
-      ],
-    ]),
-  );
+  out.push(figuresTable(report));
   out.push('');
   out.push(
     table([
@@ -141,4 +109,38 @@ export function renderSummary(report: CheckReport, faultsShownMax = 20): string 
       `not proven within the step cap: ${report.register.unknownJobs.slice(0, 10).join(', ')}`,
     );
   return out.join('\n');
+}
+
+function figuresTable(report: CheckReport): string {
+  const s = report.slots;
+  const recorded = Object.entries(s.slotsRecordedOnly)
+    .map(([status, n]) => `${status} ${n}`)
+    .join(', ');
+  return table([
+    ['figure', 'value'],
+    [
+      'jobs acknowledged / present at end / unread',
+      `${report.jobs.jobsAcknowledged} / ${report.jobs.jobsPresentAtEnd} / ${report.jobs.jobsUnread}`,
+    ],
+    ['jobs with owed slots / uncheckable', `${s.jobsChecked} / ${s.jobsUncheckable.length}`],
+    ['slots owed', String(s.slotsOwed)],
+    ['  delivered', String(s.slotsDelivered)],
+    ['  recorded only', recorded === '' ? '0' : recorded],
+    ['  unobserved (no read reached them)', String(s.slotsUnobserved)],
+    ['run records checked', String(s.runRecordsChecked)],
+    ['at-least-once duplicates allowed', String(report.duplicates.atLeastOnceDuplicatesAllowed)],
+    ['ordinary retries', String(report.duplicates.retries)],
+    [
+      'sink: accepted / refused stale / refused fresh',
+      `${report.fencing.accepted} / ${report.fencing.refusedStale} / ${report.fencing.refusedFresh}`,
+    ],
+    [
+      'acked pauses / cancels',
+      `${report.afterStop.acknowledgedPauses} / ${report.afterStop.acknowledgedCancels}`,
+    ],
+    [
+      'job operations checked (linearizability)',
+      `${report.register.operations} in ${report.register.jobs} jobs`,
+    ],
+  ]);
 }

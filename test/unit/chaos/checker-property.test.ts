@@ -130,4 +130,5 @@ t.test('clean histories check ok; each corruption is reported as itself', (t) =>
       'faults and allowed duplicates occur',
     );
   }
+  t.end();
 });

@@ -369,9 +369,8 @@ export class GroupDispatcher {
    * meanwhile was acknowledged before anything left, so it wins.
    */
   maySend(o: Pick<DeliveryOrder, 'fireId' | 'attempt' | 'job'>): boolean {
-    const job = this.sm.jobs.get(o.job.id);
     const run = this.sm.runs.get(o.fireId);
-    if (!job || job.paused || !run) return false;
+    if (this.sm.jobs.pausedOf(o.job.id) !== false || !run) return false;
     if (o.job.delivery === 'at_most_once')
       return run.status === 'DISPATCHED' && run.attempts.length === o.attempt;
     return run.status === 'SCHEDULED' && run.attempts.length + 1 === o.attempt;
@@ -379,9 +378,8 @@ export class GroupDispatcher {
 
   /** An at-most-once order whose start applied may still go out (no pause or delete since). */
   private stillWanted(o: DeliveryOrder): boolean {
-    const job = this.sm.jobs.get(o.jobId);
     const run = this.sm.runs.get(o.fireId);
-    return job !== undefined && !job.paused && run?.status === 'DISPATCHED';
+    return this.sm.jobs.pausedOf(o.jobId) === false && run?.status === 'DISPATCHED';
   }
 
   private recover(ls: TermState, nowMs: number): void {
@@ -465,11 +463,12 @@ export class GroupDispatcher {
       if (handed >= this.deliveriesPerStep) break;
       ls.dispatchQueue.delete(fireId);
       const run = this.sm.runs.get(fireId);
-      const job = run ? this.sm.jobs.get(run.jobId) : undefined;
       // Only a run SCHEDULED in applied state, of a job not paused, goes out: a committed
       // cancel, pause or delete wins over a slot not yet started.
-      if (!run || !job || job.paused || run.status !== 'SCHEDULED') continue;
+      if (!run || run.status !== 'SCHEDULED' || this.sm.jobs.pausedOf(run.jobId) !== false)
+        continue;
       if (run.dueAtMs > nowMs || ls.inFlight.has(fireId)) continue;
+      const job = this.sm.jobs.get(run.jobId)!;
       // Buffered runs wait on purpose, so lateness says nothing about an outage for them.
       const isStale =
         !run.manual &&

@@ -36,9 +36,9 @@ export class DueIndex {
   /** Re-derives the planning entry of each job from applied state. */
   syncJobs(sm: SchedulerStateMachine, jobIds: Iterable<string>): void {
     for (const id of jobIds) {
-      const job = sm.jobs.get(id);
-      if (job?.nextFireAtMs !== undefined) {
-        this.planning.schedule(id, job.nextFireAtMs - this.options.lookAheadMs);
+      const next = sm.jobs.nextFireOrNone(id);
+      if (next !== undefined) {
+        this.planning.schedule(id, next - this.options.lookAheadMs);
       } else {
         this.planning.cancel(id);
       }
@@ -49,8 +49,7 @@ export class DueIndex {
   syncRuns(sm: SchedulerStateMachine, fireIds: Iterable<string>): void {
     for (const fireId of fireIds) {
       const run = sm.runs.get(fireId);
-      const job = run ? sm.jobs.get(run.jobId) : undefined;
-      if (run?.status === 'SCHEDULED' && job && !job.paused)
+      if (run?.status === 'SCHEDULED' && sm.jobs.pausedOf(run.jobId) === false)
         this.dispatch.schedule(fireId, run.dueAtMs);
       else this.dispatch.cancel(fireId);
     }

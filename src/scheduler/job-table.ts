@@ -196,6 +196,31 @@ export class JobTable {
       c.clear();
   }
 
+  // Single fields without copying the job: for the hot paths (every run of a spike asks).
+
+  /** Whether the job is paused; undefined when there is no such job. */
+  pausedOf(id: string): boolean | undefined {
+    const row = this.rows.get(id);
+    return row === undefined ? undefined : this.paused.get(row) === 1;
+  }
+
+  /** The job's next slot; undefined when it has none or there is no such job. */
+  nextFireOrNone(id: string): number | undefined {
+    const row = this.rows.get(id);
+    return row === undefined ? undefined : this.nextFireAtMs.get(row);
+  }
+
+  /** The job's shared definition (tenant, target, policies…); undefined when there is no job. */
+  specOf(id: string): SharedSpec | undefined {
+    const row = this.rows.get(id);
+    return row === undefined ? undefined : this.spec.get(row);
+  }
+
+  lastTokenOf(id: string): number | undefined {
+    const row = this.rows.get(id);
+    return row === undefined ? undefined : this.lastToken.must(row);
+  }
+
   // Field access for the state machine: by id, for a job that must exist.
 
   private rowOf(id: string): number {

@@ -488,8 +488,11 @@ export class SchedulerStateMachine {
   private attemptResult(c: AttemptResultCommand): ApplyResult {
     const run = this.runs.get(c.fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
-    const job = this.jobs.get(run.jobId);
-    if (job && c.token > job.lastToken) this.jobs.setLastToken(job.id, c.token);
+    // Single fields, not a copy of the job: a spike applies thousands of results per entry.
+    const lastToken = this.jobs.lastTokenOf(run.jobId);
+    if (lastToken !== undefined && c.token > lastToken) this.jobs.setLastToken(run.jobId, c.token);
+    const spec = this.jobs.specOf(run.jobId);
+    const job = spec && { retry: spec.retry, paused: this.jobs.pausedOf(run.jobId) === true };
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);
     // A result proposed again after an unknown outcome: the first one counted.

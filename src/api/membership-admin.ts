@@ -257,47 +257,14 @@ export class MoveDriver {
     return { deadlineMs: Date.now() + 10_000, forwarded: false, route: undefined };
   }
 
-  /**
-   * Runs a call on the group's leader. The router finds it through this node's replica, but a
-   * replica this node holds only because a move is adding it here knows no leader until the
-   * leader adds it as a learner, which this very call may be asking for: then the group's
-   * recorded replicas are asked in turn (a non-leader answers "not the leader").
-   */
-  private async onLeader<T>(
-    groupId: number,
-    service: 'NodeService' | 'AdminService',
-    name: string,
-    req: Msg,
-    local: () => Promise<T>,
-  ): Promise<T> {
-    const g = this.api.node.host.groups.get(groupId);
-    if (g === undefined || g.isLeader || g.leaderId !== '')
-      return this.api.onGroup(this.ctx(), groupId, service, name, req, local);
-    let lastErr: unknown = new MembershipError(
-      'GROUP_NO_LEADER',
-      `group ${groupId}: no leader known`,
-    );
-    for (const id of this.api.node.meta.groups.get(groupId)?.replicas ?? []) {
-      const address = this.api.node.meta.members.get(id)?.apiAddress ?? '';
-      if (id === this.api.node.id || address === '') continue;
-      try {
-        return await this.api.router.forward<T>(
-          address,
-          this.api.method(service, name),
-          req,
-          this.ctx(),
-          groupId,
-        );
-      } catch (err) {
-        lastErr = err;
-      }
-    }
-    throw lastErr;
-  }
-
   private async facts(groupId: number): Promise<GroupFacts> {
-    const m = await this.onLeader(groupId, 'NodeService', 'GroupMembership', { groupId }, () =>
-      groupMembershipLocal(this.api, groupId),
+    const m = await this.api.onGroup(
+      this.ctx(),
+      groupId,
+      'NodeService',
+      'GroupMembership',
+      { groupId },
+      () => groupMembershipLocal(this.api, groupId),
     );
     // Local answers and decoded GroupMembershipResponse messages have this one shape.
     return m as unknown as GroupFacts;
@@ -311,7 +278,7 @@ export class MoveDriver {
   ): Promise<void> {
     const req = { groupId, transition, changes };
     this.log.info({ group: groupId, step, changes }, 'move: membership change');
-    await this.onLeader(groupId, 'NodeService', 'ChangeGroupMembership', req, () =>
+    await this.api.onGroup(this.ctx(), groupId, 'NodeService', 'ChangeGroupMembership', req, () =>
       changeGroupMembershipLocal(this.api, groupId, req),
     );
   }
@@ -384,7 +351,7 @@ export class MoveDriver {
     if (best === undefined) return;
     this.log.info({ group: groupId, from, to: best }, 'move: hand leadership over first');
     const req = { groupId, toNode: best };
-    await this.onLeader(groupId, 'AdminService', 'TransferLeader', req, () => {
+    await this.api.onGroup(this.ctx(), groupId, 'AdminService', 'TransferLeader', req, () => {
       this.api.node.scheduler.handOver(groupId, best);
       return Promise.resolve({});
     });

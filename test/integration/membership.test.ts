@@ -117,6 +117,19 @@ t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
     }
   }, 30_000);
 
+  // Every job reads back through every node, also the nodes that hold no replica of its group.
+  for (const n of sc.cluster.nodes) {
+    const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000);
+    try {
+      for (const j of jobs) {
+        const got = await c.call<Obj>('JobService', 'GetJob', { jobId: j.id });
+        t.equal(got['id'], j.id, `${j.id} read through ${n.id}`);
+      }
+    } finally {
+      c.close();
+    }
+  }
+
   // Keep firing a little, then check every slot of every job.
   await sleep(3000);
   const figures = await checkFires(t, sc, jobs, Date.now() - 2000);

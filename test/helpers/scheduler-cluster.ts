@@ -49,11 +49,9 @@ export class SchedulerCluster {
         const hosted = new Set((await n.status(1000)).groups.map((g) => g.groupId));
         let jobId = 'no-such-job';
         for (let i = 0; !hosted.has(sc.groupOf(jobId)); i++) jobId = `no-such-job-${i}`;
-        await n
-          .scheduler({ op: 'get-job', jobId })
-          .catch((err: { code?: number }) => {
-            if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
-          });
+        await n.scheduler({ op: 'get-job', jobId }).catch((err: { code?: number }) => {
+          if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
+        });
       }
     }, 10_000);
     return sc;

@@ -8,7 +8,6 @@ import type * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
-import { planRebalance, type PlanGroup } from '../placement/rebalance-plan.js';
 import {
   addNodeLocal,
   changeGroupMembershipLocal,
@@ -20,6 +19,7 @@ import type { ApiContext } from './api-context.js';
 import { bulkTenantJobs, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
 import { localListJobs } from './job-service.js';
+import { drainNode, rebalance, removeNode } from './rebalance-admin.js';
 import { isDeadKey } from './pagination.js';
 import { localListDead } from './run-service.js';
 import { sleep, type CallContext } from './router.js';
@@ -59,7 +59,7 @@ function localStatus(api: ApiContext): LocalStatus {
   return { nodeId: api.node.id, replicas, groupIds };
 }
 
-async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
+export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
   const meta = api.node.meta;
   const bound: CallContext = {
     ...ctx,
@@ -129,85 +129,7 @@ async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
   };
 }
 
-function loadOf(groups: readonly PlanGroup[], nodes: readonly string[]): Msg[] {
-  return nodes.map((nodeId) => ({
-    nodeId,
-    replicas: groups.filter((g) => g.replicas.includes(nodeId)).length,
-    leaders: groups.filter((g) => g.leader === nodeId).length,
-  }));
-}
-
-/**
- * Rebalance on the meta leader: plans from the meta group's layout and the leaders the nodes
- * report; starts the first wave of moves, or, with no move left, carries out the transfers.
- */
-async function rebalance(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
-  const status = await clusterStatus(api, ctx);
-  const leaders = new Map(
-    (status['groups'] as Msg[]).map((g) => [g['groupId'] as number, String(g['leader'])]),
-  );
-  const meta = api.node.meta;
-  const members = [...meta.members.values()]
-    .filter((m) => m.state !== 'removed')
-    .map((m) => ({
-      id: m.id,
-      state: m.state === 'draining' ? ('draining' as const) : ('active' as const),
-    }));
-  const groups: PlanGroup[] = [...meta.groups.values()].map((g) => ({
-    id: g.id,
-    replicas: g.replicas,
-    leader: leaders.get(g.id) ?? '',
-  }));
-  const plan = planRebalance({
-    members,
-    groups,
-    replicaCount: REPLICA_COUNT,
-    maxConcurrentMoves: Math.max(1, num(req, 'maxConcurrentMoves') || 1),
-  });
-  const active = members
-    .filter((m) => m.state === 'active')
-    .map((m) => m.id)
-    .sort();
-  const out = {
-    moves: plan.moves.map((m) => ({
-      groupId: m.groupId,
-      fromNode: m.from,
-      toNode: m.to,
-      wave: m.wave,
-    })),
-    transfers: plan.transfers.map((t) => ({ groupId: t.groupId, fromNode: t.from, toNode: t.to })),
-    loadNow: loadOf(groups, active),
-    loadAfter: loadOf(plan.layoutAfter, active),
-    started: [] as Msg[],
-    transferred: [] as Msg[],
-    inFlight: [...meta.moves.values()].map((m) => ({
-      groupId: m.groupId,
-      fromNode: m.from,
-      toNode: m.to,
-      phase: m.phase,
-    })),
-  };
-  if (req['dryRun'] === true || meta.moves.size > 0) return out;
-  if (plan.moves.length > 0) {
-    for (const m of plan.moves.filter((x) => x.wave === 0)) {
-      await proposeMeta(api, { op: 'begin-move', groupId: m.groupId, from: m.from, to: m.to });
-      out.started.push({ groupId: m.groupId, fromNode: m.from, toNode: m.to, wave: 0 });
-    }
-    return out;
-  }
-  // Calls of our own to other groups' leaders: a fresh route, the caller's deadline.
-  const own: CallContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
-  for (const t of plan.transfers) {
-    const treq = { groupId: t.groupId, toNode: t.to };
-    await api.onGroup(own, t.groupId, 'AdminService', 'TransferLeader', treq, () =>
-      transferLeader(api, own, treq),
-    );
-    out.transferred.push({ groupId: t.groupId, fromNode: t.from, toNode: t.to });
-  }
-  return out;
-}
-
-async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+export async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
   const groupId = num(req, 'groupId');
   const to = str(req, 'toNode');
   const g = api.node.host.groups.get(groupId);
@@ -249,6 +171,14 @@ export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplem
     Rebalance: (req, ctx) =>
       api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'Rebalance', req, () =>
         rebalance(api, ctx, req),
+      ),
+    DrainNode: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'DrainNode', req, () =>
+        drainNode(api, ctx, req),
+      ),
+    RemoveNode: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'RemoveNode', req, () =>
+        removeNode(api, ctx, req),
       ),
     TransferLeader: (req, ctx) => {
       const groupId = num(req, 'groupId');

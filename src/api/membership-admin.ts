@@ -141,6 +141,9 @@ interface GroupFacts {
   progress: { nodeId: string; match: number }[];
 }
 
+/** Voters the meta group keeps when a voter is removed and an active learner can replace it. */
+const META_VOTERS_WANTED = 3;
+
 export interface MoveDriverOptions {
   /** How often the meta leader looks at the moves in flight. @default 250 */
   readonly everyMs?: number;
@@ -158,6 +161,8 @@ export interface MoveStepEvent {
 export class MoveDriver {
   private timer: NodeJS.Timeout | undefined;
   private readonly busy = new Set<number>();
+  /** A change of the meta group's own configuration is being proposed. */
+  private metaChanging = false;
   /** When this node first saw each move (its learner phase is bounded from then). */
   private readonly firstSeenMs = new Map<string, number>();
   private readonly everyMs: number;
@@ -186,6 +191,7 @@ export class MoveDriver {
   private pass(): void {
     const meta = this.api.node.host.groups.get(META_GROUP_ID);
     if (!meta?.isLeader) return;
+    this.reconcileMeta();
     for (const mv of this.api.node.meta.moves.values()) {
       if (this.busy.has(mv.groupId)) continue;
       this.busy.add(mv.groupId);
@@ -196,6 +202,55 @@ export class MoveDriver {
         })
         .finally(() => this.busy.delete(mv.groupId));
     }
+  }
+
+  /**
+   * Keeps the meta group's configuration in step with the members: a removed member is taken
+   * out of it (a voter is first replaced by a caught-up active learner when fewer than three
+   * voters would be left), and a meta leader that is draining or removed hands the meta group to
+   * an active voter. One simple change at a time; the next pass looks again, so a crash in
+   * between only delays the rest.
+   */
+  private reconcileMeta(): void {
+    const host = this.api.node.host;
+    const g0 = host.groups.get(META_GROUP_ID);
+    if (this.metaChanging || !g0?.isLeader) return;
+    const st = g0.node.status();
+    const cs = st.confState;
+    const stateOf = (id: NodeId): string | undefined => this.api.node.meta.members.get(id)?.state;
+    const caughtUp = (id: NodeId): boolean =>
+      (st.progress.get(id)?.match ?? 0) + this.catchUpLag >= st.commit;
+    const selfState = stateOf(this.api.node.id);
+    if (selfState === 'draining' || selfState === 'removed') {
+      const to = cs.voters.find(
+        (v) => v !== this.api.node.id && stateOf(v) === 'active' && caughtUp(v),
+      );
+      if (to !== undefined) host.report(META_GROUP_ID, { kind: 'transfer-leader', to });
+      return;
+    }
+    if (cs.votersOutgoing.length > 0) return;
+    const gone = [...allMembers(cs)].filter((id) => stateOf(id) === 'removed').sort();
+    const r = gone[0];
+    if (r === undefined) return;
+    let change: ConfChangeSingle = { type: 'remove-node', nodeId: r };
+    const kept = cs.voters.filter((v) => stateOf(v) !== 'removed');
+    if (cs.voters.includes(r) && kept.length < META_VOTERS_WANTED) {
+      const learner = [...cs.learners].sort().find((l) => stateOf(l) === 'active' && caughtUp(l));
+      if (learner !== undefined) change = { type: 'add-voter', nodeId: learner };
+    }
+    this.metaChanging = true;
+    this.log.info({ group: META_GROUP_ID, change }, 'meta configuration follows the members');
+    host
+      .proposeConfChange(META_GROUP_ID, { transition: 'simple', changes: [change] })
+      .then(
+        (res) => {
+          if (!res.ok) this.log.warn({ group: META_GROUP_ID, res }, 'meta change not accepted yet');
+        },
+        (err: unknown) => this.log.warn({ err: String(err) }, 'meta change failed; will retry'),
+      )
+      .finally(() => {
+        this.metaChanging = false;
+      });
   }
 
   private ctx(): CallContext {

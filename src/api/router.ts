@@ -1,7 +1,8 @@
 /**
  * Routing: any node accepts any call. A call for a group this node leads runs here; otherwise
  * it is forwarded over gRPC to the group leader's client API address (recorded in the meta
- * group), with the caller's remaining deadline. One retry covers the usual transients: the
+ * group), with the caller's remaining deadline; a node that holds no replica of the group (or
+ * one that knows no leader yet) asks the group's recorded replicas in turn. One retry covers the usual transients: the
  * leader changed between the lookup and the call, the group had no leader for a moment, or the
  * forwarding node's ring was stale (the receiver answers ROUTE_STALE when the group or epoch
  * it would route to differs from the one the sender named).
@@ -91,7 +92,7 @@ export class Router {
         // A forwarded call stops here: the sender holds the deadline and retries.
         if (ctx.forwarded) throw new NotLeaderError(groupId, g?.leaderId ?? '');
         const leader = g?.leaderId ?? '';
-        if (leader === '') throw new GroupUnavailableError(groupId, 'no leader known');
+        if (leader === '') return await this.forwardToReplicas<T>(groupId, method, request, ctx);
         const address = this.node.meta.members.get(leader)?.apiAddress ?? '';
         if (address === '')
           throw new GroupUnavailableError(
@@ -106,6 +107,32 @@ export class Router {
         await sleep(Math.min(RETRY_PAUSE_MS, Math.max(0, ctx.deadlineMs - Date.now())));
       }
     }
+  }
+
+  /**
+   * A group this node does not host (with more nodes than replicas, most nodes hold only some
+   * groups), or whose replica here knows no leader (a fresh replica a move is adding here): the
+   * group's replicas recorded in the meta group are asked in turn; the leader serves the call,
+   * the others answer "not the leader".
+   */
+  private async forwardToReplicas<T>(
+    groupId: number,
+    method: MethodRef,
+    request: unknown,
+    ctx: CallContext,
+  ): Promise<T> {
+    let lastErr: unknown = new GroupUnavailableError(groupId, 'no leader known');
+    for (const id of this.node.meta.groups.get(groupId)?.replicas ?? []) {
+      const address = this.node.meta.members.get(id)?.apiAddress ?? '';
+      if (id === this.node.id || address === '') continue;
+      try {
+        return await this.forward<T>(address, method, request, ctx, groupId);
+      } catch (err) {
+        if (!retryable(err)) throw err;
+        lastErr = err;
+      }
+    }
+    throw lastErr;
   }
 
   /** Calls `method` on the node at `address` with the caller's remaining deadline. */

@@ -45,6 +45,8 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   META_MOVE_IN_FLIGHT: grpc.status.FAILED_PRECONDITION,
   META_MOVE_PHASE: grpc.status.FAILED_PRECONDITION,
   MEMBERSHIP_CHANGE_REFUSED: grpc.status.UNAVAILABLE,
+  NODE_STILL_REACHABLE: grpc.status.FAILED_PRECONDITION,
+  GROUP_QUORUM_LOST: grpc.status.FAILED_PRECONDITION,
 };
 
 /** How long a client should wait before retrying a call that found no leader. */

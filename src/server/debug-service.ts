@@ -226,6 +226,8 @@ export class DebugServer {
         applied: st.applied,
         lastIndex: st.lastIndex,
         voters: [...st.confState.voters],
+        votersOutgoing: [...st.confState.votersOutgoing],
+        learners: [...st.confState.learners],
         keys: this.node.kvOf(g.groupId)?.data.size ?? 0,
         quiesced: g.node.isQuiesced(),
       };

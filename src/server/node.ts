@@ -8,6 +8,7 @@ import { SystemClock } from '../base/clock.js';
 import { SeededRand } from '../base/rand.js';
 import type { CompiledNodeConfig } from '../config/node-config.js';
 import { formatHostPort } from '../config/node-config.js';
+import type { GroupReplica } from '../multiraft/group-replica.js';
 import { MultiRaftHost } from '../multiraft/host.js';
 import { planBootstrap, META_GROUP_ID, type BootstrapPlan } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand, MetaStateMachine } from '../placement/meta-state.js';
@@ -389,20 +390,29 @@ export class TickraftNode {
       const preferred = g.replicas[0];
       if (!preferred || preferred === this.config.id) continue;
       const replica = this.host.groups.get(g.groupId);
-      if (!replica?.isLeader) continue;
+      if (!replica?.isLeader || !this.mayLeadNow(replica, preferred)) continue;
       // A transfer can be abandoned (the target lagged); try a few times, a second apart.
       const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
       if (this.scheduler.isHandingOver(g.groupId)) continue;
-      // Only to a preferred node that answers and is caught up: handing over to one that is down
-      // (kill -9) would stop the group's fires and refuse its writes while the hand-over drains
-      // and the transfer times out, for nothing.
-      const st = replica.node.status();
-      const target = st.progress.get(preferred);
-      if (target?.state !== 'replicate' || target.match < st.lastIndex) continue;
       this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
       this.scheduler.handOver(g.groupId, preferred);
     }
+  }
+
+  /**
+   * Whether handing a group to `id` can work now: it is still a voter of the group (a move may
+   * have taken it out), an active member (not draining, not removed), and it answers and is
+   * caught up. Handing over to a dead or lagging node would pause the group's deliveries for
+   * the whole drain and transfer bound, for nothing.
+   */
+  private mayLeadNow(replica: GroupReplica, id: NodeId): boolean {
+    const raft = replica.node.raft;
+    if (!raft.confState.voters.includes(id)) return false;
+    if (this.meta.initialized && this.meta.members.get(id)?.state !== 'active') return false;
+    // A new leader's progress starts at match 0: a live peer passes once it has answered.
+    const pr = raft.progress.get(id);
+    return pr !== undefined && pr.recentActive && pr.match + 64 >= raft.log.committed;
   }
 
   /**

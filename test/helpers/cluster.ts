@@ -45,6 +45,8 @@ export interface GroupStatus {
   applied: number;
   lastIndex: number;
   voters: string[];
+  votersOutgoing: string[];
+  learners: string[];
   keys: number;
   quiesced: boolean;
 }

@@ -23,11 +23,12 @@ export class SchedulerCluster {
   /** Starts nodes, the sink and the tenant; everything is torn down with the test. */
   static async start(
     t: Test,
-    opts: { groups?: number; extraArgs?: string[] } = {},
+    opts: { groups?: number; nodes?: number; extraArgs?: string[] } = {},
   ): Promise<SchedulerCluster> {
     const groups = opts.groups ?? 4;
     const cluster = await ProcCluster.create({
       groups,
+      nodes: opts.nodes ?? 3,
       extraArgs: ['--tick-ms', '20', ...(opts.extraArgs ?? [])],
     });
     const sink = new WebhookSink([TEST_SECRET]);
@@ -44,11 +45,13 @@ export class SchedulerCluster {
     // Every node must know the tenant before a job of it can be created or delivered there.
     await eventually(async () => {
       for (const n of cluster.nodes) {
-        await n
-          .scheduler({ op: 'get-job', jobId: 'no-such-job' })
-          .catch((err: { code?: number }) => {
-            if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
-          });
+        // A job id of a group this node holds (with more than 3 nodes, not every node does).
+        const hosted = new Set((await n.status(1000)).groups.map((g) => g.groupId));
+        let jobId = 'no-such-job';
+        for (let i = 0; !hosted.has(sc.groupOf(jobId)); i++) jobId = `no-such-job-${i}`;
+        await n.scheduler({ op: 'get-job', jobId }).catch((err: { code?: number }) => {
+          if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
+        });
       }
     }, 10_000);
     return sc;

@@ -1,95 +1,39 @@
 // Real processes: a 3-node cluster with every-second jobs (both delivery modes, in every group)
-// firing to a webhook sink; a 4th node joins with `tickraft serve --join`; a second node with
-// the same id, and one with an address in use, are refused (by the joining process and by
-// `tickctl cluster add-node`); then `tickctl cluster rebalance` moves replicas onto the new node
-// (add learner, catch up, joint consensus, old replica deleted) and spreads leaders. Checked as
-// the user would: every node ends with 3 of the 12 data replicas, nodes that gave a replica
-// away deleted it, no slot of any job was skipped, no at-most-once fire id arrived twice. It
-// prints the moves made and the largest fire delay seen.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// firing to a webhook sink; a 4th and a 5th node join with `tickraft serve --join`; a second
+// node with the same id, and one with an address in use, are refused (by the joining process and
+// by `tickctl cluster add-node`); then `tickctl cluster rebalance` moves replicas onto the new
+// nodes (add learner, catch up, joint consensus, old replica deleted) and spreads leaders.
+// Checked as the user would: the 12 data replicas end spread 2–3 per node, every group has its 3
+// replicas, nodes that gave a replica away deleted it, no slot of any job was skipped, no
+// at-most-once fire id arrived twice. It prints the moves made and the largest fire delay seen.
 import t from 'tap';
 import { ApiCallError, ApiClient } from '../../src/api/client.js';
-import { eventually, freePort, ProcNode, sleep } from '../helpers/cluster.js';
-import { iso, SchedulerCluster } from '../helpers/scheduler-cluster.js';
+import { eventually, sleep } from '../helpers/cluster.js';
+import {
+  checkFires,
+  checkLayout,
+  jobsInEveryGroup,
+  joiner,
+  keepLogs,
+  tickctl,
+  waitJoined,
+  type Obj,
+} from '../helpers/membership-kit.js';
+import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
 
-const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
-type Obj = Record<string, unknown>;
-
-function tickctl(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [TICKCTL, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('exit', (code) => resolve({ code, out, err }));
-  });
-}
-
-async function joiner(
-  sc: SchedulerCluster,
-  id: string,
-  via: ProcNode,
-  ports?: { api: number; peer: number },
-): Promise<ProcNode> {
-  const host = via.host;
-  const api = ports?.api ?? (await freePort(host));
-  let peer = ports?.peer ?? (await freePort(host));
-  while (peer === api) peer = await freePort(host);
-  const dataDir = join(sc.cluster.root, `${id}-${api}`);
-  const args = (): string[] => [
-    '--id',
-    id,
-    '--data-dir',
-    dataDir,
-    '--listen',
-    `${host}:${api}`,
-    '--peer-listen',
-    `${host}:${peer}`,
-    '--join',
-    `${host}:${via.apiPort}`,
-    '--tick-ms',
-    '20',
-  ];
-  const node = new ProcNode(id, api, peer, dataDir, args, host);
-  sc.cluster.nodes.push(node);
-  node.start();
-  return node;
-}
-
-t.test('grow 3 → 4 nodes and rebalance while jobs fire', async (t) => {
+t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
   const sc = await SchedulerCluster.start(t, { groups: 4 });
+  keepLogs(t, sc, 'grow');
   const n1 = sc.cluster.node('n1');
   const endpoint = `${n1.host}:${n1.apiPort}`;
   const client = new ApiClient(endpoint, 10_000);
   t.teardown(() => client.close());
-  // Two jobs per group, one of each delivery mode.
-  const jobs: { id: string; mode: string }[] = [];
-  for (let g = 1; g <= 4; g++) {
-    let found = 0;
-    for (let i = 0; found < 2; i++) {
-      const id = `grow-${g}-${i}`;
-      if (sc.groupOf(id) !== g) continue;
-      jobs.push({ id, mode: found === 0 ? 'at_least_once' : 'at_most_once' });
-      found++;
-    }
-  }
-  for (const j of jobs) await sc.createJob(j.id, { schedule: '* * * * * *', delivery: j.mode });
+  const jobs = await jobsInEveryGroup(sc, 'grow');
   const startedAt = Date.now();
   await sleep(2000);
 
   const n4 = await joiner(sc, 'n4', n1);
-  await eventually(async () => {
-    const st = await n4.status(1000);
-    if (!st.metaInitialized) throw new Error('n4: meta not caught up');
-    const cs = await client.call<Obj>('AdminService', 'ClusterStatus', {});
-    const node = (cs['nodes'] as Obj[]).find((n) => n['id'] === 'n4');
-    if (node?.['reachable'] !== true) throw new Error('n4 not in ClusterStatus yet');
-  }, 60_000);
+  await waitJoined(client, n4);
   t.pass('n4 joined: listed, reachable, its meta replica caught up');
 
   // The same id again (other ports), and a new id on n4's peer address: both refused.
@@ -97,13 +41,15 @@ t.test('grow 3 → 4 nodes and rebalance while jobs fire', async (t) => {
   const dupExit = await dupId.exit!;
   t.equal(dupExit.code, 1, 'a second n4 exits 1');
   t.match(dupId.stderr, /META_MEMBER_EXISTS: node id n4 is already a member/);
+  sc.cluster.nodes.splice(sc.cluster.nodes.indexOf(dupId), 1);
+  dupId.close();
   const dupAddr = await tickctl([
     'cluster',
     'add-node',
     '--endpoint',
     endpoint,
     '--id',
-    'n5',
+    'n9',
     '--peer-address',
     `${n4.host}:${n4.peerPort}`,
   ]);
@@ -117,6 +63,10 @@ t.test('grow 3 → 4 nodes and rebalance while jobs fire', async (t) => {
     .catch((err: unknown) => err);
   t.match(refused, { code: 'META_MEMBER_EXISTS' }, 'AddNode of a used id: ALREADY_EXISTS');
   t.ok(refused instanceof ApiCallError);
+
+  const n5 = await joiner(sc, 'n5', sc.cluster.node('n3'));
+  await waitJoined(client, n5);
+  t.pass('n5 joined');
 
   const dry = await tickctl(['cluster', 'rebalance', '--dry-run', '--endpoint', endpoint]);
   t.equal(dry.code, 0, `dry run: ${dry.err}`);
@@ -137,62 +87,55 @@ t.test('grow 3 → 4 nodes and rebalance while jobs fire', async (t) => {
   ]);
   t.equal(reb.code, 0, `rebalance exits 0: ${reb.err}`);
   t.comment(reb.out);
-  const moves = reb.out.split('\n').filter((l) => l.startsWith('move '));
-  t.ok(moves.length >= 3, `moves made: ${moves.length}`);
+  const moves = reb.out.split('\n').filter((l) => l.startsWith('move ')).length;
+  t.ok(moves >= 4, `moves made: ${moves}`);
   t.match(reb.out, /balanced: \d+ move/);
 
+  // Every group has its 3 replicas and every node hosts exactly its own: the ones given away
+  // were deleted.
+  const perNode = await checkLayout(t, client, sc.cluster.nodes);
+  const counts = [...perNode.values()];
+  t.equal(perNode.size, 5, 'every node holds replicas');
+  t.equal(
+    counts.reduce((a, b) => a + b, 0),
+    12,
+    '12 data replicas in all',
+  );
+  t.ok(Math.max(...counts) - Math.min(...counts) <= 1, `spread: ${JSON.stringify([...perNode])}`);
   const after = await client.call<Obj>('AdminService', 'ClusterStatus', {});
-  const perNode = new Map<string, number>();
   const leaders = new Map<string, number>();
   for (const g of after['groups'] as Obj[]) {
     if (g['groupId'] === 0) continue;
-    for (const r of g['replicas'] as Obj[])
-      perNode.set(String(r['nodeId']), (perNode.get(String(r['nodeId'])) ?? 0) + 1);
     leaders.set(String(g['leader']), (leaders.get(String(g['leader'])) ?? 0) + 1);
-    t.ok(Number(g['epoch']) >= 1, `group ${String(g['groupId'])} epoch ${String(g['epoch'])}`);
   }
-  t.same(
-    [...perNode.entries()].sort(),
-    [
-      ['n1', 3],
-      ['n2', 3],
-      ['n3', 3],
-      ['n4', 3],
-    ],
-    'every node holds 3 of the 12 data replicas',
-  );
   t.comment(`leaders per node: ${JSON.stringify([...leaders.entries()].sort())}`);
-  // Each node hosts exactly its replicas: the ones given away were deleted.
   await eventually(async () => {
     for (const n of sc.cluster.nodes.filter((x) => x.running)) {
       const st = await n.status(1000);
       const data = st.groups.filter((g) => g.groupId !== 0).length;
-      if (data !== 3) throw new Error(`${n.id} hosts ${data} data groups`);
+      if (data !== perNode.get(n.id)) throw new Error(`${n.id} hosts ${data} data groups`);
     }
   }, 30_000);
-  t.pass('nodes that gave a replica away deleted it');
+
+  // Every job reads back through every node, also the nodes that hold no replica of its group.
+  for (const n of sc.cluster.nodes) {
+    const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000);
+    try {
+      for (const j of jobs) {
+        const got = await c.call<Obj>('JobService', 'GetJob', { jobId: j.id });
+        t.equal(got['id'], j.id, `${j.id} read through ${n.id}`);
+      }
+    } finally {
+      c.close();
+    }
+  }
 
   // Keep firing a little, then check every slot of every job.
   await sleep(3000);
-  const endAt = Date.now() - 2000;
-  let maxDelay = 0;
-  for (const j of jobs) {
-    const got = sc.sink.of(j.id);
-    const firstSlot = Math.min(...got.map((r) => r.slotMs));
-    const slots = new Set(got.map((r) => r.slotMs));
-    const missing: string[] = [];
-    for (let s = firstSlot; s <= endAt; s += 1000) if (!slots.has(s)) missing.push(iso(s));
-    t.same(missing, [], `${j.id} (${j.mode}): no slot skipped`);
-    if (j.mode === 'at_most_once') {
-      const ids = got.map((r) => r.fireId);
-      t.equal(new Set(ids).size, ids.length, `${j.id}: no at-most-once fire id twice`);
-    }
-    const firstOf = new Map<string, number>();
-    for (const r of got) if (!firstOf.has(r.fireId)) firstOf.set(r.fireId, r.atMs - r.slotMs);
-    for (const d of firstOf.values()) maxDelay = Math.max(maxDelay, d);
-  }
+  const figures = await checkFires(t, sc, jobs, Date.now() - 2000);
   t.comment(
-    `moves made: ${moves.length}; largest fire delay: ${maxDelay} ms; ` +
+    `grow 3 → 5 + rebalance: moves made: ${moves}; largest fire delay: ${figures.maxDelayMs} ms; ` +
+      `duplicates: ${figures.duplicates}; skipped slots: ${figures.skipped} of ${figures.slots}; ` +
       `jobs firing for ${Math.round((Date.now() - startedAt) / 1000)} s`,
   );
 });

@@ -1,10 +1,11 @@
 /**
- * `tickctl cluster add-node | move-replica | rebalance`: growing the cluster and spreading its
- * replicas. A move is recorded in the meta group and carried out by the meta leader; these
+ * `tickctl cluster add-node | move-replica | rebalance | drain-node | remove-node`: growing and
+ * shrinking the cluster and spreading its replicas. A move is recorded in the meta group and carried out by the meta leader; these
  * commands start it and then follow ClusterStatus until it is done, printing each phase.
  */
 import type { Command } from 'commander';
-import type { ApiClient } from '../../api/client.js';
+import * as grpc from '@grpc/grpc-js';
+import { ApiCallError, type ApiClient } from '../../api/client.js';
 import type { CliRun } from '../io.js';
 import {
   printJson,
@@ -26,6 +27,27 @@ const TRANSFER_ROUNDS_MAX = 3;
 /** One move may take this long before the command gives up waiting (the move goes on). */
 const MOVE_WAIT_MS = 180_000;
 
+/** Tries of one call that found the cluster momentarily without a leader (UNAVAILABLE). */
+const TRANSIENT_TRIES = 20;
+
+/**
+ * Calls again while the cluster answers UNAVAILABLE or DEADLINE_EXCEEDED (a leader moving, as
+ * moves and hand-overs make it do): every round and status read here is safe to repeat.
+ */
+async function patiently<T>(call: () => Promise<T>): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await call();
+    } catch (err) {
+      const transient =
+        err instanceof ApiCallError &&
+        (err.status === grpc.status.UNAVAILABLE || err.status === grpc.status.DEADLINE_EXCEEDED);
+      if (!transient || i >= TRANSIENT_TRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, err.retryDelayMs ?? 500));
+    }
+  }
+}
+
 function describeMove(m: Obj): string {
   const from = text(m['fromNode']);
   return `group ${text(m['groupId'])}: ${from === '' ? '(add)' : from} → ${text(m['toNode'])}`;
@@ -36,7 +58,7 @@ async function followMoves(run: CliRun, c: ApiClient, quiet: boolean): Promise<n
   const seen = new Map<string, string>();
   const deadline = Date.now() + MOVE_WAIT_MS;
   for (;;) {
-    const st = await c.call<Obj>('AdminService', 'ClusterStatus', {});
+    const st = await patiently(() => c.call<Obj>('AdminService', 'ClusterStatus', {}));
     const moves = (st['moves'] as Obj[] | undefined) ?? [];
     for (const m of moves) {
       const key = describeMove(m);
@@ -136,37 +158,127 @@ export function registerMembershipCommands(cluster: Command, run: CliRun): void 
     .action(async (o: RemoteOptions & { dryRun?: boolean; maxConcurrentMoves: string }) =>
       withClient(run, o, async (c) => {
         const maxConcurrentMoves = wholeNumber('--max-concurrent-moves', o.maxConcurrentMoves, 1);
-        const first = await c.call<Obj>('AdminService', 'Rebalance', {
-          dryRun: true,
-          maxConcurrentMoves,
-        });
-        if (o.json === true && o.dryRun === true) return printJson(run, first);
-        printPlan(run, first);
-        if (o.dryRun === true) return;
-        let moved = 0;
-        let transferred = 0;
-        let transferRounds = 0;
-        for (let round = 0; round < REBALANCE_ROUNDS_MAX; round++) {
-          const res = await c.call<Obj>('AdminService', 'Rebalance', {
-            dryRun: false,
-            maxConcurrentMoves,
-          });
-          const started = res['started'] as Obj[];
-          const done = res['transferred'] as Obj[];
-          const inFlight = res['inFlight'] as Obj[];
-          for (const m of started) run.io.writeOut(`move ${describeMove(m)}\n`);
-          for (const t of done) run.io.writeOut(`leader of ${describeMove(t)}\n`);
-          transferred += done.length;
-          if (started.length > 0 || inFlight.length > 0) {
-            moved += await followMoves(run, c, false);
-            continue;
-          }
-          // Leaders settle in a few rounds; a transfer that did not hold is planned again.
-          if (done.length > 0 && ++transferRounds < TRANSFER_ROUNDS_MAX) continue;
-          run.io.writeOut(`balanced: ${moved} move(s), ${transferred} leader transfer(s)\n`);
-          return;
-        }
-        throw new UsageError(`not balanced after ${REBALANCE_ROUNDS_MAX} rounds`);
+        const round = (dryRun: boolean): Promise<Obj> =>
+          c.call<Obj>('AdminService', 'Rebalance', { dryRun, maxConcurrentMoves });
+        const r = await carryOut(run, c, o, round);
+        if (r)
+          run.io.writeOut(`balanced: ${r.moved} move(s), ${r.transferred} leader transfer(s)\n`);
       }),
     );
+
+  registerShrinkCommands(cluster, run);
+}
+
+/** drain-node and remove-node: taking a node out of the cluster. */
+function registerShrinkCommands(cluster: Command, run: CliRun): void {
+  remote(cluster.command('drain-node'))
+    .description(
+      'move every replica and leadership off a node (for a deploy or retirement): marks it draining, prints the plan, then carries it out; the node receives nothing until it is removed',
+    )
+    .argument('<node>', 'node id')
+    .option('--dry-run', 'print the plan only (the node is not marked draining)')
+    .option('--max-concurrent-moves <n>', 'moves carried out at once', '1')
+    .action(
+      async (node: string, o: RemoteOptions & { dryRun?: boolean; maxConcurrentMoves: string }) =>
+        withClient(run, o, async (c) => {
+          const maxConcurrentMoves = wholeNumber('--max-concurrent-moves', o.maxConcurrentMoves, 1);
+          const round = (dryRun: boolean): Promise<Obj> =>
+            c.call<Obj>('AdminService', 'DrainNode', { nodeId: node, dryRun, maxConcurrentMoves });
+          const r = await carryOut(run, c, o, round);
+          if (!r) return;
+          const st = await c.call<Obj>('AdminService', 'ClusterStatus', {});
+          const held = (st['groups'] as Obj[]).filter(
+            (g) => g['groupId'] !== 0 && (g['replicas'] as Obj[]).some((x) => x['nodeId'] === node),
+          );
+          if (held.length > 0)
+            throw new UsageError(
+              `${node} still holds group(s) ${held.map((g) => text(g['groupId'])).join(',')}: no other active node is free for them; add a node and drain again`,
+            );
+          run.io.writeOut(
+            `drained ${node}: ${r.moved} move(s), ${r.transferred} leader transfer(s); remove it with \`tickctl cluster remove-node ${node}\`\n`,
+          );
+        }),
+    );
+
+  remote(cluster.command('remove-node'))
+    .description(
+      'remove a node from the cluster; refused while it holds replicas (drain it first) unless --force is given for a node that is gone for good, whose groups then get new replicas from the survivors',
+    )
+    .argument('<node>', 'node id')
+    .option(
+      '--force',
+      'the node is gone for good (it must not answer): re-replicate its groups onto other nodes, then remove it',
+    )
+    .option('--max-concurrent-moves <n>', 'moves carried out at once (with --force)', '1')
+    .action(
+      async (node: string, o: RemoteOptions & { force?: boolean; maxConcurrentMoves: string }) =>
+        withClient(run, o, async (c) => {
+          const maxConcurrentMoves = wholeNumber('--max-concurrent-moves', o.maxConcurrentMoves, 1);
+          let moved = 0;
+          for (let round = 0; round < REBALANCE_ROUNDS_MAX; round++) {
+            const res = await patiently(() =>
+              c.call<Obj>('AdminService', 'RemoveNode', {
+                nodeId: node,
+                force: o.force === true,
+                maxConcurrentMoves,
+              }),
+            );
+            if (res['removed'] === true) {
+              if (o.json === true) return printJson(run, res);
+              run.io.writeOut(
+                o.force === true
+                  ? `removed ${node}: ${moved} replica(s) re-created on other nodes\n`
+                  : `removed ${node}\n`,
+              );
+              return;
+            }
+            if (round === 0 && o.json !== true)
+              run.io.writeOut(
+                `${node} held group(s) ${(res['holding'] as unknown[]).map(text).join(',')}: re-replicating from the survivors\n`,
+              );
+            for (const m of res['started'] as Obj[]) run.io.writeOut(`move ${describeMove(m)}\n`);
+            moved += await followMoves(run, c, o.json === true);
+          }
+          throw new UsageError(`${node} not removed after ${REBALANCE_ROUNDS_MAX} rounds`);
+        }),
+    );
+}
+
+/**
+ * Prints a round's plan, then calls rounds until nothing is left to move or hand over,
+ * following each wave of moves; undefined for a dry run.
+ */
+async function carryOut(
+  run: CliRun,
+  c: ApiClient,
+  o: RemoteOptions & { dryRun?: boolean },
+  round: (dryRun: boolean) => Promise<Obj>,
+): Promise<{ moved: number; transferred: number } | undefined> {
+  const first = await round(true);
+  if (o.json === true && o.dryRun === true) {
+    printJson(run, first);
+    return undefined;
+  }
+  printPlan(run, first);
+  if (o.dryRun === true) return undefined;
+  let moved = 0;
+  let transferred = 0;
+  let transferRounds = 0;
+  for (let i = 0; i < REBALANCE_ROUNDS_MAX; i++) {
+    const res = await patiently(() => round(false));
+    const started = res['started'] as Obj[];
+    const done = res['transferred'] as Obj[];
+    const inFlight = res['inFlight'] as Obj[];
+    for (const m of started) run.io.writeOut(`move ${describeMove(m)}\n`);
+    for (const t of done) run.io.writeOut(`leader of ${describeMove(t)}\n`);
+    transferred += done.length;
+    if (started.length > 0 || inFlight.length > 0) {
+      moved += await followMoves(run, c, false);
+      continue;
+    }
+    // Leaders settle in a few rounds; a transfer that did not hold is planned again.
+    if (done.length > 0 && ++transferRounds < TRANSFER_ROUNDS_MAX) continue;
+    return { moved, transferred };
+  }
+  throw new UsageError(`not done after ${REBALANCE_ROUNDS_MAX} rounds`);
 }

@@ -172,14 +172,18 @@ export class SchedulerAdmin {
     const compiled = this.compileSpec(spec ?? {}, nowMs, 'spec.', violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
-    const r = await this.propose(jobId, {
-      op: 'update-job',
-      atMs: nowMs,
+    const r = await this.propose(
       jobId,
-      spec: compiled.spec,
-      nextFireAtMs: requireFirstSlot(compiled, nowMs),
-      expectedVersion,
-    });
+      {
+        op: 'update-job',
+        atMs: nowMs,
+        jobId,
+        spec: compiled.spec,
+        nextFireAtMs: requireFirstSlot(compiled, nowMs),
+        expectedVersion,
+      },
+      nowMs,
+    );
     return this.jobAfter(r.jobId ?? jobId);
   }
 
@@ -384,7 +388,8 @@ export class SchedulerAdmin {
         c = { op, atMs: nowMs, jobId, slotMs: nowMs };
         break;
     }
-    return this.propose(jobId, c);
+    // A pause or resume recomputes what comes next: overdue slots are recorded first.
+    return this.propose(jobId, c, op === 'pause-job' || op === 'resume-job' ? nowMs : undefined);
   }
 
   /**
@@ -449,13 +454,39 @@ export class SchedulerAdmin {
     return { job, runs: data.scheduler.runsOf(jobId) };
   }
 
+  /**
+   * Proposes `c` for the job's group. With `settleAtMs`, a change of the job that recomputes its
+   * next slot: the job's overdue slots (due, not yet planned, as after an outage) are recorded
+   * first by their misfire rules, in the same batch, so that none is left without a run.
+   */
   private async propose(
     jobId: string,
     c: SchedulerCommand,
+    settleAtMs?: number,
   ): Promise<Extract<ApplyResult, { ok: true }>> {
     const groupId = this.groupOf(jobId);
     this.requireLeader(groupId);
-    const r = (await this.node.host.propose(groupId, encodeSchedulerCommand(c))) as ApplyResult;
+    const intent =
+      settleAtMs === undefined
+        ? undefined
+        : this.node.scheduler.overdueIntent(groupId, jobId, settleAtMs);
+    let r: ApplyResult;
+    if (intent === undefined) {
+      r = (await this.node.host.propose(groupId, encodeSchedulerCommand(c))) as ApplyResult;
+    } else {
+      const term = this.node.host.groups.get(groupId)?.node.raft.term ?? 0;
+      const settle: SchedulerCommand = {
+        op: 'fire-intents',
+        atMs: c.atMs,
+        term,
+        intents: [intent],
+      };
+      const results = (await this.node.host.proposeBatch(groupId, [
+        encodeSchedulerCommand(settle),
+        encodeSchedulerCommand(c),
+      ])) as ApplyResult[];
+      r = results[1]!;
+    }
     if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
     return r;
   }

@@ -22,6 +22,12 @@ export interface FireIntent {
   readonly notFired: readonly SlotNotFired[];
   /** The job's next slot after these, computed by the leader; undefined = none left. */
   readonly nextFireAtMs: number | undefined;
+  /**
+   * Set on an intent that settles a job's overdue slots just before a change of the job (update,
+   * pause, resume) in the same batch: the job's version it was planned from. It applies to the
+   * slots not yet recorded even if the leader's own intent got to some of them first.
+   */
+  readonly settlesVersion?: number;
 }
 
 export interface AttemptResultCommand {

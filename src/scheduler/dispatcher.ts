@@ -26,7 +26,7 @@ import { parseSchedule, type Schedule } from '../schedule/parse.js';
 import type { AttemptResultCommand, FireIntent, SchedulerCommand } from './commands.js';
 import { DueIndex } from './due-index.js';
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
-import { planIntents } from './intent-planner.js';
+import { planIntents, planOverdue } from './intent-planner.js';
 import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
@@ -374,6 +374,24 @@ export class GroupDispatcher {
     if (o.job.delivery === 'at_most_once')
       return run.status === 'DISPATCHED' && run.attempts.length === o.attempt;
     return run.status === 'SCHEDULED' && run.attempts.length + 1 === o.attempt;
+  }
+
+  /**
+   * The intent that records the job's overdue slots (planOverdue) before a change of the job
+   * recomputes its next slot from now; undefined when nothing is overdue. Asked by the API on
+   * this group's leader, proposed in one batch with the change.
+   */
+  overdueIntent(jobId: string, nowMs: number): FireIntent | undefined {
+    const job = this.sm.jobs.get(jobId);
+    if (!job) return undefined;
+    const ls = this.leader;
+    return planOverdue(job, {
+      nowMs,
+      misfireThresholdMs: this.misfireThresholdMs,
+      compile: (j) => this.compile(j),
+      inFlightRuns: (id) => (ls ? this.activeRuns(ls, id) : 0),
+      bufferedRuns: (id) => (this.liveRuns.get(id)?.size ?? 0) - (ls ? this.activeRuns(ls, id) : 0),
+    });
   }
 
   /** An at-most-once order whose start applied may still go out (no pause or delete since). */

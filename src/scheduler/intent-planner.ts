@@ -42,6 +42,52 @@ export function planIntents(input: PlanInput): FireIntent[] {
   return out;
 }
 
+/** Slots one settle may record at most; past them the misfire policy's window applies anyway. */
+const OVERDUE_SLOTS_MAX = 1000;
+
+/**
+ * The intent that settles a job's overdue slots (due at or before `nowMs`, not yet planned, as
+ * after an outage) by its misfire, overlap and pause rules, as planning would have. A change of
+ * the job (update, pause, resume) recomputes its next slot from now, so without this the slots
+ * between would get no run at all: proposed just before the change, they end recorded.
+ */
+export function planOverdue(
+  job: Job,
+  input: Omit<PlanInput, 'jobs' | 'maxIntents' | 'lookAheadMs'>,
+): FireIntent | undefined {
+  const first = job.nextFireAtMs;
+  if (first === undefined || first > input.nowMs) return undefined;
+  const step: PlanInput = { ...input, jobs: [], maxIntents: 1, lookAheadMs: 0 };
+  const slots: number[] = [];
+  const notFired: SlotNotFired[] = [];
+  let current: Job = job;
+  let next: number | undefined = first;
+  while (
+    next !== undefined &&
+    next <= input.nowMs &&
+    slots.length + notFired.length < OVERDUE_SLOTS_MAX
+  ) {
+    const intent = planJob(current, step);
+    if (!intent) break;
+    slots.push(...intent.slots);
+    notFired.push(...intent.notFired);
+    const remaining =
+      current.remaining === undefined
+        ? undefined
+        : Math.max(0, current.remaining - intent.slots.length);
+    next = remaining === 0 ? undefined : intent.nextFireAtMs;
+    current = { ...current, nextFireAtMs: next, remaining };
+  }
+  return {
+    jobId: job.id,
+    expectedNextFireAtMs: first,
+    slots,
+    notFired,
+    nextFireAtMs: next,
+    settlesVersion: job.version,
+  };
+}
+
 function toMisfirePolicy(job: Job): MisfirePolicy {
   switch (job.misfire.policy) {
     case 'fire_all':

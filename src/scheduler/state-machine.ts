@@ -404,7 +404,9 @@ export class SchedulerStateMachine {
    */
   private applyIntent(intent: FireIntent, atMs: number): boolean {
     const job = this.jobs.get(intent.jobId);
-    if (!job || job.nextFireAtMs !== intent.expectedNextFireAtMs) return false;
+    if (!job) return false;
+    if (intent.settlesVersion !== undefined) return this.applySettle(job, intent, atMs);
+    if (job.nextFireAtMs !== intent.expectedNextFireAtMs) return false;
     for (const slot of intent.slots) {
       // Paused between planning and commit: the pause wins and the slot is recorded.
       if (job.paused) this.addRun(job.id, slot, 'SKIPPED', 'paused', atMs, false);
@@ -418,6 +420,36 @@ export class SchedulerStateMachine {
     const next = remaining === 0 ? undefined : intent.nextFireAtMs;
     this.jobs.setNextFire(job.id, next);
     if (next === undefined) this.markFinished(job.id, atMs);
+    return true;
+  }
+
+  /**
+   * A settle intent (intent-planner.ts planOverdue): planned from this version of the job, it
+   * records the overdue slots the job has not reached yet; the leader's own intent may have
+   * recorded the first of them meanwhile, and runs are unique per slot anyway.
+   */
+  private applySettle(job: Job, intent: FireIntent, atMs: number): boolean {
+    const from = job.nextFireAtMs;
+    if (job.version !== intent.settlesVersion || from === undefined) return false;
+    if (from < intent.expectedNextFireAtMs) return false;
+    let fired = 0;
+    for (const slot of intent.slots) {
+      if (slot < from) continue;
+      if (job.paused) this.addRun(job.id, slot, 'SKIPPED', 'paused', atMs, false);
+      else this.addRun(job.id, slot, 'SCHEDULED', undefined, atMs, false);
+      fired++;
+    }
+    for (const nf of intent.notFired) {
+      if (nf.slotMs >= from)
+        this.addRun(job.id, nf.slotMs, nf.status, this.keep.shared(nf.reason), atMs, false);
+    }
+    const next = intent.nextFireAtMs;
+    if (next !== undefined && next <= from) return fired > 0;
+    const remaining = job.remaining === undefined ? undefined : Math.max(0, job.remaining - fired);
+    this.jobs.setRemaining(job.id, remaining);
+    const settled = remaining === 0 ? undefined : next;
+    this.jobs.setNextFire(job.id, settled);
+    if (settled === undefined) this.markFinished(job.id, atMs);
     return true;
   }
 

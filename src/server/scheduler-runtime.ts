@@ -16,7 +16,11 @@ import type { DeliveryRequest, DeliveryRunner, StartVerdict } from '../delivery/
 import type { AttemptReport } from '../delivery/webhook.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
-import { encodeSchedulerCommand, type SchedulerCommand } from '../scheduler/commands.js';
+import {
+  encodeSchedulerCommand,
+  type FireIntent,
+  type SchedulerCommand,
+} from '../scheduler/commands.js';
 import {
   GroupDispatcher,
   type DeliveryOrder,
@@ -271,6 +275,11 @@ export class SchedulerRuntime {
         this.opts.clock.nowMs(),
       );
     });
+  }
+
+  /** The intent settling a job's overdue slots before a change (GroupDispatcher.overdueIntent). */
+  overdueIntent(groupId: number, jobId: string, nowMs: number): FireIntent | undefined {
+    return this.groups.get(groupId)?.dispatcher.overdueIntent(jobId, nowMs);
   }
 
   // -------------------------------------------------------------------------------------

@@ -476,3 +476,91 @@ t.test('runs planned before an outage go through the misfire policy when it ends
   );
   t.end();
 });
+
+// A change of a job (update, pause, resume) recomputes its next slot from now. Slots that were
+// due and not yet planned (the leader was down) are first recorded by the job's rules through a
+// settle intent proposed in the same batch (the API does this); none is left without a run.
+t.test('overdue slots are settled before an update, a pause or a resume', (t) => {
+  const statuses = (h: Harness, slots: number[]): (string | undefined)[] =>
+    slots.map((s) => h.sm.runs.get(`j1:${s}`)?.status);
+  const overdue = [SLOT, SLOT + MIN, SLOT + 2 * MIN];
+  const now = SLOT + 2 * MIN + 30_000;
+
+  // fire_all: every overdue slot fires, then the update takes effect from now.
+  const a = new Harness();
+  a.create('j1', SLOT, {
+    misfire: { policy: 'fire_all', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+  });
+  const settle = a.d.overdueIntent('j1', now);
+  t.same(settle?.slots, overdue, 'the intent names every overdue slot');
+  a.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [settle!] });
+  a.apply({
+    op: 'update-job',
+    atMs: now,
+    jobId: 'j1',
+    spec: spec({ name: 'renamed' }),
+    nextFireAtMs: SLOT + 3 * MIN,
+    expectedVersion: undefined,
+  });
+  t.same(statuses(a, overdue), ['SCHEDULED', 'SCHEDULED', 'SCHEDULED'], 'fire_all: all fire');
+  t.equal(a.sm.jobs.get('j1')?.nextFireAtMs, SLOT + 3 * MIN, "the update's next slot");
+
+  // fire_once: the newest fires, the others are MISSED with a reason; none is silent.
+  const b = new Harness();
+  b.create('j1', SLOT);
+  b.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [b.d.overdueIntent('j1', now)!] });
+  b.apply({ op: 'pause-job', atMs: now, jobId: 'j1' });
+  t.same(statuses(b, overdue), ['MISSED', 'MISSED', 'SKIPPED'], 'fire_once, then the pause wins');
+  t.ok(b.sm.runs.get(`j1:${SLOT}`)?.reason, 'MISSED carries its reason');
+
+  // Paused through the outage: the slots are SKIPPED (paused) before the resume.
+  const c = new Harness();
+  c.create('j1', SLOT);
+  c.apply({ op: 'pause-job', atMs: SLOT - 1000, jobId: 'j1' });
+  c.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [c.d.overdueIntent('j1', now)!] });
+  c.apply({ op: 'resume-job', atMs: now, jobId: 'j1', nextFireAtMs: SLOT + 3 * MIN });
+  t.same(statuses(c, overdue), ['SKIPPED', 'SKIPPED', 'SKIPPED'], 'paused slots recorded');
+
+  // The leader's own intent recorded the first slot between planning and apply: the settle
+  // records the rest, once each.
+  const d = new Harness();
+  d.create('j1', SLOT, {
+    misfire: { policy: 'fire_all', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+  });
+  const late = d.d.overdueIntent('j1', now)!;
+  d.apply({
+    op: 'fire-intents',
+    atMs: now,
+    term: 1,
+    intents: [
+      {
+        jobId: 'j1',
+        expectedNextFireAtMs: SLOT,
+        slots: [SLOT],
+        notFired: [],
+        nextFireAtMs: SLOT + MIN,
+      },
+    ],
+  });
+  d.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [late] });
+  t.same(statuses(d, overdue), ['SCHEDULED', 'SCHEDULED', 'SCHEDULED']);
+  t.equal(d.sm.runsOf('j1').length, 3, 'one run per slot');
+  t.equal(d.sm.jobs.get('j1')?.nextFireAtMs, SLOT + 3 * MIN);
+
+  // Planned from another version (an update applied in between): ignored.
+  const e = new Harness();
+  e.create('j1', SLOT);
+  const stale = e.d.overdueIntent('j1', now)!;
+  e.apply({
+    op: 'update-job',
+    atMs: now,
+    jobId: 'j1',
+    spec: spec(),
+    nextFireAtMs: SLOT + 3 * MIN,
+    expectedVersion: undefined,
+  });
+  e.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [stale] });
+  t.equal(e.sm.runsOf('j1').length, 0, 'a settle of an older version records nothing');
+  t.equal(e.d.overdueIntent('j1', SLOT), undefined, 'nothing overdue: no intent');
+  t.end();
+});

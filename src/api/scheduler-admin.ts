@@ -31,6 +31,7 @@ import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { NotLeaderError } from '../raft/errors.js';
 import {
   encodeSchedulerCommand,
+  type FireIntent,
   type SchedulerCommand,
   type TenantJobsAction,
 } from '../scheduler/commands.js';
@@ -45,6 +46,8 @@ export const REQUEST_ID_CHARS_MAX = 128;
 export const TENANT_RESUME_ROUNDS_MAX = 3;
 /** Jobs one tenant-jobs resume entry lists: 4096 ids of ≤ 128 characters fit well in 1 MiB. */
 export const TENANT_RESUMES_PER_ENTRY_MAX = 4096;
+/** Slots the settle intents of one entry name, at most (~40 bytes each with its reason). */
+const SETTLE_SLOTS_PER_ENTRY_MAX = 8192;
 
 /**
  * Where a job resumes: a slot already planned (recorded SKIPPED while paused, or not yet due)
@@ -418,6 +421,36 @@ export class SchedulerAdmin {
       // A resume of many jobs is split so that each entry stays well under Raft's entry bound;
       // the entries are proposed as one batch and apply in order.
       const datas: Uint8Array[] = [];
+      // As for one job: overdue slots are recorded by the old state first (propose()).
+      if (action !== 'delete') {
+        const term = this.node.host.groups.get(groupId)?.node.raft.term ?? 0;
+        const intents = sm.jobs
+          .idsOfTenant(tenant)
+          .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
+          .filter((i) => i !== undefined);
+        // Cut by size: an intent may name up to 1000 slots, and an entry must stay under 1 MiB.
+        let chunk: FireIntent[] = [];
+        let chunkSlots = 0;
+        const flush = (): void => {
+          if (chunk.length === 0) return;
+          const settle: SchedulerCommand = {
+            op: 'fire-intents',
+            atMs: nowMs,
+            term,
+            intents: chunk,
+          };
+          datas.push(encodeSchedulerCommand(settle));
+          chunk = [];
+          chunkSlots = 0;
+        };
+        for (const intent of intents) {
+          const slots = intent.slots.length + intent.notFired.length + 1;
+          if (chunkSlots + slots > SETTLE_SLOTS_PER_ENTRY_MAX) flush();
+          chunk.push(intent);
+          chunkSlots += slots;
+        }
+        flush();
+      }
       for (let i = 0; i === 0 || i < resumes.length; i += TENANT_RESUMES_PER_ENTRY_MAX) {
         const c: SchedulerCommand = {
           op: 'tenant-jobs',

@@ -6,31 +6,21 @@
  * nodes, no move in flight, every live replica's Raft configuration equal to the meta group's
  * and not joint).
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import type { ApiClient } from '../../src/api/client.js';
 import { eventually, freePort, ProcNode } from './cluster.js';
 import { iso, type SchedulerCluster } from './scheduler-cluster.js';
+import { runTickctl } from './tickctl.js';
 
-const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
 export type Obj = Record<string, unknown>;
 
-export function tickctl(
+export async function tickctl(
   args: string[],
 ): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [TICKCTL, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('exit', (code) => resolve({ code, out, err }));
-  });
+  const r = await runTickctl(args);
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 /** Starts `tickraft serve --join` for a new node; it is torn down with the cluster. */

@@ -9,33 +9,20 @@
 // every call took to commit in every group is printed (the issue asks for ≤ 5 s; not asserted,
 // as timing is not a test's business on a shared machine). Tenant priority weights are checked
 // through the API and tickctl (range, default, update).
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { ApiCallError } from '../../src/api/client.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { eventually, sleep } from '../helpers/cluster.js';
+import { runTickctl } from '../helpers/tickctl.js';
 import { TEST_SECRET } from '../helpers/webhook-sink.js';
 
 type Obj = Record<string, unknown>;
-const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
 // Ids that differ at the front: FNV-1a (the shard-key hash) sends ids differing only in their last
 // character to neighbouring points of the ring, which would put every job in one group.
 const ACME = ['0-acme', '1-acme', '2-acme', '3-acme', '4-acme', '5-acme'];
 const BETA = ['0-beta', '1-beta', '2-beta'];
 
-function tickctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [TICKCTL, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const tickctl = (args: string[]): ReturnType<typeof runTickctl> => runTickctl(args);
 
 t.test('bulk pause, resume and cancel of one tenant across every group', async (t) => {
   const ac = await ApiCluster.start(t);

@@ -44,6 +44,17 @@ const DEFINITE_FAILURES = new Set([
   'TENANT_NOT_FOUND',
 ]);
 
+/**
+ * Whether a failed call certainly had no effect: a read never has one; a write answered with a
+ * definite code; or a request that never left the client (the node refused the connection: a
+ * killed node). GROUP_NO_LEADER is not definite: the router may have forwarded a first attempt.
+ */
+function definite(f: OpFunction, code: string, message: string): boolean {
+  if (f === 'get' || f === 'list-runs') return true;
+  if (DEFINITE_FAILURES.has(code)) return true;
+  return code === 'UNAVAILABLE' && /No connection established.*ECONNREFUSED/.test(message);
+}
+
 const CRONS = [
   '* * * * * *',
   '*/2 * * * * *',
@@ -276,7 +287,7 @@ export class Workload {
         this.counts.ok++;
         return { type: 'ok', value: null };
       }
-      const type = DEFINITE_FAILURES.has(code) ? 'fail' : 'info';
+      const type = definite(f, code, message) ? 'fail' : 'info';
       done({ type, error: { code, message } });
       this.counts[type]++;
       // A process is retired after `info`: the thread continues under a new id.
@@ -293,21 +304,25 @@ export class Workload {
     while (!this.stopping && this.o.now() < until) {
       await sleep(100 + rand.int(400));
       if (this.stopping || this.o.now() >= until) break;
-      if (owned.length < target || rand.chance(0.03)) {
+      if (owned.length < target || rand.chance(0.01)) {
         await this.create(proc, owned, index, rand, timeout);
         continue;
       }
       const job = owned[rand.int(owned.length)]!;
+      // Weights keep most jobs alive and unpaused most of the time, so slots are owed and
+      // checked; a paused job is resumed soon.
       const draw = rand.int(100);
       if (job.version === undefined || job.paused === undefined || draw < 25) {
         await this.get(proc, job, rand, timeout, owned);
-      } else if (draw < 40) {
+      } else if (job.paused && draw < 55) {
+        await this.pauseResume(proc, job, 'resume', rand, timeout);
+      } else if (draw < 45) {
         await this.listRuns(proc, job.jobId, rand, timeout);
-      } else if (draw < 60) {
+      } else if (draw < 70) {
         await this.update(proc, job, rand, timeout);
-      } else if (draw < 75) {
+      } else if (draw < 78) {
         await this.pauseResume(proc, job, job.paused ? 'resume' : 'pause', rand, timeout);
-      } else if (draw < 82) {
+      } else if (draw < 81) {
         await this.remove(proc, job, owned, rand, timeout);
       } else {
         await this.listRuns(proc, job.jobId, rand, timeout);

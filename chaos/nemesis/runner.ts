@@ -98,9 +98,12 @@ export class NemesisRunner {
     const faultFamilies = this.o.families.filter((f) => f !== 'transfer');
     const transfers = this.o.families.includes('transfer');
     await sleep(this.between(this.o.gapMs ?? [4000, 8000]));
+    // Families come in rounds, each a seeded shuffle of all of them, so every family given is
+    // exercised early even in a short run.
+    let round: NemesisFamily[] = [];
     while (!this.stopping && this.o.now() < until) {
-      const first =
-        faultFamilies.length > 0 ? faultFamilies[this.rand.int(faultFamilies.length)] : undefined;
+      if (round.length === 0) round = this.shuffled(faultFamilies);
+      const first = round.shift();
       const picked = new Set<NemesisFamily>();
       if (first !== undefined) picked.add(first);
       // Combined faults: a second family about a third of the time.
@@ -125,6 +128,15 @@ export class NemesisRunner {
 
   stop(): void {
     this.stopping = true;
+  }
+
+  private shuffled<T>(items: readonly T[]): T[] {
+    const out = [...items];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = this.rand.int(i + 1);
+      [out[i], out[j]] = [out[j]!, out[i]!];
+    }
+    return out;
   }
 
   private async begin(family: NemesisFamily): Promise<void> {

@@ -8,7 +8,7 @@
 import type { Toxiproxy } from 'toxiproxy-node-client';
 import type { ApiClient } from '../../src/api/client.js';
 import { SeededRand } from '../../src/base/rand.js';
-import type { ProcCluster } from '../../test/helpers/cluster.js';
+import type { ProcCluster, ProcNode } from '../../test/helpers/cluster.js';
 import type { NemesisKind, NemesisRecord, PartitionShape } from '../history/format.js';
 import type { HistoryWriter } from '../history/jsonl.js';
 import type { ClusterNet } from '../net.js';
@@ -142,7 +142,7 @@ export class NemesisRunner {
   private async begin(family: NemesisFamily): Promise<void> {
     const nodes = this.o.cluster.nodes;
     const faultId = `f${++this.nextFault}`;
-    const pickNode = (): (typeof nodes)[number] => {
+    const pickNode = (): ProcNode => {
       const up = nodes.filter((n) => n.running && !n.paused);
       return up[this.rand.int(up.length)] ?? nodes[0]!;
     };
@@ -213,70 +213,9 @@ export class NemesisRunner {
         a = { ...at, end: undo };
         break;
       }
-      case 'clock': {
-        const clocks = this.o.clocks;
-        if (clocks === undefined) return;
-        if ([...this.active.values()].some((x) => x.kind.startsWith('clock'))) return;
-        const node = pickNode();
-        const style = this.rand.int(3);
-        const max = this.o.clockOffsetMaxMs;
-        const offset = () =>
-          (this.rand.chance(0.5) ? -1 : 1) * (50 + this.rand.int(Math.max(1, max - 50)));
-        if (style === 0) {
-          const off = offset();
-          const at = {
-            faultId,
-            kind: 'clock-bump' as const,
-            targets: [node.id],
-            spec: { offsetMs: off },
-          };
-          this.record('start', at);
-          const spec = clocks.bump(node.id, off);
-          a = {
-            ...at,
-            spec: { offsetMs: off, faketime: spec },
-            end: () => Promise.resolve(clocks.reset(node.id)),
-          };
-        } else if (style === 1) {
-          const off = offset();
-          const periodMs = 1000 + this.rand.int(1000);
-          const at = {
-            faultId,
-            kind: 'clock-strobe' as const,
-            targets: [node.id],
-            spec: { offsetMs: off, periodMs },
-          };
-          this.record('start', at);
-          let on = true;
-          clocks.bump(node.id, off);
-          const timer = setInterval(() => {
-            on = !on;
-            if (on) clocks.bump(node.id, off);
-            else clocks.reset(node.id);
-          }, periodMs);
-          a = {
-            ...at,
-            end: () => {
-              clearInterval(timer);
-              clocks.reset(node.id);
-              return Promise.resolve();
-            },
-          };
-        } else {
-          // Rates near 1 (§4.7.2: slow rates also stretch epoll timeouts); the offset reached
-          // over the fault stays within the bound.
-          const rate = 1 + (this.rand.chance(0.5) ? -1 : 1) * (0.01 + this.rand.float() * 0.04);
-          const at = { faultId, kind: 'clock-drift' as const, targets: [node.id], spec: { rate } };
-          this.record('start', at);
-          const spec = clocks.drift(node.id, rate, node.startedAtMs, Date.now());
-          a = {
-            ...at,
-            spec: { rate, faketime: spec },
-            end: () => Promise.resolve(clocks.reset(node.id)),
-          };
-        }
+      case 'clock':
+        a = this.beginClock(faultId, pickNode);
         break;
-      }
       case 'transfer':
         return;
     }
@@ -284,6 +223,71 @@ export class NemesisRunner {
     this.active.set(faultId, a);
     this.counts.faults++;
     this.counts.byKind[a.kind] = (this.counts.byKind[a.kind] ?? 0) + 1;
+  }
+
+  /** A clock fault on one node: a bump, a strobe or a drift, drawn. */
+  private beginClock(faultId: string, pickNode: () => ProcNode): Active | undefined {
+    const clocks = this.o.clocks;
+    if (clocks === undefined) return undefined;
+    if ([...this.active.values()].some((x) => x.kind.startsWith('clock'))) return undefined;
+    const node = pickNode();
+    const style = this.rand.int(3);
+    const max = this.o.clockOffsetMaxMs;
+    const offset = () =>
+      (this.rand.chance(0.5) ? -1 : 1) * (50 + this.rand.int(Math.max(1, max - 50)));
+    if (style === 0) {
+      const off = offset();
+      const at = {
+        faultId,
+        kind: 'clock-bump' as const,
+        targets: [node.id],
+        spec: { offsetMs: off },
+      };
+      this.record('start', at);
+      const spec = clocks.bump(node.id, off);
+      return {
+        ...at,
+        spec: { offsetMs: off, faketime: spec },
+        end: () => Promise.resolve(clocks.reset(node.id)),
+      };
+    } else if (style === 1) {
+      const off = offset();
+      const periodMs = 1000 + this.rand.int(1000);
+      const at = {
+        faultId,
+        kind: 'clock-strobe' as const,
+        targets: [node.id],
+        spec: { offsetMs: off, periodMs },
+      };
+      this.record('start', at);
+      let on = true;
+      clocks.bump(node.id, off);
+      const timer = setInterval(() => {
+        on = !on;
+        if (on) clocks.bump(node.id, off);
+        else clocks.reset(node.id);
+      }, periodMs);
+      return {
+        ...at,
+        end: () => {
+          clearInterval(timer);
+          clocks.reset(node.id);
+          return Promise.resolve();
+        },
+      };
+    } else {
+      // Rates near 1 (§4.7.2: slow rates also stretch epoll timeouts); the offset reached
+      // over the fault stays within the bound.
+      const rate = 1 + (this.rand.chance(0.5) ? -1 : 1) * (0.01 + this.rand.float() * 0.04);
+      const at = { faultId, kind: 'clock-drift' as const, targets: [node.id], spec: { rate } };
+      this.record('start', at);
+      const spec = clocks.drift(node.id, rate, node.startedAtMs, Date.now());
+      return {
+        ...at,
+        spec: { rate, faketime: spec },
+        end: () => Promise.resolve(clocks.reset(node.id)),
+      };
+    }
   }
 
   private async endAll(): Promise<void> {

@@ -267,7 +267,7 @@ export function renderCounts(
   return [
     `seed ${o.seed}   nemeses ${o.nemeses.join(',') || 'none'}   workload ${o.timeSec}s`,
     `operations ok ${r.workload.ok}, fail ${r.workload.fail}, info ${r.workload.info}; jobs created ${r.workload.jobs}; unread at the end ${r.unreadJobs}`,
-    `faults ${r.nemesis.faults + r.nemesis.transfers} (${byKind || 'none'})`,
+    `faults ${r.nemesis.faults + r.nemesis.transfers} (${byKind || 'none'}); transfers skipped (no status) ${r.nemesis.transfersSkipped}`,
     `deliveries ${r.report.counts.deliveries}; run directory ${resolve(r.dir)}`,
     `replay: ${r.replay}`,
   ].join('\n');

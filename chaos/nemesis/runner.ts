@@ -59,6 +59,8 @@ export interface NemesisCounts {
   faults: number;
   byKind: Record<string, number>;
   transfers: number;
+  /** Transfers not issued: no node answered ClusterStatus in time. */
+  transfersSkipped: number;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -68,7 +70,7 @@ export class NemesisRunner {
   private readonly active = new Map<string, Active>();
   private nextFault = 0;
   private stopping = false;
-  readonly counts: NemesisCounts = { faults: 0, byKind: {}, transfers: 0 };
+  readonly counts: NemesisCounts = { faults: 0, byKind: {}, transfers: 0, transfersSkipped: 0 };
   private partitioned = false;
 
   constructor(private readonly o: NemesisOptions) {
@@ -305,7 +307,9 @@ export class NemesisRunner {
   private async transfer(): Promise<void> {
     const up = this.o.cluster.nodes.filter((n) => n.running && !n.paused);
     if (up.length === 0) return;
-    const client = this.o.clients[this.rand.int(this.o.clients.length)]!;
+    // Asked through a node that runs (clients[i] is the API of cluster.nodes[i]).
+    const via = up[this.rand.int(up.length)]!;
+    const client = this.o.clients[this.o.cluster.nodes.indexOf(via)] ?? this.o.clients[0]!;
     const faultId = `f${++this.nextFault}`;
     let groups: number[] = [];
     try {
@@ -313,12 +317,13 @@ export class NemesisRunner {
         'AdminService',
         'ClusterStatus',
         {},
-        3000,
+        8000,
       );
       groups = (st['groups'] as Record<string, unknown>[])
         .map((g) => Number(g['groupId']))
         .filter((g) => g !== 0);
     } catch {
+      this.counts.transfersSkipped++;
       return; // no view of the groups during this fault: no transfer this time
     }
     if (groups.length === 0) return;

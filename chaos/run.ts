@@ -100,26 +100,35 @@ async function startSink(args: string[]): Promise<{ proc: ChildProcess; url: str
   return { proc, url };
 }
 
+/** Stops everything a run started, whatever state it is in. */
+async function teardown(
+  pc: ProxiedCluster,
+  clients: ApiClient[],
+  sink: ChildProcess,
+): Promise<void> {
+  for (const c of clients) c.close();
+  if (sink.exitCode === null && sink.signalCode === null) sink.kill('SIGKILL');
+  for (const n of pc.cluster.nodes) if (n.paused) n.resume();
+  await pc.cleanup();
+}
+
+/** Lets deliveries in flight land, then stops the sink (it closes its history on SIGTERM). */
+async function stopSink(proc: ChildProcess): Promise<void> {
+  await sleep(1000);
+  proc.kill('SIGTERM');
+  await new Promise((r) => proc.once('exit', r));
+}
+
 export function replayCommand(o: Pick<ChaosOptions, 'timeSec' | 'seed' | 'nemeses'>): string {
   return `npm run chaos -- --time ${o.timeSec} --seed ${o.seed} --nemesis ${o.nemeses.join(',')}`;
 }
 
-export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
-  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const seed = seedNumber(o.seed);
-  const L = o.lagBoundMs ?? 3000;
-  const R = o.recoveryAllowanceMs ?? 20_000;
-  const delta = o.inFlightSlackMs ?? 3000;
-  mkdirSync(join(o.dir, 'logs'), { recursive: true });
-  const clocks = o.nemeses.includes('clock')
-    ? new NodeClocks(findFaketimeLibrary(), o.dir)
-    : undefined;
-
-  const startedAtEpochMs = Math.round(performance.timeOrigin + performance.now());
-  const now = (): number => performance.timeOrigin + performance.now() - startedAtEpochMs;
-  const driver = new HistoryWriter(join(o.dir, 'driver.jsonl'));
-  const nemesisHistory = new HistoryWriter(join(o.dir, 'nemesis.jsonl'));
-  const meta: MetaRecord = {
+function metaRecord(
+  o: ChaosOptions,
+  startedAtEpochMs: number,
+  t: { L: number; R: number; delta: number },
+): MetaRecord {
+  return {
     type: 'meta',
     formatVersion: HISTORY_FORMAT_VERSION,
     t: 0,
@@ -128,67 +137,97 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     nemeses: [...o.nemeses],
     durationMs: o.timeSec * 1000,
     nodeCount: o.nodes ?? 3,
-    lagBoundMs: L,
-    recoveryAllowanceMs: R,
-    inFlightSlackMs: delta,
+    lagBoundMs: t.L,
+    recoveryAllowanceMs: t.R,
+    inFlightSlackMs: t.delta,
     lookAheadMs: 3000,
     misfireThresholdMs: 5000,
     runsRetainedMax: 100,
     sinkFencing: 'term',
   };
-  driver.append(meta);
+}
 
+/** Starts the nodes (logs in the run directory, libfaketime when asked), waits until every
+ * node's API address is registered, and creates the tenants. */
+async function bringUp(
+  pc: ProxiedCluster,
+  clients: ApiClient[],
+  dir: string,
+  clocks: NodeClocks | undefined,
+): Promise<void> {
+  for (const n of pc.cluster.nodes) {
+    n.logPath = join(dir, 'logs', `${n.id}.log`);
+    if (clocks) n.env = clocks.envFor(n.id);
+  }
+  pc.cluster.startAll();
+  await pc.cluster.waitReady(120_000);
+  for (const n of pc.cluster.nodes) clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000));
+  await eventually(async () => {
+    const st = await clients[0]!.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});
+    const nodes = st['nodes'] as Record<string, unknown>[];
+    if (nodes.length !== pc.cluster.nodes.length || nodes.some((n) => n['apiAddress'] === ''))
+      throw new Error('API addresses not all registered');
+  }, 60_000);
+  for (const tenantId of TENANTS)
+    await eventually(
+      () =>
+        clients[0]!
+          .call('TenantService', 'CreateTenant', { tenantId, signingSecret: SECRET })
+          .catch((err: unknown) => {
+            if ((err as { code?: string }).code === 'TENANT_ALREADY_EXISTS') return;
+            throw err;
+          }),
+      30_000,
+    );
+}
+
+/** Reads the run's three history files and checks them; writes report.json. */
+function checkRun(dir: string): { report: CheckReport; summary: string } {
+  const read = readHistoryFiles(
+    ['driver.jsonl', 'sink.jsonl', 'nemesis.jsonl'].map((f) => join(dir, f)),
+  );
+  const report = checkHistory(read.records);
+  writeFileSync(join(dir, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+  return { report, summary: renderSummary(report) };
+}
+
+export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
+  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const seed = seedNumber(o.seed);
+  const R = o.recoveryAllowanceMs ?? 20_000;
+  mkdirSync(join(o.dir, 'logs'), { recursive: true });
+  const clocks = o.nemeses.includes('clock')
+    ? new NodeClocks(findFaketimeLibrary(), o.dir)
+    : undefined;
+  const startedAtEpochMs = Math.round(performance.timeOrigin + performance.now());
+  const now = (): number => performance.timeOrigin + performance.now() - startedAtEpochMs;
+  const driver = new HistoryWriter(join(o.dir, 'driver.jsonl'));
+  const nemesisHistory = new HistoryWriter(join(o.dir, 'nemesis.jsonl'));
+  driver.append(
+    metaRecord(o, startedAtEpochMs, {
+      L: o.lagBoundMs ?? 3000,
+      R,
+      delta: o.inFlightSlackMs ?? 3000,
+    }),
+  );
   const sink = await startSink([
-    '--history',
-    join(o.dir, 'sink.jsonl'),
-    '--started-at',
-    String(startedAtEpochMs),
-    '--secret',
-    SECRET,
-    '--seed',
-    String(seed ^ 0x5eed),
+    ...['--history', join(o.dir, 'sink.jsonl'), '--started-at', String(startedAtEpochMs)],
+    ...['--secret', SECRET, '--seed', String(seed ^ 0x5eed)],
   ]);
   const pc = await ProxiedCluster.create({
     nodes: o.nodes ?? 3,
     groups: o.groups ?? 8,
     extraArgs: ['--tick-ms', String(TICK_MS), '--election-ticks', String(ELECTION_TICKS)],
+  }).catch((err: unknown) => {
+    sink.proc.kill('SIGKILL');
+    throw err;
   });
   const clients: ApiClient[] = [];
   let workload: Workload | undefined;
   let nemesis: NemesisRunner | undefined;
   try {
-    for (const n of pc.cluster.nodes) {
-      n.logPath = join(o.dir, 'logs', `${n.id}.log`);
-      if (clocks) n.env = clocks.envFor(n.id);
-    }
-    pc.cluster.startAll();
-    await pc.cluster.waitReady(120_000);
-    for (const n of pc.cluster.nodes) clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000));
-    await eventually(async () => {
-      const st = await clients[0]!.call<Record<string, unknown>>(
-        'AdminService',
-        'ClusterStatus',
-        {},
-      );
-      const nodes = st['nodes'] as Record<string, unknown>[];
-      if (nodes.length !== pc.cluster.nodes.length || nodes.some((n) => n['apiAddress'] === ''))
-        throw new Error('API addresses not all registered');
-    }, 60_000);
-    for (const tenantId of TENANTS)
-      await eventually(
-        () =>
-          clients[0]!
-            .call('TenantService', 'CreateTenant', { tenantId, signingSecret: SECRET })
-            .catch((err: unknown) => {
-              if ((err as { code?: string }).code === 'TENANT_ALREADY_EXISTS') return;
-              throw err;
-            }),
-        30_000,
-      );
-    log(
-      `chaos: cluster up, sink at ${sink.url}, workload for ${o.timeSec}s, nemeses ${o.nemeses.join(',') || 'none'}`,
-    );
-
+    await bringUp(pc, clients, o.dir, clocks);
+    log(`chaos: cluster up, sink at ${sink.url}, ${o.timeSec}s of workload`);
     workload = new Workload({
       seed,
       clients,
@@ -213,28 +252,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       electionTimeoutMs: TICK_MS * ELECTION_TICKS * 2,
       clockOffsetMaxMs: o.clockOffsetMaxMs ?? Math.min(3000, R / 4),
     });
-    const until = now() + o.timeSec * 1000;
-    await Promise.all([workload.run(o.timeSec * 1000), nemesis.run(until)]);
+    await Promise.all([workload.run(o.timeSec * 1000), nemesis.run(now() + o.timeSec * 1000)]);
     log('chaos: workload done; final heal');
     await nemesis.healAll();
-    await pc.cluster
-      .waitReady(120_000)
-      .catch((err: unknown) => log(`chaos: not ready after heal: ${String(err)}`));
+    await pc.cluster.waitReady(120_000).catch((err: unknown) => log(`chaos: ${String(err)}`));
     await sleep(R);
     log('chaos: final reads');
     const unreadJobs = await workload.finalReads(now() + 180_000);
-    await sleep(1000);
-    sink.proc.kill('SIGTERM');
-    await new Promise((r) => sink.proc.once('exit', r));
+    await stopSink(sink.proc);
     driver.close();
     nemesisHistory.close();
-
-    const read = readHistoryFiles(
-      ['driver.jsonl', 'sink.jsonl', 'nemesis.jsonl'].map((f) => join(o.dir, f)),
-    );
-    const report = checkHistory(read.records);
-    const summary = renderSummary(report);
-    writeFileSync(join(o.dir, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+    const { report, summary } = checkRun(o.dir);
     const replay = replayCommand(o);
     writeFileSync(join(o.dir, 'replay.txt'), `${replay}\n`);
     return {
@@ -249,10 +277,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   } finally {
     workload?.stop();
     nemesis?.stop();
-    for (const c of clients) c.close();
-    if (sink.proc.exitCode === null && sink.proc.signalCode === null) sink.proc.kill('SIGKILL');
-    for (const n of pc.cluster.nodes) if (n.paused) n.resume();
-    await pc.cleanup();
+    await teardown(pc, clients, sink.proc);
   }
 }
 

@@ -54,6 +54,12 @@ function fraction(text: string, flag: string): number {
   return n;
 }
 
+function listenAddress(text: string): [string, number] {
+  const [host, portText] = text.split(/:(?=\d+$)/);
+  if (host === undefined || portText === undefined) fail('--listen must be HOST:PORT');
+  return [host, Number(portText)];
+}
+
 function run(flags: Flags): void {
   const startedAt = Number(flags.startedAt);
   if (!Number.isFinite(startedAt) || startedAt <= 0) fail('--started-at must be epoch ms');
@@ -61,8 +67,7 @@ function run(flags: Flags): void {
   const errorFraction = fraction(flags.errorFraction, '--error-fraction');
   const slowMs = Number(flags.slowMs);
   if (!Number.isSafeInteger(slowMs) || slowMs < 0) fail('--slow-ms must be a whole number ≥ 0');
-  const [host, portText] = flags.listen.split(/:(?=\d+$)/);
-  if (host === undefined || portText === undefined) fail('--listen must be HOST:PORT');
+  const [host, port] = listenAddress(flags.listen);
   const keys = compileSigningKeys([flags.secret]);
   const rand = new SeededRand(Number(flags.seed) >>> 0);
   const history = new HistoryWriter(flags.history);
@@ -135,7 +140,7 @@ function run(flags: Flags): void {
   });
   server.keepAliveTimeout = 60_000;
   server.on('error', (err) => fail(err.message));
-  server.listen(Number(portText), host, () => {
+  server.listen(port, host, () => {
     const { address, port } = server.address() as AddressInfo;
     process.stdout.write(`listening on http://${address}:${port}\n`);
   });

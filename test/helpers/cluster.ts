@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -114,6 +114,12 @@ export class ProcNode {
   /** Flags of this node alone, given at every start (e.g. --peer-route through proxies). */
   ownArgs: string[] = [];
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+  /** Environment added to every start (e.g. a libfaketime preload for the clock nemesis). */
+  env: Record<string, string> = {};
+  /** When set, the node's stdout and stderr are also appended to this file (kept across restarts). */
+  logPath: string | undefined;
+  /** Real time (Date.now()) of the last start, for libfaketime rate maths. */
+  startedAtMs = 0;
 
   constructor(
     readonly id: string,
@@ -140,13 +146,25 @@ export class ProcNode {
       [...nodeArgs, BIN, 'serve', ...this.args(), ...this.ownArgs, ...extraArgs],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...this.env },
       },
     );
+    this.startedAtMs = Date.now();
+    const logPath = this.logPath;
+    if (logPath !== undefined) {
+      appendFileSync(logPath, `--- ${new Date().toISOString()} start pid ${proc.pid ?? '?'}\n`);
+      const append = (d: Buffer): void => appendFileSync(logPath, d);
+      proc.stdout.on('data', append);
+      proc.stderr.on('data', append);
+    }
     proc.stdout.on('data', (d: Buffer) => {
       this.stdout += d.toString();
       if (this.stdout.length > 200_000) this.stdout = this.stdout.slice(-100_000);
     });
-    proc.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    proc.stderr.on('data', (d: Buffer) => {
+      this.stderr += d.toString();
+      if (this.stderr.length > 200_000) this.stderr = this.stderr.slice(-100_000);
+    });
     this.exit = new Promise((resolve) =>
       proc.on('exit', (code, signal) => resolve({ code, signal })),
     );

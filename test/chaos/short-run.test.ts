@@ -8,10 +8,9 @@
 // findings"), which the checker rightly reports. test/chaos/clock.test.ts covers the libfaketime
 // machinery itself, and fails (not skips) when libfaketime is missing.
 //
-// Open finding this run can still hit (docs/chaos.md, "Known findings", seeds 104 and 106): an
-// update acknowledged while one of the job's slots is overdue (a kill or partition held the
-// group without a leader) drops that slot with no run record; the checker reports it as
-// slot-without-run. The failure message names the seed and the replay command.
+// Fixed since (docs/chaos.md, "Known findings", seeds 104 and 106): an update acknowledged while
+// one of the job's slots was overdue dropped that slot with no run record; the API now records
+// overdue slots before the change, so the checker's slot-without-run stays a real finding.
 //
 // Tolerances (see docs/chaos.md): L = 3 s of fire lag outside fault windows and R = 20 s of
 // recovery after each fault, generous because this runs on a loaded 2-core machine beside other

@@ -185,7 +185,10 @@ export class SchedulerAdmin {
         nextFireAtMs: requireFirstSlot(compiled, nowMs),
         expectedVersion,
       },
-      nowMs,
+      // An update bound to fail its version check settles nothing: an error changes nothing.
+      expectedVersion === undefined || expectedVersion === this.versionOf(jobId)
+        ? nowMs
+        : undefined,
     );
     return this.jobAfter(r.jobId ?? jobId);
   }
@@ -522,6 +525,10 @@ export class SchedulerAdmin {
     }
     if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
     return r;
+  }
+
+  private versionOf(jobId: string): number | undefined {
+    return this.node.data.get(this.groupOf(jobId))?.scheduler.jobs.get(jobId)?.version;
   }
 
   private runAfter(fireId: string): Run {

@@ -426,33 +426,11 @@ export class SchedulerAdmin {
       const datas: Uint8Array[] = [];
       // As for one job: overdue slots are recorded by the old state first (propose()).
       if (action !== 'delete') {
-        const term = this.node.host.groups.get(groupId)?.node.raft.term ?? 0;
         const intents = sm.jobs
           .idsOfTenant(tenant)
           .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
           .filter((i) => i !== undefined);
-        // Cut by size: an intent may name up to 1000 slots, and an entry must stay under 1 MiB.
-        let chunk: FireIntent[] = [];
-        let chunkSlots = 0;
-        const flush = (): void => {
-          if (chunk.length === 0) return;
-          const settle: SchedulerCommand = {
-            op: 'fire-intents',
-            atMs: nowMs,
-            term,
-            intents: chunk,
-          };
-          datas.push(encodeSchedulerCommand(settle));
-          chunk = [];
-          chunkSlots = 0;
-        };
-        for (const intent of intents) {
-          const slots = intent.slots.length + intent.notFired.length + 1;
-          if (chunkSlots + slots > SETTLE_SLOTS_PER_ENTRY_MAX) flush();
-          chunk.push(intent);
-          chunkSlots += slots;
-        }
-        flush();
+        datas.push(...this.settleEntries(groupId, intents, nowMs));
       }
       for (let i = 0; i === 0 || i < resumes.length; i += TENANT_RESUMES_PER_ENTRY_MAX) {
         const c: SchedulerCommand = {
@@ -510,21 +488,42 @@ export class SchedulerAdmin {
     if (intent === undefined) {
       r = (await this.node.host.propose(groupId, encodeSchedulerCommand(c))) as ApplyResult;
     } else {
-      const term = this.node.host.groups.get(groupId)?.node.raft.term ?? 0;
-      const settle: SchedulerCommand = {
-        op: 'fire-intents',
-        atMs: c.atMs,
-        term,
-        intents: [intent],
-      };
-      const results = (await this.node.host.proposeBatch(groupId, [
-        encodeSchedulerCommand(settle),
-        encodeSchedulerCommand(c),
-      ])) as ApplyResult[];
-      r = results[1]!;
+      const datas = [...this.settleEntries(groupId, [intent], c.atMs), encodeSchedulerCommand(c)];
+      const results = (await this.node.host.proposeBatch(groupId, datas)) as ApplyResult[];
+      r = results[results.length - 1]!;
     }
     if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
     return r;
+  }
+
+  /**
+   * `fire-intents` entries recording overdue slots (GroupDispatcher.overdueIntent), cut by size:
+   * an intent may name up to 1000 slots, and an entry must stay well under Raft's 1 MiB bound.
+   */
+  private settleEntries(
+    groupId: number,
+    intents: readonly FireIntent[],
+    atMs: number,
+  ): Uint8Array[] {
+    const term = this.node.host.groups.get(groupId)?.node.raft.term ?? 0;
+    const out: Uint8Array[] = [];
+    let chunk: FireIntent[] = [];
+    let chunkSlots = 0;
+    const flush = (): void => {
+      if (chunk.length === 0) return;
+      const c: SchedulerCommand = { op: 'fire-intents', atMs, term, intents: chunk };
+      out.push(encodeSchedulerCommand(c));
+      chunk = [];
+      chunkSlots = 0;
+    };
+    for (const intent of intents) {
+      const slots = intent.slots.length + intent.notFired.length + 1;
+      if (chunkSlots + slots > SETTLE_SLOTS_PER_ENTRY_MAX) flush();
+      chunk.push(intent);
+      chunkSlots += slots;
+    }
+    flush();
+    return out;
   }
 
   private versionOf(jobId: string): number | undefined {

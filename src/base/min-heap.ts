@@ -1,6 +1,6 @@
 /**
  * A binary min-heap ordered by a caller's `less`: O(log n) push and pop. Used where many
- * items wait on a time (the timing wheel's far index, the simulator's agenda).
+ * items wait on a time (the delivery fair queue, the simulator's agenda).
  */
 export class MinHeap<T> {
   private readonly items: T[] = [];

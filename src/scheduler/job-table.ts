@@ -232,14 +232,6 @@ export class JobTable {
     return row;
   }
 
-  isPaused(id: string): boolean {
-    return this.paused.get(this.rowOf(id)) === 1;
-  }
-
-  nextFireOf(id: string): number | undefined {
-    return this.nextFireAtMs.get(this.rowOf(id));
-  }
-
   setPaused(id: string, paused: boolean, atMs: number): void {
     const row = this.rowOf(id);
     this.paused.set(row, paused ? 1 : 0);

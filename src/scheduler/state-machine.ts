@@ -524,7 +524,6 @@ export class SchedulerStateMachine {
     const lastToken = this.jobs.lastTokenOf(run.jobId);
     if (lastToken !== undefined && c.token > lastToken) this.jobs.setLastToken(run.jobId, c.token);
     const spec = this.jobs.specOf(run.jobId);
-    const job = spec && { retry: spec.retry, paused: this.jobs.pausedOf(run.jobId) === true };
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);
     // A result proposed again after an unknown outcome: the first one counted.
@@ -550,14 +549,15 @@ export class SchedulerStateMachine {
         this.finish(run, 'SUCCEEDED', undefined, c.atMs);
         break;
       case 'retry': {
-        const maxAttempts = job?.retry.maxAttempts ?? 1;
-        const maxAgeMs = job?.retry.maxAgeMs ?? 0;
-        if (!job) this.finish(run, 'DEAD', 'job deleted', c.atMs);
+        const maxAttempts = spec?.retry.maxAttempts ?? 1;
+        const maxAgeMs = spec?.retry.maxAgeMs ?? 0;
+        if (!spec) this.finish(run, 'DEAD', 'job deleted', c.atMs);
         else if (c.attempt >= maxAttempts)
           this.finish(run, 'DEAD', `retries exhausted after ${c.attempt} attempts`, c.atMs);
         else if (c.retryAtMs === undefined || c.retryAtMs - run.slotMs > maxAgeMs)
           this.finish(run, 'DEAD', 'retry would pass the max age', c.atMs);
-        else if (job.paused) this.finish(run, 'SKIPPED', 'paused', c.atMs);
+        else if (this.jobs.pausedOf(run.jobId) === true)
+          this.finish(run, 'SKIPPED', 'paused', c.atMs);
         else {
           assertTransition(run.status, 'SCHEDULED');
           run.status = 'SCHEDULED';

@@ -143,8 +143,14 @@ function metaRecord(
     lookAheadMs: 3000,
     misfireThresholdMs: 5000,
     runsRetainedMax: 100,
+    ...(o.nemeses.includes('clock') && { clockOffsetMaxMs: clockOffsetMax(o, t.R) }),
     sinkFencing: 'term',
   };
+}
+
+/** The bound on clock offsets: below R/4, so a slot a skewed leader fires early is in its window. */
+function clockOffsetMax(o: ChaosOptions, R: number): number {
+  return o.clockOffsetMaxMs ?? Math.min(3000, R / 4);
 }
 
 /** Starts the nodes (logs in the run directory, libfaketime when asked), waits until every
@@ -250,7 +256,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       history: nemesisHistory,
       now,
       electionTimeoutMs: TICK_MS * ELECTION_TICKS * 2,
-      clockOffsetMaxMs: o.clockOffsetMaxMs ?? Math.min(3000, R / 4),
+      clockOffsetMaxMs: clockOffsetMax(o, R),
     });
     await Promise.all([workload.run(o.timeSec * 1000), nemesis.run(now() + o.timeSec * 1000)]);
     log('chaos: workload done; final heal');

@@ -145,6 +145,7 @@ export function jobReadOf(job: Obj): JobRead {
     paused: job['paused'] === true,
     definition,
     nextFireAtMs: num(job['nextFireAtMs']),
+    updatedAtMs: num(job['updatedAtMs']),
   });
 }
 

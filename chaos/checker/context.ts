@@ -47,6 +47,7 @@ export interface Fault {
   readonly startT: DriverMs;
   readonly endT: DriverMs;
   readonly targets: readonly string[];
+  readonly spec?: Readonly<Record<string, unknown>>;
 }
 
 /** A half-open interval of driver time [from, to). */
@@ -168,6 +169,27 @@ export class HistoryContext {
   /** The degraded window containing `t`, if any. */
   degradedAt(t: DriverMs): Interval | undefined {
     return this.degraded.find((w) => w.from <= t && t < w.to);
+  }
+
+  /**
+   * How far ahead of true time some node's clock may have run at any instant of [from, to]: the
+   * largest forward offset of a clock fault overlapping it (δ either side, as a stamp taken just
+   * before a reset may be answered after it). A drift's offset is bounded by the run's
+   * clockOffsetMaxMs. 0 when no clock ran ahead.
+   */
+  clockAheadMs(from: DriverMs, to: DriverMs): number {
+    const delta = this.tolerances.inFlightSlackMs;
+    let ahead = 0;
+    for (const f of this.faults) {
+      if (f.startT > to + delta || f.endT < from - delta) continue;
+      const offset = f.spec?.['offsetMs'];
+      const rate = f.spec?.['rate'];
+      if ((f.kind === 'clock-bump' || f.kind === 'clock-strobe') && typeof offset === 'number')
+        ahead = Math.max(ahead, offset);
+      else if (f.kind === 'clock-drift' && typeof rate === 'number' && rate > 1)
+        ahead = Math.max(ahead, this.meta.clockOffsetMaxMs ?? 0);
+    }
+    return ahead;
   }
 
   /** The tenant of a job, from the definitions sent for it. */
@@ -329,6 +351,7 @@ function pairFaults(records: readonly HistoryRecord[], problems: FieldViolation[
         startT: r.t,
         endT: Number.POSITIVE_INFINITY,
         targets: r.targets,
+        ...(r.spec !== undefined && { spec: r.spec }),
       });
     } else {
       const started = open.get(r.faultId);

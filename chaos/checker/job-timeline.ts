@@ -11,8 +11,14 @@
  * The state changes only at invocation and completion times, so evaluating at each such boundary
  * gives segments with a constant answer. Pure.
  */
-import type { DriverMs, JobDefinition } from '../history/format.js';
-import { acknowledgedDefinition, type HistoryContext, type Interval, type Op } from './context.js';
+import type { DriverMs, EpochMs, JobDefinition } from '../history/format.js';
+import {
+  acknowledgedDefinition,
+  isJobRead,
+  type HistoryContext,
+  type Interval,
+  type Op,
+} from './context.js';
 
 type Field = 'exists' | 'paused' | 'definition';
 
@@ -22,6 +28,8 @@ interface Write {
   /** true/false for exists and paused; a definition key for definition. */
   readonly value: boolean | string;
   readonly definition?: JobDefinition;
+  /** When the cluster stamped the definition (see definitionStampOf), if it said and it is credible. */
+  readonly stampMs?: EpochMs;
 }
 
 /** One stretch of time over which what is known about the job does not change. */
@@ -30,6 +38,11 @@ export interface JobSegment extends Interval {
   readonly active: boolean;
   /** The certain definition, when there is one (whether or not the job is active). */
   readonly definition: JobDefinition | undefined;
+  /**
+   * The earliest instant the certain definition can have taken effect by the cluster's clock:
+   * it owes no slot before. Undefined when some write of it gave no credible stamp.
+   */
+  readonly definitionFromMs: EpochMs | undefined;
   /** Some order consistent with the history has the job paused. */
   readonly maybePaused: boolean;
   /** Some order consistent with the history has the job deleted (after a create). */
@@ -48,23 +61,32 @@ export function slotKey(def: JobDefinition): string {
   ]);
 }
 
+/**
+ * The stamp an ok create or update answered: the leader's clock when it proposed the write, the
+ * instant from which the definition owes slots. A stamp later than the answer is possible only
+ * when a leader's clock ran ahead; it is believed only within the forward offset of the clock
+ * faults around the write, so a wrong stamp can never excuse more than the skew the run injected.
+ */
+function definitionStampOf(ctx: HistoryContext, op: Op): EpochMs | undefined {
+  const value = op.completion?.value;
+  if (op.outcome !== 'ok' || !isJobRead(value) || value.updatedAtMs === undefined) return undefined;
+  const latest = ctx.epochOf(op.completeT) + ctx.clockAheadMs(op.invokeT, op.completeT);
+  return value.updatedAtMs <= latest ? value.updatedAtMs : undefined;
+}
+
 function writesOf(ctx: HistoryContext, jobId: string): Write[] {
   const writes: Write[] = [];
   for (const op of ctx.actionsOn(jobId)) {
     if (op.outcome === 'fail') continue;
     switch (op.f) {
-      case 'create': {
-        const definition = acknowledgedDefinition(op);
+      case 'create':
         writes.push({ op, field: 'exists', value: true });
         writes.push({ op, field: 'paused', value: false });
-        writes.push({ op, field: 'definition', value: slotKey(definition), definition });
+        writes.push(definitionWrite(ctx, op));
         break;
-      }
-      case 'update': {
-        const definition = acknowledgedDefinition(op);
-        writes.push({ op, field: 'definition', value: slotKey(definition), definition });
+      case 'update':
+        writes.push(definitionWrite(ctx, op));
         break;
-      }
       case 'delete':
       case 'bulk-cancel':
         writes.push({ op, field: 'exists', value: false });
@@ -85,6 +107,18 @@ function writesOf(ctx: HistoryContext, jobId: string): Write[] {
   return writes;
 }
 
+function definitionWrite(ctx: HistoryContext, op: Op): Write {
+  const definition = acknowledgedDefinition(op);
+  const stampMs = definitionStampOf(ctx, op);
+  return {
+    op,
+    field: 'definition',
+    value: slotKey(definition),
+    definition,
+    ...(stampMs !== undefined && { stampMs }),
+  };
+}
+
 /** The candidates for the last write of one field at time t (see the module comment). */
 function candidatesAt(writes: readonly Write[], t: DriverMs): Write[] {
   const invoked = writes.filter((w) => w.op.invokeT <= t);
@@ -102,6 +136,8 @@ interface FieldState {
   readonly certain: boolean | string | undefined;
   readonly possible: ReadonlySet<boolean | string>;
   readonly definition: JobDefinition | undefined;
+  /** The earliest stamp of the candidates, if every one has one. */
+  readonly stampMs: EpochMs | undefined;
 }
 
 function fieldAt(writes: readonly Write[], t: DriverMs): FieldState {
@@ -115,6 +151,10 @@ function fieldAt(writes: readonly Write[], t: DriverMs): FieldState {
     certain: only && allDone && candidates.length > 0 ? only.value : undefined,
     possible,
     definition: only && allDone ? only.definition : undefined,
+    stampMs:
+      candidates.length > 0 && candidates.every((w) => w.stampMs !== undefined)
+        ? Math.min(...candidates.map((w) => w.stampMs!))
+        : undefined,
   };
 }
 
@@ -140,6 +180,7 @@ export function jobSegments(ctx: HistoryContext, jobId: string): JobSegment[] {
       to: sorted[i + 1] ?? Number.POSITIVE_INFINITY,
       active: e.certain === true && p.certain === false && d.definition !== undefined,
       definition: d.definition,
+      definitionFromMs: d.definition !== undefined ? d.stampMs : undefined,
       maybePaused: p.possible.has(true),
       maybeDeleted: e.possible.has(false),
     };

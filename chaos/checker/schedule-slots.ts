@@ -90,7 +90,11 @@ export function owedSlots(ctx: HistoryContext, jobId: string): OwedSlots {
       continue;
     }
     const cutoff = Math.min(fireCountCutoff(ctx, jobId, def, schedule), def.endAtMs ?? Infinity);
-    const fromEpoch = Math.max(ctx.epochOf(seg.from), (def.startAtMs ?? -Infinity) - 1);
+    const fromEpoch = Math.max(
+      ctx.epochOf(seg.from),
+      seg.definitionFromMs ?? -Infinity,
+      (def.startAtMs ?? -Infinity) - 1,
+    );
     const toEpoch = Math.min(ctx.epochOf(to), cutoff + 1);
     for (
       let s = nextFire(schedule, fromEpoch);

@@ -77,6 +77,12 @@ export interface JobRead {
   readonly definition: JobDefinition;
   /** The next slot the cluster will consider; absent when the job has no slot left. */
   readonly nextFireAtMs?: EpochMs;
+  /**
+   * When the cluster stamped the current definition: the leader's clock when it proposed the
+   * create or update. The definition owes slots after this instant, so a leader whose clock ran
+   * ahead owes none of the slots it already saw as past (docs/chaos-checker.md).
+   */
+  readonly updatedAtMs?: EpochMs;
 }
 
 export type RunStatus =
@@ -288,6 +294,8 @@ export interface MetaRecord {
   readonly misfireThresholdMs?: number;
   /** How many finished runs the cluster keeps per job (runsPerJobMax, default 100). */
   readonly runsRetainedMax?: number;
+  /** The bound on any clock fault's offset (clock nemesis); bounds a drift's offset. */
+  readonly clockOffsetMaxMs?: number;
   /**
    * The rule the sink fenced with: `token` refuses a token not higher than the highest it
    * accepted for the job; `term` refuses a token of an older leader term (token / 2^24) than the

@@ -197,8 +197,22 @@ export class HistoryBuilder {
     return this;
   }
 
-  fault(faultId: string, kind: NemesisKind, startT: number, endT: number | undefined): this {
-    this.list.push({ type: 'nemesis', t: startT, phase: 'start', faultId, kind, targets: ['n1'] });
+  fault(
+    faultId: string,
+    kind: NemesisKind,
+    startT: number,
+    endT: number | undefined,
+    spec?: Readonly<Record<string, unknown>>,
+  ): this {
+    this.list.push({
+      type: 'nemesis',
+      t: startT,
+      phase: 'start',
+      faultId,
+      kind,
+      targets: ['n1'],
+      ...(spec !== undefined && { spec }),
+    });
     if (endT !== undefined)
       this.list.push({ type: 'nemesis', t: endT, phase: 'end', faultId, kind, targets: ['n1'] });
     return this;

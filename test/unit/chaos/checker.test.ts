@@ -99,6 +99,43 @@ t.test('an owed slot with no delivery and no run record is reported', (t) => {
   t.end();
 });
 
+t.test(
+  'a definition stamped by a leader whose clock ran ahead owes no slot before the stamp',
+  (t) => {
+    // The create is answered at 10 ms; the leader that proposed it read 2.5 s on its clock, so
+    // to the cluster slots 1 and 2 were already past: the definition took effect after them.
+    const def = everySecond();
+    const skewed = (aheadMs: number | undefined): HistoryBuilder => {
+      const b = new HistoryBuilder().op('create', 0, 10, 'ok', {
+        jobId: J,
+        definition: def,
+        requestId: `req-${J}`,
+        value: { ...readOf(J, def), updatedAtMs: slot(2.5) },
+      });
+      if (aheadMs !== undefined)
+        b.fault('c1', 'clock-bump', -100, 4_000, {
+          offsetMs: aheadMs,
+          faketime: `+${aheadMs / 1000}s`,
+        });
+      return b
+        .deliverSeconds(J, 3, 19)
+        .final(J, 20_000, readOf(J, def), HistoryBuilder.succeeded(3, 19));
+    };
+    t.same(found(checkHistory(skewed(3_000).records)), {}, 'within the injected skew: believed');
+    t.same(
+      found(checkHistory(skewed(1_000).records)),
+      { 'slot-without-run': 2 },
+      'a stamp later than the skew allows is not believed',
+    );
+    t.same(
+      found(checkHistory(skewed(undefined).records)),
+      { 'slot-without-run': 2 },
+      'with no clock fault, slots after the answer are owed whatever the stamp says',
+    );
+    t.end();
+  },
+);
+
 t.test('a missing slot no read could have shown is unobserved, not a violation', (t) => {
   // An incomplete read holding only the newest runs does not reach back to slot 7.
   const report = checkHistory(

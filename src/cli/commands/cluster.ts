@@ -5,6 +5,7 @@
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import { registerMembershipCommands } from './membership.js';
+import { registerSplitCommand } from './split.js';
 import {
   EXIT_CODES_HELP,
   printJson,
@@ -75,6 +76,7 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
       }),
     );
   registerMembershipCommands(cluster, run);
+  registerSplitCommand(cluster, run);
   program.addCommand(cluster);
 
   const leader = new Command('leader').description('group leadership');

@@ -13,11 +13,7 @@
 import { TickraftError, ValidationError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
-import {
-  encodeSplitEntry,
-  type SplitEntry,
-  type SplitRecord,
-} from '../placement/split-state.js';
+import { encodeSplitEntry, type SplitEntry, type SplitRecord } from '../placement/split-state.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ApiContext } from './api-context.js';
 import { groupMembershipLocal } from './membership-admin.js';
@@ -35,7 +31,9 @@ export const SPLIT_DRAIN_MAX_MS = 5000;
 /** Commits a meta split command on this node (the meta leader); a refusal becomes its error. */
 async function proposeSplitMeta(
   api: ApiContext,
-  c: { op: 'begin-split'; groupId: number } | { op: 'finish-split'; groupId: number; childId: number },
+  c:
+    | { op: 'begin-split'; groupId: number }
+    | { op: 'finish-split'; groupId: number; childId: number },
 ): Promise<SplitRecord | undefined> {
   const r = (await api.node.host.propose(META_GROUP_ID, encodeMetaCommand(c))) as MetaResult;
   if (!r.ok) throw new SplitError(r.code, r.reason);
@@ -47,13 +45,23 @@ export async function beginSplitLocal(api: ApiContext, req: Msg): Promise<Msg> {
   const groupId = num(req, 'groupId');
   const split = await proposeSplitMeta(api, { op: 'begin-split', groupId });
   if (!split) throw new SplitError('META_NO_SPLIT', `group ${groupId} was not split`);
-  return { groupId, childGroupId: split.childId, mid: split.mid, start: split.start, end: split.end };
+  return {
+    groupId,
+    childGroupId: split.childId,
+    mid: split.mid,
+    start: split.start,
+    end: split.end,
+  };
 }
 
 /** Validates a SplitGroup request against this node's meta state (begin-split checks again). */
 export function checkSplitRequest(api: ApiContext, req: Msg): void {
   const groupId = req['groupId'];
-  if (typeof groupId !== 'number' || groupId === META_GROUP_ID || !api.node.meta.groups.has(groupId))
+  if (
+    typeof groupId !== 'number' ||
+    groupId === META_GROUP_ID ||
+    !api.node.meta.groups.has(groupId)
+  )
     throw new ValidationError('REQUEST_INVALID', [
       { field: 'groupId', reason: `no data group ${String(groupId)}` },
     ]);
@@ -133,12 +141,19 @@ export class SplitDriver {
       this.carry(split)
         .catch((err: unknown) => {
           // The next pass tries again (the parent's leader changed, a node is restarting).
-          this.log.warn({ group: split.groupId, err: String(err) }, 'split step failed; will retry');
+          this.log.warn(
+            { group: split.groupId, err: String(err) },
+            'split step failed; will retry',
+          );
         })
         .finally(() => this.busy.delete(split.groupId));
     }
     const now = Date.now();
-    if (this.api.node.config.splitJobs > 0 && !this.checking && now - this.lastCheckMs >= this.checkEveryMs) {
+    if (
+      this.api.node.config.splitJobs > 0 &&
+      !this.checking &&
+      now - this.lastCheckMs >= this.checkEveryMs
+    ) {
       this.lastCheckMs = now;
       this.checking = true;
       this.checkBounds()
@@ -158,9 +173,17 @@ export class SplitDriver {
       mid: split.mid,
       end: split.end,
     };
-    this.log.info({ group: split.groupId, child: split.childId, mid: split.mid }, 'split: parent entry');
-    const r = await this.api.onGroup(this.ctx(), split.groupId, 'NodeService', 'SplitGroup', req, () =>
-      splitGroupLocal(this.api, split.groupId, req),
+    this.log.info(
+      { group: split.groupId, child: split.childId, mid: split.mid },
+      'split: parent entry',
+    );
+    const r = await this.api.onGroup(
+      this.ctx(),
+      split.groupId,
+      'NodeService',
+      'SplitGroup',
+      req,
+      () => splitGroupLocal(this.api, split.groupId, req),
     );
     await proposeSplitMeta(this.api, {
       op: 'finish-split',

@@ -11,7 +11,12 @@ import {
   type MembershipCommand,
   type MoveRecord,
 } from './membership-state.js';
-import { applySplitCommand, isSplitCommand, type SplitCommand, type SplitRecord } from './split-state.js';
+import {
+  applySplitCommand,
+  isSplitCommand,
+  type SplitCommand,
+  type SplitRecord,
+} from './split-state.js';
 
 export type MemberState = 'active' | 'draining' | 'removed';
 
@@ -90,8 +95,7 @@ export type MetaCommand =
   | SplitCommand;
 
 export type MetaResult =
-  | { ok: true; split?: SplitRecord }
-  | { ok: false; code: string; reason: string };
+  { ok: true; split?: SplitRecord } | { ok: false; code: string; reason: string };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -36,8 +36,7 @@ export type SplitCommand =
   | { readonly op: 'finish-split'; readonly groupId: number; readonly childId: number };
 
 export type SplitResult =
-  | { ok: true; split?: SplitRecord }
-  | { ok: false; code: string; reason: string };
+  { ok: true; split?: SplitRecord } | { ok: false; code: string; reason: string };
 
 export interface SplitState {
   readonly groups: Map<number, SplitGroup>;
@@ -94,10 +93,7 @@ function beginSplit(s: SplitState, groupId: number, wantMid: number | undefined)
   return { ok: true, split };
 }
 
-function finishSplit(
-  s: SplitState,
-  c: Extract<SplitCommand, { op: 'finish-split' }>,
-): SplitResult {
+function finishSplit(s: SplitState, c: Extract<SplitCommand, { op: 'finish-split' }>): SplitResult {
   const split = s.splits.get(c.groupId);
   const g = s.groups.get(c.groupId);
   if (!split || !g || split.childId !== c.childId) {

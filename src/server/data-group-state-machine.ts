@@ -85,7 +85,8 @@ export class DataGroupStateMachine implements GroupStateMachine {
     child.restore(this.snapshot());
     child.children = [];
     child.setRange({ start: c.mid, end: c.end });
-    const movedJobs = child.dropUnowned();
+    child.dropUnowned();
+    const movedJobs = child.scheduler.jobs.size;
     this.setRange({ start: c.start, end: c.mid });
     this.children.push(c.childId);
     this.dropUnowned();

@@ -73,6 +73,15 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
             ]),
           );
         }
+        const splits = (st['splits'] as Obj[] | undefined) ?? [];
+        if (splits.length > 0) {
+          run.io.writeOut('\n');
+          table(
+            run,
+            ['SPLITTING GROUP', 'AT', 'UPPER HALF TO GROUP'],
+            splits.map((sp) => [text(sp['groupId']), text(sp['mid']), text(sp['childGroupId'])]),
+          );
+        }
       }),
     );
   registerMembershipCommands(cluster, run);

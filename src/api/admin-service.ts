@@ -21,6 +21,7 @@ import type { Msg } from './convert.js';
 import { localListJobs } from './job-service.js';
 import { drainNode, rebalance, removeNode } from './rebalance-admin.js';
 import { isDeadKey } from './pagination.js';
+import { beginSplitLocal, checkSplitRequest, splitGroupLocal } from './split-admin.js';
 import { localListDead } from './run-service.js';
 import { sleep, type CallContext } from './router.js';
 import { num, str, unary, type Handler } from './service-kit.js';
@@ -126,6 +127,13 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
       toNode: m.to,
       phase: m.phase,
     })),
+    splits: [...meta.splits.values()].map((sp) => ({
+      groupId: sp.groupId,
+      childGroupId: sp.childId,
+      start: sp.start,
+      mid: sp.mid,
+      end: sp.end,
+    })),
   };
 }
 
@@ -190,6 +198,12 @@ export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplem
         transferLeader(api, ctx, req),
       );
     },
+    SplitGroup: (req, ctx) => {
+      checkSplitRequest(api, req);
+      return api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'SplitGroup', req, () =>
+        beginSplitLocal(api, req),
+      );
+    },
     BulkPause: (req, ctx) => bulkTenantJobs(api, ctx, req, 'pause'),
     BulkResume: (req, ctx) => bulkTenantJobs(api, ctx, req, 'resume'),
     BulkCancel: (req, ctx) => bulkTenantJobs(api, ctx, req, 'delete'),
@@ -244,6 +258,12 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
       const action = tenantJobsActionOf(req);
       return api.onGroup(ctx, groupId, 'NodeService', 'GroupTenantJobs', req, () =>
         api.admin.tenantJobs(groupId, tenant, action),
+      );
+    },
+    SplitGroup: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      return api.onGroup(ctx, groupId, 'NodeService', 'SplitGroup', req, () =>
+        splitGroupLocal(api, groupId, req),
       );
     },
     LocalStatus: () => Promise.resolve(localStatus(api)),

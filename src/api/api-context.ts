@@ -35,7 +35,7 @@ export class ApiContext {
   /** Runs `local` on the leader of `groupId`, forwarding `service.name(req)` there if need be. */
   onGroup<T>(
     ctx: CallContext,
-    groupId: number,
+    groupId: number | (() => number),
     service: keyof ApiServices,
     name: string,
     req: unknown,

@@ -9,19 +9,36 @@ import type { MetaStateMachine } from '../placement/meta-state.js';
 import type { NodeId } from '../raft/messages.js';
 import type { SchedulerStateMachine } from '../scheduler/state-machine.js';
 
+/** A data group's state as the API reads it. */
+export interface DataGroupView {
+  readonly scheduler: SchedulerStateMachine;
+  /** False once a split moved the key's shard hash out of this group's range. */
+  owns(key: string): boolean;
+}
+
 export interface ApiNode {
   readonly id: NodeId;
   readonly meta: MetaStateMachine;
-  readonly config: { readonly groups: number };
+  readonly config: {
+    readonly groups: number;
+    /** A group holding more jobs than this is split in two; 0 = never automatically. */
+    readonly splitJobs: number;
+  };
   readonly host: Pick<
     MultiRaftHost,
     'groups' | 'propose' | 'proposeBatch' | 'read' | 'report' | 'proposeConfChange'
   >;
-  readonly data: ReadonlyMap<number, { readonly scheduler: SchedulerStateMachine }>;
+  readonly data: ReadonlyMap<number, DataGroupView>;
   /** Graceful hand-over of a data group (drains in-flight deliveries first). */
   readonly scheduler: {
     handOver(groupId: number, to: NodeId): void;
     /** On the group's leader: the intent recording the job's overdue slots, if any. */
     overdueIntent(groupId: number, jobId: string, nowMs: number): FireIntent | undefined;
+    /**
+     * On the group's leader: stops new intents and deliveries and resolves once the in-flight
+     * ones have finished and their results committed (or after `maxMs`); endDrain resumes.
+     */
+    drain(groupId: number, maxMs: number): Promise<void>;
+    endDrain(groupId: number): void;
   };
 }

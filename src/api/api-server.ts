@@ -12,6 +12,7 @@ import type { ApiNode } from './api-node.js';
 import { jobServiceHandlers } from './job-service.js';
 import { MoveDriver } from './membership-admin.js';
 import { runServiceHandlers } from './run-service.js';
+import { SplitDriver } from './split-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { tenantServiceHandlers } from './tenant-service.js';
 
@@ -24,6 +25,8 @@ export class ApiServer {
   private registering = false;
   /** Carries replica moves through their steps while this node leads the meta group. */
   private readonly moves: MoveDriver;
+  /** Carries range splits through (and triggers them) while this node leads the meta group. */
+  readonly splits: SplitDriver;
 
   constructor(
     private readonly node: ApiNode,
@@ -33,6 +36,7 @@ export class ApiServer {
   ) {
     this.api = new ApiContext(node, log);
     this.moves = new MoveDriver(this.api, log);
+    this.splits = new SplitDriver(this.api, log);
   }
 
   addTo(server: grpc.Server): void {
@@ -48,6 +52,7 @@ export class ApiServer {
     this.timer = setInterval(() => this.register(), REGISTER_EVERY_MS);
     this.timer.unref();
     this.moves.start();
+    this.splits.start();
   }
 
   /**

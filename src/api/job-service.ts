@@ -66,7 +66,7 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   ): Promise<T> => {
     const jobId = str(req, 'jobId');
     requireJobId(jobId);
-    return api.onGroup(ctx, admin.groupOf(jobId), 'JobService', name, req, local);
+    return api.onGroup(ctx, () => admin.groupOf(jobId), 'JobService', name, req, local);
   };
 
   const handlers: Record<string, Handler> = {

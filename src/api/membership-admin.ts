@@ -94,6 +94,7 @@ export function groupMembershipLocal(api: ApiContext, groupId: number): Promise<
     learners: st.confState.learners,
     learnersNext: st.confState.learnersNext,
     progress: [...st.progress].map(([nodeId, p]) => ({ nodeId, match: p.match })),
+    jobCount: api.node.data.get(groupId)?.scheduler.jobs.size ?? 0,
   });
 }
 

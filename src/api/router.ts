@@ -70,11 +70,15 @@ export class Router {
    */
   async onGroup<T>(
     ctx: CallContext,
-    groupId: number,
+    group: number | (() => number),
     local: () => Promise<T>,
     method: MethodRef,
     request: unknown,
   ): Promise<T> {
+    // A call about one job names the group by a function: after a stale route (the group's
+    // range was split) the retry looks the job up again in the refreshed map.
+    const groupNow = typeof group === 'number' ? () => group : group;
+    let groupId = groupNow();
     if (ctx.forwarded && ctx.route !== undefined) {
       const mine = `${groupId}:${this.epochOf(groupId)}`;
       if (ctx.route !== mine)
@@ -105,6 +109,7 @@ export class Router {
         if (codeOf(err) === 'ROUTE_STALE' && this.node.host.groups.has(META_GROUP_ID))
           await this.node.host.read(META_GROUP_ID).catch(() => undefined);
         await sleep(Math.min(RETRY_PAUSE_MS, Math.max(0, ctx.deadlineMs - Date.now())));
+        groupId = groupNow();
       }
     }
   }

@@ -40,7 +40,7 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   const { admin } = api;
   const onFire = <T>(ctx: CallContext, name: string, req: Msg, local: () => Promise<T>) => {
     const jobId = jobIdOfFireId(str(req, 'fireId'));
-    return api.onGroup(ctx, admin.groupOf(jobId), 'RunService', name, req, local);
+    return api.onGroup(ctx, () => admin.groupOf(jobId), 'RunService', name, req, local);
   };
 
   const handlers: Record<string, Handler> = {
@@ -59,8 +59,9 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
         throw new ValidationError('REQUEST_INVALID', [
           { field: 'pageToken', reason: 'is not a page token of ListRuns' },
         ]);
-      return api.onGroup(ctx, admin.groupOf(jobId), 'RunService', 'ListRuns', req, async () => {
-        const sm = await admin.readGroup(admin.groupOf(jobId));
+      const groupOf = (): number => admin.groupOf(jobId);
+      return api.onGroup(ctx, groupOf, 'RunService', 'ListRuns', req, async () => {
+        const sm = await admin.readJobGroup(jobId);
         const job = sm.jobs.get(jobId);
         const runs = sm.runsOf(jobId);
         if (!job && runs.length === 0)

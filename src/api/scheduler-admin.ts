@@ -37,7 +37,8 @@ import {
 } from '../scheduler/commands.js';
 import { fireIdOf, type Job, type Run } from '../scheduler/model.js';
 import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-machine.js';
-import type { ApiNode } from './api-node.js';
+import type { ApiNode, DataGroupView } from './api-node.js';
+import { RouteStaleError } from './router.js';
 
 export const CREATE_BATCH_MAX = 1000;
 export const BACKFILL_MAX = 1000;
@@ -250,10 +251,23 @@ export class SchedulerAdmin {
   /** A run with every attempt, after a ReadIndex. */
   async getRun(fireId: string): Promise<{ run: Run; tenant: string }> {
     const jobId = jobIdOfFireId(fireId);
-    const sm = await this.readGroup(this.groupOf(jobId));
+    const sm = await this.readJobGroup(jobId);
     const run = sm.runs.get(fireId);
     if (!run) throw new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
     return { run, tenant: sm.jobs.get(run.jobId)?.tenant ?? '' };
+  }
+
+  /**
+   * The scheduler state of the group that owns `jobId`, current as of a ReadIndex; ROUTE_STALE
+   * when that group split the job away since this node's map was read (the router retries).
+   */
+  async readJobGroup(jobId: string): Promise<SchedulerStateMachine> {
+    const groupId = this.groupOf(jobId);
+    const data = this.node.data.get(groupId);
+    if (!data) throw new NotLeaderError(groupId, '', 'group not hosted on this node');
+    await this.node.host.read(groupId);
+    requireOwned(data, groupId, jobId);
+    return data.scheduler;
   }
 
   /** The scheduler state of `groupId` on this node, current as of a ReadIndex. */
@@ -463,6 +477,7 @@ export class SchedulerAdmin {
     const data = this.node.data.get(groupId);
     if (!data) throw new NotLeaderError(groupId, '');
     await this.node.host.read(groupId);
+    requireOwned(data, groupId, jobId);
     const job = data.scheduler.jobs.get(jobId);
     if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
     return { job, runs: data.scheduler.runsOf(jobId) };
@@ -541,4 +556,13 @@ export class SchedulerAdmin {
     if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
     return job;
   }
+}
+
+/** ROUTE_STALE when the group's own state says `jobId` was split away from it. */
+function requireOwned(data: DataGroupView, groupId: number, jobId: string): void {
+  if (!data.owns(jobId))
+    throw new RouteStaleError(
+      'ROUTE_STALE',
+      `job ${jobId} is no longer in group ${groupId} (its range was split); routing again`,
+    );
 }

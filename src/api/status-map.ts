@@ -46,6 +46,11 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   META_MOVE_PHASE: grpc.status.FAILED_PRECONDITION,
   MEMBERSHIP_CHANGE_REFUSED: grpc.status.UNAVAILABLE,
   NODE_STILL_REACHABLE: grpc.status.FAILED_PRECONDITION,
+  // Range splits (src/placement/split-state.ts, src/api/split-admin.ts).
+  META_SPLIT_IN_FLIGHT: grpc.status.FAILED_PRECONDITION,
+  META_SPLIT_INVALID: grpc.status.FAILED_PRECONDITION,
+  META_NO_SPLIT: grpc.status.NOT_FOUND,
+  SPLIT_INVALID: grpc.status.FAILED_PRECONDITION,
   GROUP_QUORUM_LOST: grpc.status.FAILED_PRECONDITION,
 };
 

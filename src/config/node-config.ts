@@ -38,6 +38,8 @@ export interface NodeOptions {
   lookAheadMs?: number;
   /** A slot later than this (ms) counts as misfired and goes through the job's misfire policy. @default 5000 */
   misfireThresholdMs?: number;
+  /** A data group holding more jobs than this is split in two (range split); 0 never. @default 1000000 */
+  splitJobs?: number;
   /** Connections one node opens to one webhook origin. @default 64 */
   webhookConnections?: number;
   /** Deliveries in flight to one origin (beyond the connections they queue in the pool). @default 1024 */
@@ -87,6 +89,8 @@ export interface CompiledNodeConfig {
   readonly snapshotEveryEntries: number;
   readonly snapshotEveryBytes: number;
   readonly shutdownTimeoutMs: number;
+  /** Job count above which the meta leader splits a data group; 0 = never automatically. */
+  readonly splitJobs: number;
   readonly scheduler: SchedulerConfig;
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
@@ -114,6 +118,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   shutdownTimeoutMs: '--shutdown-timeout-ms',
   lookAheadMs: '--look-ahead-ms',
   misfireThresholdMs: '--misfire-threshold-ms',
+  splitJobs: '--split-jobs',
   webhookConnections: '--webhook-connections',
   originInflight: '--origin-inflight',
   tenantInflight: '--tenant-inflight',
@@ -200,6 +205,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     0,
     86_400_000,
   );
+  const splitJobs = int('splitJobs', options.splitJobs ?? 1_000_000, 0, 1_000_000_000);
   const connectionsPerOrigin = int('webhookConnections', options.webhookConnections ?? 64, 1, 4096);
   const originInflightMax = int('originInflight', options.originInflight ?? 1024, 1, 1_000_000);
   const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
@@ -221,6 +227,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     snapshotEveryEntries,
     snapshotEveryBytes,
     shutdownTimeoutMs,
+    splitJobs,
     scheduler: { lookAheadMs, misfireThresholdMs },
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
     metricsListen,

@@ -17,8 +17,25 @@ import type { ProposeResult } from '../raft/raft.js';
 import { RawNode } from '../raft/raw-node.js';
 import type { Ready } from '../raft/ready.js';
 
+/**
+ * A group to create on this node from a state machine's own state at an applied entry (a range
+ * split): its initial snapshot is `data` at (`index`, `term`), its voters the parent's.
+ */
+export interface GroupSpawn {
+  readonly groupId: number;
+  readonly index: number;
+  readonly term: number;
+  readonly data: Uint8Array;
+}
+
 /** What a group's replicated state machine must offer the runtime. */
 export interface GroupStateMachine {
+  /**
+   * Groups the entries applied since the last call ask to create (optional). The host creates
+   * them before it takes any snapshot of this group, so a crash never loses one: until then the
+   * entry that asked is still in the log and is applied again at restart.
+   */
+  takeSpawns?(): GroupSpawn[];
   /** Applies a committed normal entry; the result goes to the proposer. Must be deterministic. */
   apply(entry: Entry): unknown;
   /** The whole state at the last applied index. */

@@ -13,10 +13,23 @@ import type { SeededRand } from '../base/rand.js';
 import type { CompiledRaftConfig } from '../raft/config.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { LogStorage } from '../raft/log-storage.js';
-import type { ConfChange, Entry, HardState, Message, NodeId, Snapshot } from '../raft/messages.js';
+import {
+  NO_NODE,
+  type ConfChange,
+  type Entry,
+  type HardState,
+  type Message,
+  type NodeId,
+  type Snapshot,
+} from '../raft/messages.js';
 import type { ProposeResult } from '../raft/raft.js';
 import type { Ready } from '../raft/ready.js';
-import { GroupReplica, type GroupStateMachine, type InboxItem } from './group-replica.js';
+import {
+  GroupReplica,
+  type GroupSpawn,
+  type GroupStateMachine,
+  type InboxItem,
+} from './group-replica.js';
 import { Ticker } from './ticker.js';
 
 export interface GroupMessage {
@@ -108,6 +121,8 @@ export class MultiRaftHost {
   afterTurn: (() => void) | undefined;
   /** Called once a group's replica was deleted from this node (removeGroup). */
   onGroupRemoved: ((groupId: number) => void) | undefined;
+  /** Called once a group was created on this node from another group's state (a split). */
+  onGroupSpawned: ((groupId: number, parentId: number) => void) | undefined;
   /** Metrics hook: called with each group commit's stats (the store's object, not a copy). */
   onCommit: ((stats: CommitStats) => void) | undefined;
 
@@ -320,6 +335,10 @@ export class MultiRaftHost {
       g.applyReady(rd);
       g.node.advance();
     }
+    for (const [g, rd] of readies) {
+      if (rd.committedEntries.length === 0 || g.stateMachine.takeSpawns === undefined) continue;
+      for (const s of g.stateMachine.takeSpawns()) await this.spawn(g, s);
+    }
     await this.maybeSnapshot();
     this.afterTurn?.();
     // Advancing can produce more work (self-acknowledged commits, auto-leave): go again.
@@ -329,6 +348,48 @@ export class MultiRaftHost {
         break;
       }
     }
+  }
+
+  /**
+   * Creates a group from a parent's state at an applied entry (a range split): its storage
+   * holds that state as its first snapshot, with the parent's voters, and a hard state at the
+   * entry's term, so its first election is in a later term than the parent's at the split
+   * (fencing tokens keep rising per job). Every replica of the parent does the same at the
+   * same index, so the new group needs no data sent over the network. A group already here (a
+   * replay after a restart, or an empty replica the membership runtime created) is left alone.
+   * The parent's leader campaigns for the child at once, so it is not leaderless for an
+   * election timeout.
+   */
+  private async spawn(parent: GroupReplica, s: GroupSpawn): Promise<void> {
+    if (this.groups.has(s.groupId)) return;
+    const store = this.opts.store;
+    const cs = parent.node.raft.confState;
+    assert(
+      cs.votersOutgoing.length === 0,
+      `group ${parent.groupId} split while its configuration is joint`,
+    );
+    if (store.group(s.groupId) === undefined) await store.createGroup(s.groupId, undefined);
+    if (store.group(s.groupId)!.lastIndex() < s.index) {
+      const snapshot: Snapshot = {
+        meta: {
+          index: s.index,
+          term: s.term,
+          confState: { ...cs, learners: [], learnersNext: [], autoLeave: false },
+        },
+        data: s.data,
+      };
+      await store.commit([
+        {
+          groupId: s.groupId,
+          entries: [],
+          hardState: { term: s.term, vote: NO_NODE, commit: s.index },
+          snapshot,
+        },
+      ]);
+    }
+    const child = this.attach(s.groupId);
+    if (parent.isLeader) child.inbox.push({ kind: 'campaign' });
+    this.onGroupSpawned?.(s.groupId, parent.groupId);
   }
 
   private async removeNow(): Promise<void> {

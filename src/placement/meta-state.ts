@@ -11,6 +11,12 @@ import {
   type MembershipCommand,
   type MoveRecord,
 } from './membership-state.js';
+import {
+  applySplitCommand,
+  isSplitCommand,
+  type SplitCommand,
+  type SplitRecord,
+} from './split-state.js';
 
 export type MemberState = 'active' | 'draining' | 'removed';
 
@@ -28,6 +34,8 @@ export interface GroupRecord {
   readonly replicas: readonly NodeId[];
   /** Bumped on every change of range or replicas; routing caches compare it. */
   readonly epoch: number;
+  /** The group this one was split from, if any (its replicas were created by the split). */
+  readonly splitFrom?: number | undefined;
 }
 
 /**
@@ -82,9 +90,12 @@ export type MetaCommand =
   /** A node records its own client API address, so that others can forward calls to it. */
   | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string }
   /** Joins, drains, removals and replica moves: membership-state.ts. */
-  | MembershipCommand;
+  | MembershipCommand
+  /** Splits of a group's hash range: split-state.ts. */
+  | SplitCommand;
 
-export type MetaResult = { ok: true } | { ok: false; code: string; reason: string };
+export type MetaResult =
+  { ok: true; split?: SplitRecord } | { ok: false; code: string; reason: string };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -100,9 +111,20 @@ export class MetaStateMachine implements GroupStateMachine {
   readonly tenants = new Map<string, TenantRecord>();
   /** Replica moves in flight, by group (membership-state.ts). */
   readonly moves = new Map<number, MoveRecord>();
+  /** Range splits in flight, by parent group (split-state.ts). */
+  readonly splits = new Map<number, SplitRecord>();
+  /** The highest data group id ever used: a split's child takes the next one. */
+  maxGroupId = 0;
 
   apply(entry: Entry): MetaResult {
     const c = JSON.parse(decoder.decode(entry.data)) as MetaCommand;
+    if (isSplitCommand(c)) return applySplitCommand(this, c);
+    if (c.op === 'begin-move' && this.splits.has(c.groupId))
+      return {
+        ok: false,
+        code: 'META_SPLIT_IN_FLIGHT',
+        reason: `group ${c.groupId} is being split; move its replicas once the split is done`,
+      };
     if (isMembershipCommand(c)) return applyMembershipCommand(this, c);
     switch (c.op) {
       case 'init':
@@ -115,6 +137,7 @@ export class MetaStateMachine implements GroupStateMachine {
           };
         for (const m of c.members) this.members.set(m.id, { ...m, state: 'active' });
         for (const g of c.groups) this.groups.set(g.id, { ...g, epoch: 1 });
+        this.maxGroupId = Math.max(0, ...c.groups.map((g) => g.id));
         this.initialized = true;
         return { ok: true };
       case 'put-tenant':
@@ -163,6 +186,8 @@ export class MetaStateMachine implements GroupStateMachine {
         groups: [...this.groups.values()],
         tenants: [...this.tenants.values()],
         moves: [...this.moves.values()],
+        splits: [...this.splits.values()],
+        maxGroupId: this.maxGroupId,
       }),
     );
   }
@@ -174,6 +199,8 @@ export class MetaStateMachine implements GroupStateMachine {
       groups: GroupRecord[];
       tenants?: TenantRecord[];
       moves?: MoveRecord[];
+      splits?: SplitRecord[];
+      maxGroupId?: number;
     };
     this.initialized = s.initialized;
     this.members.clear();
@@ -184,5 +211,9 @@ export class MetaStateMachine implements GroupStateMachine {
     for (const t of s.tenants ?? []) this.tenants.set(t.id, tenantWithDefaults(t));
     this.moves.clear();
     for (const m of s.moves ?? []) this.moves.set(m.groupId, m);
+    this.splits.clear();
+    for (const sp of s.splits ?? []) this.splits.set(sp.groupId, sp);
+    // Snapshots written before splits existed: the highest id of the map is the highest used.
+    this.maxGroupId = s.maxGroupId ?? Math.max(0, ...s.groups.map((g) => g.id));
   }
 }

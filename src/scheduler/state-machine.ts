@@ -37,7 +37,9 @@ export type SchedulerErrorCode =
   | 'JOB_VERSION_CONFLICT'
   | 'RUN_NOT_FOUND'
   | 'RUN_WRONG_STATE'
-  | 'INTENT_STALE';
+  | 'INTENT_STALE'
+  /** The job's shard hash is outside the range this group owns (it was split away). */
+  | 'ROUTE_STALE';
 
 export type ApplyResult =
   | {
@@ -102,8 +104,17 @@ export class SchedulerStateMachine {
     return this.applyCommand(decodeSchedulerCommand(entry.data));
   }
 
+  /**
+   * Which job ids this group owns; undefined = all. Set by the data group once a split cut its
+   * range (deterministic: derived from the committed split entry). A user command for a job
+   * outside it is refused with ROUTE_STALE, so a caller routing by an old map retries.
+   */
+  owns: ((jobId: string) => boolean) | undefined;
+
   applyCommand(c: SchedulerCommand): ApplyResult {
     this.appliedCommands++;
+    const stale = this.staleRoute(c);
+    if (stale) return stale;
     this.noteTouched(c);
     const result = this.dispatch(c);
     this.expire(c.atMs);
@@ -169,6 +180,58 @@ export class SchedulerStateMachine {
       default:
         assertNever(c, 'scheduler command');
     }
+  }
+
+  private staleRoute(c: SchedulerCommand): ApplyResult | undefined {
+    const owns = this.owns;
+    if (owns === undefined) return undefined;
+    let jobId: string;
+    switch (c.op) {
+      case 'create-job':
+      case 'update-job':
+      case 'delete-job':
+      case 'pause-job':
+      case 'resume-job':
+      case 'trigger-job':
+      case 'backfill-job':
+        jobId = c.jobId;
+        break;
+      case 'replay-run':
+        jobId = c.fireId.slice(0, Math.max(0, c.fireId.lastIndexOf(':')));
+        break;
+      default:
+        // The leader's own commands name jobs it holds; one for a job split away is a no-op.
+        return undefined;
+    }
+    if (owns(jobId)) return undefined;
+    return fail('ROUTE_STALE', `job ${jobId} is no longer in this group (its range was split)`);
+  }
+
+  /**
+   * Drops every job (with its runs, DLQ entries, request ids and retention entries) that
+   * `keep` rejects; used by a range split on both sides. The dropped ids count as touched, so
+   * the dispatcher's indexes forget them at the next afterApply.
+   */
+  keepOnly(keep: (jobId: string) => boolean): number {
+    let dropped = 0;
+    for (const id of [...this.jobs.keys()]) {
+      if (keep(id)) continue;
+      this.jobs.delete(id);
+      this.touchedJobs.add(id);
+      dropped++;
+    }
+    for (const [fireId, run] of [...this.runs]) {
+      if (keep(run.jobId)) continue;
+      this.runs.delete(fireId);
+      this.dead.delete(fireId);
+      this.touchedRuns.add(fireId);
+      this.touchedJobs.add(run.jobId);
+    }
+    for (const jobId of [...this.runsByJob.keys()]) if (!keep(jobId)) this.runsByJob.delete(jobId);
+    for (const [rid, [jobId]] of [...this.requestIds])
+      if (!keep(jobId)) this.requestIds.delete(rid);
+    for (const jobId of [...this.finished.keys()]) if (!keep(jobId)) this.finished.delete(jobId);
+    return dropped;
   }
 
   /** The ids touched since the last call (a restore touches everything). */

@@ -103,6 +103,11 @@ export class KvStateMachine implements GroupStateMachine {
     return this.data.get(key);
   }
 
+  /** Drops every key `keep` rejects (a range split). */
+  keepOnly(keep: (key: string) => boolean): void {
+    for (const k of [...this.data.keys()]) if (!keep(k)) this.data.delete(k);
+  }
+
   snapshot(): Uint8Array {
     return pack([...this.data.entries()]);
   }

@@ -93,6 +93,12 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     )
     .addOption(
       new Option(
+        '--split-jobs <n>',
+        'split a data group in two once it holds more jobs than this; 0 never (default 1000000)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
         '--webhook-connections <n>',
         'connections to one webhook origin (default 64)',
       ).argParser(int),

@@ -30,6 +30,8 @@ export interface MembershipRuntimeOptions {
   /** --peer-route: where this node dials some peers instead of their advertised address. */
   readonly peerRoutes: ReadonlyMap<NodeId, string>;
   readonly log: NodeLogger;
+  /** Whether this node's replica of `parentId` has applied its split into `childId`. */
+  readonly splitApplied: (parentId: number, childId: number) => boolean;
 }
 
 export class MembershipRuntime {
@@ -61,24 +63,42 @@ export class MembershipRuntime {
   }
 
   private createReplicas(): void {
-    const { host, meta, selfId, log } = this.opts;
-    for (const mv of meta.moves.values()) {
-      const groupId = mv.groupId;
-      if (mv.to !== selfId || host.isHosted(groupId) || this.creating.has(groupId)) continue;
-      this.creating.add(groupId);
-      host.createGroup(groupId, undefined).then(
-        () => {
-          this.creating.delete(groupId);
-          this.stats.replicasCreated++;
-          log.info({ group: groupId, from: mv.from }, 'replica created for a move to this node');
-        },
-        (err: unknown) => {
-          this.creating.delete(groupId);
-          this.seenMetaIndex = -1;
-          log.error({ group: groupId, err: String(err) }, 'could not create a replica');
-        },
-      );
+    const { meta, selfId } = this.opts;
+    for (const mv of meta.moves.values())
+      if (mv.to === selfId) this.createEmpty(mv.groupId, 'replica created for a move to this node');
+    // A group split off one this node holds is normally created here by the split entry itself
+    // (MultiRaftHost.spawn). A replica that skipped that entry (it installed a snapshot past it,
+    // or crashed before creating the child) gets an empty replica that the child's leader
+    // catches up.
+    // Only once this node's parent replica is past the split (or gone): before that, the split
+    // entry is still to apply here and creates the child with its state.
+    for (const g of meta.groups.values()) {
+      const parent = g.splitFrom;
+      if (parent === undefined || !g.replicas.includes(selfId)) continue;
+      if (this.opts.host.isHosted(parent) && !this.opts.splitApplied(parent, g.id)) {
+        this.seenMetaIndex = -1;
+        continue;
+      }
+      this.createEmpty(g.id, 'empty replica created for a group split off this node');
     }
+  }
+
+  private createEmpty(groupId: number, what: string): void {
+    const { host, log } = this.opts;
+    if (host.isHosted(groupId) || this.creating.has(groupId)) return;
+    this.creating.add(groupId);
+    host.createGroup(groupId, undefined).then(
+      () => {
+        this.creating.delete(groupId);
+        this.stats.replicasCreated++;
+        log.info({ group: groupId }, what);
+      },
+      (err: unknown) => {
+        this.creating.delete(groupId);
+        this.seenMetaIndex = -1;
+        log.error({ group: groupId, err: String(err) }, 'could not create a replica');
+      },
+    );
   }
 
   private unwanted(): number[] {

@@ -249,6 +249,7 @@ export class TickraftNode {
       peers: this.transport,
       peerRoutes: this.config.peerRoutes,
       log: this.log,
+      splitApplied: (parentId, childId) => this.data.get(parentId)?.hasChild(childId) ?? false,
     });
     this.host.onGroupRemoved = (groupId) => {
       this.scheduler.detach(groupId);

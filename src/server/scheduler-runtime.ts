@@ -297,6 +297,27 @@ export class SchedulerRuntime {
     this.handOvers.set(groupId, { to, sinceMs: this.opts.clock.nowMs(), askedAtMs: 0 });
   }
 
+  /**
+   * Drains the group's dispatcher on its leader (a split is about to commit): resolves once
+   * nothing is in flight or unsettled, or after `maxMs`. endDrain() resumes dispatching. A
+   * hand-over under way drains already and keeps its own drain.
+   */
+  async drain(groupId: number, maxMs: number): Promise<void> {
+    const g = this.groups.get(groupId);
+    if (!g) return;
+    if (!this.handOvers.has(groupId)) g.dispatcher.beginDrain();
+    const until = this.opts.clock.monotonicMs() + maxMs;
+    while (!g.dispatcher.isDrained && this.opts.clock.monotonicMs() < until) {
+      if (this.opts.host.groups.get(groupId)?.isLeader !== true) return;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  endDrain(groupId: number): void {
+    if (this.handOvers.has(groupId)) return;
+    this.groups.get(groupId)?.dispatcher.endDrain();
+  }
+
   isHandingOver(groupId: number): boolean {
     return this.handOvers.has(groupId);
   }

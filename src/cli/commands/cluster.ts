@@ -5,6 +5,7 @@
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import { registerMembershipCommands } from './membership.js';
+import { registerSplitCommand } from './split.js';
 import {
   EXIT_CODES_HELP,
   printJson,
@@ -72,9 +73,19 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
             ]),
           );
         }
+        const splits = (st['splits'] as Obj[] | undefined) ?? [];
+        if (splits.length > 0) {
+          run.io.writeOut('\n');
+          table(
+            run,
+            ['SPLITTING GROUP', 'AT', 'UPPER HALF TO GROUP'],
+            splits.map((sp) => [text(sp['groupId']), text(sp['mid']), text(sp['childGroupId'])]),
+          );
+        }
       }),
     );
   registerMembershipCommands(cluster, run);
+  registerSplitCommand(cluster, run);
   program.addCommand(cluster);
 
   const leader = new Command('leader').description('group leadership');

@@ -84,9 +84,6 @@ export interface SchedulerRuntimeStats {
   results: number;
 }
 
-/** Orders each group's dispatcher hands out per step (see attach()). */
-export const DELIVERIES_PER_STEP = 512;
-
 export class SchedulerRuntime {
   private readonly groups = new Map<number, GroupRuntime>();
   private readonly handOvers = new Map<number, HandOver>();
@@ -101,11 +98,6 @@ export class SchedulerRuntime {
     const clock = this.opts.clock;
     const rand = this.opts.rand;
     const dispatcher = new GroupDispatcher(sm.scheduler, {
-      // A spike hands out a few hundred orders per group and step rather than all of them in
-      // one step: the first webhooks leave within milliseconds of the slot instead of after the
-      // whole node's hand-out (about 170 ms for 5,000 runs on a busy node), and the rest follow
-      // at the next steps, a few ms apart, faster than the delivery queue drains them.
-      deliveriesPerStep: DELIVERIES_PER_STEP,
       ...this.opts.dispatcher,
       startMs: clock.nowMs(),
       retryAt: (job, attempt, slotMs, nowMs, retryAfterMs) =>

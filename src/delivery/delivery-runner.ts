@@ -11,7 +11,13 @@ import type { Job } from '../scheduler/model.js';
 import { FairQueue, type FairItem, type FairQueueOptions } from './fair-queue.js';
 import type { OriginPools } from './origin-pools.js';
 import { compileSigningKeys, type SigningKeys } from './signing.js';
-import { deliverWebhook, originOf, type AttemptReport, type WebhookLimits } from './webhook.js';
+import {
+  deliverWebhook,
+  originOf,
+  type AttemptReport,
+  type WebhookIo,
+  type WebhookLimits,
+} from './webhook.js';
 
 /** One attempt to perform. */
 export interface DeliveryRequest {
@@ -69,6 +75,8 @@ export interface DeliveryRunnerStats {
 export class DeliveryRunner {
   private readonly queue: FairQueue<Task>;
   private readonly clock: Clock;
+  /** The same for every attempt: built once. */
+  private readonly io: WebhookIo;
   private readonly signing = new Map<string, { secrets: string; keys: SigningKeys }>();
   readonly stats: DeliveryRunnerStats = {
     submitted: 0,
@@ -81,6 +89,13 @@ export class DeliveryRunner {
   constructor(private readonly options: DeliveryRunnerOptions) {
     this.queue = new FairQueue<Task>(options.queue);
     this.clock = options.clock ?? SystemClock;
+    this.io = {
+      // No abort signal: one listener per attempt costs more than the attempt's own timer, and
+      // a shutdown ends what is in flight by destroying the pools instead.
+      pools: options.pools,
+      clock: this.clock,
+      ...(options.limits ? { limits: options.limits } : {}),
+    };
   }
 
   get inflightCount(): number {
@@ -170,15 +185,17 @@ export class DeliveryRunner {
     });
   }
 
+  /** The attempt ended (or never started): its capacity goes back and the owner hears. */
+  private finish(task: Task, report: AttemptReport): void {
+    this.queue.done(task);
+    this.stats.finished++;
+    task.onDone(report);
+    this.pump();
+  }
+
   private start(task: Task): void {
     this.stats.started++;
     const r = task.request;
-    const finish = (report: AttemptReport): void => {
-      this.queue.done(task);
-      this.stats.finished++;
-      task.onDone(report);
-      this.pump();
-    };
     const verdict = this.options.mayStart?.(task.owner, r) ?? 'start';
     if (verdict === 'wait') {
       this.stats.started--;
@@ -188,7 +205,7 @@ export class DeliveryRunner {
     }
     if (verdict === 'drop' || verdict === 'cancel') {
       this.stats.dropped++;
-      finish({
+      this.finish(task, {
         outcome: 'retry',
         code: 'DELIVERY_NOT_STARTED',
         durationMs: 0,
@@ -203,7 +220,7 @@ export class DeliveryRunner {
     }
     const signing = this.signingKeys(r.job.tenant);
     if (!signing) {
-      finish({
+      this.finish(task, {
         outcome: 'fail',
         code: 'DELIVERY_TENANT_UNKNOWN',
         durationMs: 0,
@@ -223,23 +240,19 @@ export class DeliveryRunner {
         signing,
         nowMs: this.clock.nowMs(),
       },
-      {
-        // No abort signal: one listener per attempt costs more than the attempt's own timer, and
-        // a shutdown ends what is in flight by destroying the pools instead.
-        pools: this.options.pools,
-        clock: this.clock,
-        ...(this.options.limits ? { limits: this.options.limits } : {}),
-      },
-    ).then(finish, (err: unknown) =>
-      // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as
-      // a retry so the run is not lost.
-      finish({
-        outcome: 'retry',
-        durationMs: 0,
-        error: `internal: ${err instanceof Error ? err.message : String(err)}`,
-        responseExcerpt: '',
-        isProvablyUndelivered: false,
-      }),
+      this.io,
+    ).then(
+      (report) => this.finish(task, report),
+      (err: unknown) =>
+        // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as
+        // a retry so the run is not lost.
+        this.finish(task, {
+          outcome: 'retry',
+          durationMs: 0,
+          error: `internal: ${err instanceof Error ? err.message : String(err)}`,
+          responseExcerpt: '',
+          isProvablyUndelivered: false,
+        }),
     );
   }
 

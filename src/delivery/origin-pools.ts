@@ -124,6 +124,27 @@ interface Entry {
   lastUsedMs: number;
 }
 
+/** One request's hold on a pool: a class, not a closure, since every attempt takes one. */
+class PoolLease implements OriginLease {
+  private isReleased = false;
+
+  constructor(
+    private readonly entry: Entry,
+    private readonly clock: Clock,
+  ) {}
+
+  get pool(): Dispatcher {
+    return this.entry.pool;
+  }
+
+  release(): void {
+    assert(!this.isReleased, `origin lease for ${this.entry.origin} released twice`);
+    this.isReleased = true;
+    this.entry.inflightCount--;
+    this.entry.lastUsedMs = this.clock.monotonicMs();
+  }
+}
+
 export class OriginPools {
   readonly options: CompiledOriginPoolsOptions;
   /** Invariant: iteration order is least recently acquired first (re-inserted on acquire). */
@@ -166,17 +187,7 @@ export class OriginPools {
     this.entries.set(origin, entry);
     entry.inflightCount++;
     entry.lastUsedMs = this.options.clock.monotonicMs();
-    const leased = entry;
-    let isReleased = false;
-    return {
-      pool: leased.pool,
-      release: () => {
-        assert(!isReleased, `origin lease for ${leased.origin} released twice`);
-        isReleased = true;
-        leased.inflightCount--;
-        leased.lastUsedMs = this.options.clock.monotonicMs();
-      },
-    };
+    return new PoolLease(entry, this.options.clock);
   }
 
   /** Closes pools with nothing in flight for idleCloseMs; returns how many. */

@@ -77,6 +77,21 @@ function hmac(key: KeyObject, id: string, timestamp: string, body: string | Uint
   return createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
 }
 
+/**
+ * The signature of a text body, base64: one update of the whole signed text and a base64
+ * digest. Every attempt signs, and this form costs about two thirds of the two-update one with a
+ * Buffer digest converted afterwards (5.7 against 8.5 µs on this machine).
+ */
+function hmacBase64(key: KeyObject, id: string, timestamp: string, body: string): string {
+  return createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+}
+
+function signOne(key: KeyObject, content: SignedContent, timestamp: string): string {
+  return typeof content.body === 'string'
+    ? hmacBase64(key, content.id, timestamp, content.body)
+    : hmac(key, content.id, timestamp, content.body).toString('base64');
+}
+
 /** The `webhook-signature` value: `v1,<sig>` per key, space-separated. */
 export function signWebhook(content: SignedContent, signing: SigningKeys): string {
   assert(
@@ -84,9 +99,13 @@ export function signWebhook(content: SignedContent, signing: SigningKeys): strin
     `timestampSec must be whole seconds ≥ 0, got ${content.timestampSec}`,
   );
   const timestamp = String(content.timestampSec);
-  return signing.keys
-    .map((key) => `v1,${hmac(key, content.id, timestamp, content.body).toString('base64')}`)
-    .join(' ');
+  const [first, second] = signing.keys;
+  assert(first !== undefined, 'signing keys are never empty');
+  // One key is the common case; no array is built for it.
+  const signature = `v1,${signOne(first, content, timestamp)}`;
+  return second === undefined
+    ? signature
+    : `${signature} v1,${signOne(second, content, timestamp)}`;
 }
 
 export type VerifyResult =

@@ -93,6 +93,8 @@ export interface AttemptReport {
   readonly isProvablyUndelivered: boolean;
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
 /** Headers the job may not set: ours, and those undici or HTTP framing own. */
 export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
   'host',
@@ -273,13 +275,11 @@ export function buildWebhookRequest(
     `{"jobId":${JSON.stringify(job.id)},"tenant":${JSON.stringify(job.tenant)}` +
     `,"fireId":${JSON.stringify(attempt.fireId)},"slot":"${slotIso}","slotMs":${attempt.slotMs}` +
     `,"attempt":${attempt.attempt},"fencingToken":${attempt.token},"payload":${payload}}`;
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(job.target.headers)) {
-    headers[name.toLowerCase()] = value;
-  }
-  headers['user-agent'] ??= USER_AGENT;
   const timestampSec = Math.floor(attempt.nowMs / 1000);
-  Object.assign(headers, {
+  // One object literal (one hidden class for every attempt), then the job's own headers: the
+  // validation keeps them off every name set here except user-agent, which they may replace.
+  const headers: Record<string, string> = {
+    'user-agent': USER_AGENT,
     'content-type': 'application/json',
     'idempotency-key': attempt.fireId,
     'tickraft-fencing-token': String(attempt.token),
@@ -288,7 +288,9 @@ export function buildWebhookRequest(
     'webhook-id': attempt.fireId,
     'webhook-timestamp': String(timestampSec),
     'webhook-signature': signWebhook({ id: attempt.fireId, timestampSec, body }, attempt.signing),
-  });
+  };
+  const own = job.target.headers;
+  for (const name in own) headers[name.toLowerCase()] = own[name] as string;
   return {
     ok: true,
     request: { origin: url.origin, path: url.pathname + url.search, headers, body },
@@ -310,22 +312,18 @@ export async function deliverWebhook(
   io: WebhookIo,
 ): Promise<AttemptReport> {
   const clock = io.clock ?? SystemClock;
-  const limits: Limits = {
-    responseExcerptBytes: io.limits?.responseExcerptBytes ?? 512,
-    responseDrainBytes: io.limits?.responseDrainBytes ?? 65_536,
-    retryAfterMaxMs: io.limits?.retryAfterMaxMs ?? RETRY_AFTER_MAX_MS,
-  };
+  const limits = limitsOf(io.limits);
   const startMs = clock.monotonicMs();
-  const finish = (sent: Sent): AttemptReport =>
-    toReport(attempt, sent, Math.round(clock.monotonicMs() - startMs), limits);
-
+  // A function per attempt would cost a closure each; the ends below call toReport directly.
   const built = buildWebhookRequest(attempt);
   if (!built.ok) {
     const reason = built.violations.map((v) => `${v.field}: ${v.reason}`).join('; ');
-    return finish({ observation: { kind: 'invalid-request', reason } });
+    const sent: Sent = { observation: { kind: 'invalid-request', reason } };
+    return toReport(attempt, sent, elapsedMs(clock, startMs), limits);
   }
   if (io.signal?.aborted === true) {
-    return finish({ observation: { kind: 'aborted', isBeforeDispatch: true } });
+    const sent: Sent = { observation: { kind: 'aborted', isBeforeDispatch: true } };
+    return toReport(attempt, sent, elapsedMs(clock, startMs), limits);
   }
   let lease: OriginLease;
   try {
@@ -335,13 +333,41 @@ export async function deliverWebhook(
       err instanceof DeliveryError &&
       (err.code === 'DELIVERY_POOLS_CLOSED' || err.code === 'DELIVERY_ORIGINS_EXHAUSTED')
     ) {
-      return finish({
+      const sent: Sent = {
         observation: { kind: 'not-dispatched', code: err.code, reason: err.message },
-      });
+      };
+      return toReport(attempt, sent, elapsedMs(clock, startMs), limits);
     }
     throw err;
   }
-  return finish(await send(lease, built.request, attempt.job.attemptDeadlineMs, io.signal, limits));
+  const sent = await send(lease, built.request, attempt.job.attemptDeadlineMs, io.signal, limits);
+  return toReport(attempt, sent, elapsedMs(clock, startMs), limits);
+}
+
+function elapsedMs(clock: Clock, startMs: number): number {
+  return Math.round(clock.monotonicMs() - startMs);
+}
+
+const DEFAULT_LIMITS: Limits = Object.freeze({
+  responseExcerptBytes: 512,
+  responseDrainBytes: 65_536,
+  retryAfterMaxMs: RETRY_AFTER_MAX_MS,
+});
+/** Limits compiled once per limits object (a runner passes the same one to every attempt). */
+const compiledLimits = new WeakMap<WebhookLimits, Limits>();
+
+function limitsOf(given: WebhookLimits | undefined): Limits {
+  if (given === undefined) return DEFAULT_LIMITS;
+  let limits = compiledLimits.get(given);
+  if (limits === undefined) {
+    limits = Object.freeze({
+      responseExcerptBytes: given.responseExcerptBytes ?? DEFAULT_LIMITS.responseExcerptBytes,
+      responseDrainBytes: given.responseDrainBytes ?? DEFAULT_LIMITS.responseDrainBytes,
+      retryAfterMaxMs: given.retryAfterMaxMs ?? DEFAULT_LIMITS.retryAfterMaxMs,
+    });
+    compiledLimits.set(given, limits);
+  }
+  return limits;
 }
 
 /** How an attempt ended: the observation to classify, and the body read if there was one. */
@@ -405,7 +431,11 @@ class Exchange implements Dispatcher.DispatchHandler {
       const message = `attempt deadline of ${deadlineMs} ms passed`;
       this.stop('deadline', new DeliveryError('DELIVERY_TIMEOUT', message, { outcome: 'retry' }));
     }, deadlineMs);
-    this.signal?.addEventListener('abort', this.onCallerAbort, { once: true });
+    if (this.signal !== undefined) {
+      // Only attempts with a signal pay for a bound listener.
+      this.onCallerAbort = (): void => this.stop('caller', callerAbortReason());
+      this.signal.addEventListener('abort', this.onCallerAbort, { once: true });
+    }
     try {
       this.lease.pool.dispatch(
         {
@@ -470,12 +500,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  private readonly onCallerAbort = (): void => {
-    const reason = new DeliveryError('DELIVERY_ABORTED', 'aborted by the dispatcher', {
-      outcome: 'retry',
-    });
-    this.stop('caller', reason);
-  };
+  private onCallerAbort: (() => void) | undefined;
 
   private stop(by: 'deadline' | 'caller', reason: Error): void {
     this.endedBy ??= by;
@@ -499,7 +524,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (resolve === undefined) return;
     this.resolve = undefined;
     clearTimeout(this.timer);
-    this.signal?.removeEventListener('abort', this.onCallerAbort);
+    if (this.onCallerAbort !== undefined)
+      this.signal?.removeEventListener('abort', this.onCallerAbort);
     resolve(sent);
   }
 
@@ -525,6 +551,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     return { observation: observeError(err) };
   }
+}
+
+function callerAbortReason(): DeliveryError {
+  return new DeliveryError('DELIVERY_ABORTED', 'aborted by the dispatcher', { outcome: 'retry' });
 }
 
 /** Keeps the first `limitBytes` of a body and counts the rest. */
@@ -582,14 +612,16 @@ function toReport(
     retryAfterMaxMs: limits.retryAfterMaxMs,
   });
   const error = c.outcome === 'success' ? read?.error : c.reason;
-  return {
+  // Built field by field (no spread of temporary objects): one report per attempt.
+  const report: Mutable<AttemptReport> = {
     outcome: c.outcome,
-    ...(c.code === undefined ? {} : { code: c.code }),
-    ...(observation.kind === 'response' ? { statusCode: observation.statusCode } : {}),
     durationMs: Math.max(0, durationMs),
-    ...(error === undefined ? {} : { error }),
     responseExcerpt: read?.excerpt ?? '',
-    ...(c.retryAfterMs === undefined ? {} : { retryAfterMs: c.retryAfterMs }),
     isProvablyUndelivered: isProvablyUndelivered(observation),
   };
+  if (c.code !== undefined) report.code = c.code;
+  if (observation.kind === 'response') report.statusCode = observation.statusCode;
+  if (error !== undefined) report.error = error;
+  if (c.retryAfterMs !== undefined) report.retryAfterMs = c.retryAfterMs;
+  return report;
 }

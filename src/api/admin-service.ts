@@ -232,6 +232,7 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
       return api.onGroup(ctx, groupId, 'NodeService', 'GroupListJobs', req, () =>
         localListJobs(
           api,
+          ctx,
           groupId,
           str(req, 'tenant'),
           typeof after === 'string' ? after : '',

@@ -14,6 +14,8 @@ export interface DataGroupView {
   readonly scheduler: SchedulerStateMachine;
   /** False once a split moved the key's shard hash out of this group's range. */
   owns(key: string): boolean;
+  /** The groups split off this one (their split entries applied here). */
+  readonly childIds: readonly number[];
 }
 
 export interface ApiNode {

@@ -127,7 +127,7 @@ export class Router {
     ctx: CallContext,
   ): Promise<T> {
     let lastErr: unknown = new GroupUnavailableError(groupId, 'no leader known');
-    for (const id of this.node.meta.groups.get(groupId)?.replicas ?? []) {
+    for (const id of this.replicasOf(groupId)) {
       const address = this.node.meta.members.get(id)?.apiAddress ?? '';
       if (id === this.node.id || address === '') continue;
       try {
@@ -138,6 +138,19 @@ export class Router {
       }
     }
     throw lastErr;
+  }
+
+  /**
+   * The group's replicas as the meta group records them; a group a split in flight is creating
+   * (not in the map until finish-split) lives on its parent's replicas.
+   */
+  private replicasOf(groupId: number): readonly string[] {
+    const g = this.node.meta.groups.get(groupId);
+    if (g) return g.replicas;
+    for (const split of this.node.meta.splits.values())
+      if (split.childId === groupId)
+        return this.node.meta.groups.get(split.groupId)?.replicas ?? [];
+    return [];
   }
 
   /** Calls `method` on the node at `address` with the caller's remaining deadline. */

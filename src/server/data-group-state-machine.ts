@@ -45,6 +45,11 @@ export class DataGroupStateMachine implements GroupStateMachine {
     return this.range;
   }
 
+  /** The groups split off this one, in the order their split entries applied. */
+  get childIds(): readonly number[] {
+    return this.children;
+  }
+
   /** Whether a split into `childId` has applied here. */
   hasChild(childId: number): boolean {
     return this.children.includes(childId);

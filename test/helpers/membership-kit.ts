@@ -10,6 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import type { ApiClient } from '../../src/api/client.js';
+import { hashShardKey } from '../../src/placement/hash.js';
 import { eventually, freePort, ProcNode } from './cluster.js';
 import { iso, type SchedulerCluster } from './scheduler-cluster.js';
 import { runTickctl } from './tickctl.js';
@@ -81,6 +82,32 @@ export async function waitJoined(client: ApiClient, node: ProcNode): Promise<voi
 export interface FiringJob {
   readonly id: string;
   readonly mode: 'at_least_once' | 'at_most_once';
+}
+
+/**
+ * `count` job ids of `groupId`, half below and half at or above `mid` (the point a split of
+ * the group will cut at), alternating the delivery modes.
+ */
+export function jobsAcrossSplit(
+  sc: SchedulerCluster,
+  groupId: number,
+  mid: number,
+  prefix: string,
+  count: number,
+): FiringJob[] {
+  const out: FiringJob[] = [];
+  let low = 0;
+  let high = 0;
+  for (let i = 0; low + high < count; i++) {
+    const id = `${prefix}-${i}`;
+    if (sc.groupOf(id) !== groupId) continue;
+    const upper = hashShardKey(id) >= mid;
+    if (upper ? high >= count / 2 : low >= count / 2) continue;
+    if (upper) high++;
+    else low++;
+    out.push({ id, mode: (low + high) % 2 === 0 ? 'at_most_once' : 'at_least_once' });
+  }
+  return out;
 }
 
 /** Two every-second jobs per group (one per delivery mode), created and firing. */

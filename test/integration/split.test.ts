@@ -13,6 +13,7 @@ import { hashShardKey } from '../../src/placement/hash.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import {
   checkFires,
+  jobsAcrossSplit,
   jobsInEveryGroup,
   keepLogs,
   tickctl,
@@ -25,22 +26,9 @@ function groupsOf(cs: Obj): Obj[] {
   return (cs['groups'] as Obj[]).filter((g) => g['groupId'] !== 0);
 }
 
-/** `count` job ids of group 1, half in the lower and half in the upper half of its range. */
+/** `count` job ids of group 1, half in each half of its range ([0, 2^31) of 2 groups). */
 function jobsOfGroup1(sc: SchedulerCluster, prefix: string, count: number): FiringJob[] {
-  const mid = 2 ** 30; // group 1 of 2 holds [0, 2^31): the split point is 2^30
-  const out: FiringJob[] = [];
-  let low = 0;
-  let high = 0;
-  for (let i = 0; low + high < count; i++) {
-    const id = `${prefix}-${i}`;
-    if (sc.groupOf(id) !== 1) continue;
-    const upper = hashShardKey(id) >= mid;
-    if (upper ? high >= count / 2 : low >= count / 2) continue;
-    if (upper) high++;
-    else low++;
-    out.push({ id, mode: (low + high) % 2 === 0 ? 'at_most_once' : 'at_least_once' });
-  }
-  return out;
+  return jobsAcrossSplit(sc, 1, 2 ** 30, prefix, count);
 }
 
 t.test('split a busy group', async (t) => {

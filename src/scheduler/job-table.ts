@@ -87,6 +87,27 @@ class RefColumn<V> {
   }
 }
 
+/**
+ * The whole table by column, for snapshots: each distinct definition once, then one element per
+ * job in each column, in insertion order. `null` stands for undefined.
+ */
+export interface JobColumns {
+  readonly specs: readonly SharedSpec[];
+  readonly ids: readonly string[];
+  /** Index into `specs`. */
+  readonly specOf: readonly number[];
+  readonly names: readonly string[];
+  readonly anchorsMs: readonly (number | null)[];
+  readonly versions: readonly number[];
+  readonly paused: readonly number[];
+  readonly createdAtMs: readonly number[];
+  readonly updatedAtMs: readonly number[];
+  readonly nextFireAtMs: readonly (number | null)[];
+  readonly lastTokens: readonly number[];
+  readonly remaining: readonly (number | null)[];
+  readonly finishedAtMs: readonly (number | null)[];
+}
+
 /** What a job has beside its definition. */
 export interface JobRowState {
   readonly version: number;
@@ -197,6 +218,90 @@ export class JobTable {
       this.finishedAtMs,
     ])
       c.clear();
+  }
+
+  /** Every job by column (no Job object per job is made). */
+  columns(): JobColumns {
+    const specs: SharedSpec[] = [];
+    const specIndex = new Map<SharedSpec, number>();
+    const c = {
+      specs,
+      ids: [] as string[],
+      specOf: [] as number[],
+      names: [] as string[],
+      anchorsMs: [] as (number | null)[],
+      versions: [] as number[],
+      paused: [] as number[],
+      createdAtMs: [] as number[],
+      updatedAtMs: [] as number[],
+      nextFireAtMs: [] as (number | null)[],
+      lastTokens: [] as number[],
+      remaining: [] as (number | null)[],
+      finishedAtMs: [] as (number | null)[],
+    };
+    for (const [id, row] of this.rows) {
+      const spec = this.spec.get(row);
+      let at = specIndex.get(spec);
+      if (at === undefined) {
+        at = specs.length;
+        specIndex.set(spec, at);
+        specs.push(spec);
+      }
+      c.ids.push(id);
+      c.specOf.push(at);
+      c.names.push(this.name.get(row));
+      c.anchorsMs.push(this.anchorMs.get(row) ?? null);
+      c.versions.push(this.version.get(row));
+      c.paused.push(this.paused.get(row));
+      c.createdAtMs.push(this.createdAtMs.must(row));
+      c.updatedAtMs.push(this.updatedAtMs.must(row));
+      c.nextFireAtMs.push(this.nextFireAtMs.get(row) ?? null);
+      c.lastTokens.push(this.lastToken.must(row));
+      c.remaining.push(this.remaining.get(row) ?? null);
+      c.finishedAtMs.push(this.finishedAtMs.get(row) ?? null);
+    }
+    return c;
+  }
+
+  /**
+   * Adds every job of `c` (a table's columns()), each with the definition `specOf(k)` gives
+   * for `c.specs[k]` (the caller interns them).
+   */
+  putColumns(c: JobColumns, specOf: (k: number) => SharedSpec, flat: (s: string) => string): void {
+    const n = c.ids.length;
+    for (const col of [
+      c.specOf,
+      c.names,
+      c.anchorsMs,
+      c.versions,
+      c.paused,
+      c.createdAtMs,
+      c.updatedAtMs,
+      c.nextFireAtMs,
+      c.lastTokens,
+      c.remaining,
+      c.finishedAtMs,
+    ])
+      assert(col.length === n, 'job columns of different lengths');
+    for (let i = 0; i < n; i++) {
+      const name = c.names[i]!;
+      this.put(
+        flat(c.ids[i]!),
+        specOf(c.specOf[i]!),
+        name === '' ? '' : flat(name),
+        c.anchorsMs[i] ?? undefined,
+        {
+          version: c.versions[i]!,
+          paused: c.paused[i] === 1,
+          createdAtMs: c.createdAtMs[i]!,
+          updatedAtMs: c.updatedAtMs[i]!,
+          nextFireAtMs: c.nextFireAtMs[i] ?? undefined,
+          lastToken: c.lastTokens[i]!,
+          remaining: c.remaining[i] ?? undefined,
+          finishedAtMs: c.finishedAtMs[i] ?? undefined,
+        },
+      );
+    }
   }
 
   // Single fields without copying the job: for the hot paths (every run of a spike asks).

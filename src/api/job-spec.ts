@@ -236,29 +236,57 @@ export class JobSpecCompiler {
 }
 
 /**
- * Every field but name, schedule and anchor, in one string; `undefined` and numbers JSON cannot
- * show (NaN, Infinity) are tagged, so two inputs with one key check alike field by field.
+ * Every field but name, schedule and anchor, in one string: two inputs with one key are equal
+ * field by field, with `undefined`, `null`, NaN and the infinities all told apart (JSON would
+ * not).
  */
 function sharedFieldsKey(input: JobSpecInput): string {
-  return JSON.stringify(
-    [
-      input.tenant,
-      input.timezone,
-      input.target,
-      input.payload,
-      input.delivery,
-      input.retry,
-      input.attemptDeadlineMs,
-      input.misfire,
-      input.overlap,
-      input.priority,
-      input.startAtMs,
-      input.endAtMs,
-      input.remainingFires,
-    ],
-    (_k, v: unknown) =>
-      v === undefined ? '\u0000u' : typeof v === 'number' && !Number.isFinite(v) ? `\u0000${v}` : v,
+  return (
+    valueKey(input.tenant) +
+    valueKey(input.timezone) +
+    valueKey(input.target) +
+    valueKey(input.payload) +
+    valueKey(input.delivery) +
+    valueKey(input.retry) +
+    valueKey(input.attemptDeadlineMs) +
+    valueKey(input.misfire) +
+    valueKey(input.overlap) +
+    valueKey(input.priority) +
+    valueKey(input.startAtMs) +
+    valueKey(input.endAtMs) +
+    valueKey(input.remainingFires)
   );
+}
+
+let uniqueKeys = 0;
+
+/** A self-delimiting text of a JSON-like value; each kind has its own first character. */
+function valueKey(v: unknown): string {
+  switch (typeof v) {
+    case 'string':
+      return `s${v.length}:${v}`;
+    case 'number':
+      return Object.is(v, -0) ? 'n-0;' : `n${v};`;
+    case 'boolean':
+      return v ? 'T' : 'F';
+    case 'undefined':
+      return 'u';
+    case 'object': {
+      if (v === null) return 'z';
+      if (Array.isArray(v)) {
+        let out = 'a';
+        for (const x of v) out += valueKey(x);
+        return `${out}]`;
+      }
+      let out = 'o';
+      for (const k of Object.keys(v))
+        out += `${k.length}:${k}${valueKey((v as Record<string, unknown>)[k])}`;
+      return `${out}}`;
+    }
+    default:
+      // A function, symbol or bigint: a key of its own, so the input is always checked in full.
+      return `?${++uniqueKeys};`;
+  }
 }
 
 /**

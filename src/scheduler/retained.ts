@@ -51,9 +51,10 @@ export class Retained {
     return value;
   }
 
-  /** part key → id; `${id} schedule` → the SharedSpec. */
+  /** part key → id; specs[id]: schedule → the SharedSpec. */
   private readonly partIds = new Map<string, number>();
-  private readonly specs = new Map<string, SharedSpec>();
+  private readonly specs: Map<string, SharedSpec>[] = [];
+  private specCount = 0;
 
   /**
    * The interned id of a definition's shared part (everything but name, schedule and anchor),
@@ -68,6 +69,7 @@ export class Retained {
     if (this.partIds.size >= INTERNED_MAX) return undefined;
     const id = this.partIds.size;
     this.partIds.set(key, id);
+    this.specs.push(new Map());
     return id;
   }
 
@@ -78,11 +80,15 @@ export class Retained {
    */
   specOf(part: SpecPart, partId: number | undefined, schedule: string): SharedSpec {
     if (partId === undefined) return Object.freeze(this.make(part, schedule));
-    const key = `${partId} ${schedule}`;
-    const got = this.specs.get(key);
+    // By the schedule string itself: no key to build per job.
+    const bySchedule = this.specs[partId]!;
+    const got = bySchedule.get(schedule);
     if (got !== undefined) return got;
     const value = Object.freeze(this.make(part, schedule));
-    if (this.specs.size < INTERNED_MAX) this.specs.set(key, value);
+    if (this.specCount < INTERNED_MAX) {
+      bySchedule.set(value.schedule, value);
+      this.specCount++;
+    }
     return value;
   }
 

@@ -321,7 +321,12 @@ export class SchedulerAdmin {
     for (const groupId of byGroup.keys()) this.requireLeader(groupId);
     const results = await Promise.all(
       [...byGroup].map(([groupId, creates]) =>
-        this.node.host.proposeBatch(groupId, packCreates(creates).map(encodeSchedulerCommand)),
+        this.node.host.proposeBatch(
+          groupId,
+          // A copy of its own: the log keeps entries in memory until the next snapshot, and a
+          // view would keep msgpackr's whole shared block alive with it.
+          packCreates(creates).map((c) => encodeSchedulerCommand(c).slice()),
+        ),
       ),
     );
     let created = 0;

@@ -240,12 +240,6 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
 
     await waitApplied(cluster);
     const after = await memoryOf(cluster);
-    if (process.env['REG_SMAPS'] === '1') {
-      const { execSync } = await import('node:child_process');
-      for (const n of cluster.nodes)
-        for (const line of n.stdout.split('\n')) if (line.includes('MEMDIAG')) log(`${n.id} ${line}`);
-      log(execSync(`for p in $(pgrep -f 'tickraft serve --id n1 --data-dir ${cluster.nodes[0]!.dataDir}'); do cat /proc/$p/smaps_rollup; awk '/^[0-9a-f]+-/{name=$6} /^Rss:/{ if ($2>10000) print $2, name}' /proc/$p/smaps | sort -rn | head -20; done`).toString());
-    }
     const nodes = cluster.nodes.map((n, i) => ({
       nodeId: n.id,
       rssBefore: before[i]!.rssBytes,

@@ -7,7 +7,6 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
-import * as v8 from 'node:v8';
 import { hashShardKey } from '../placement/hash.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
@@ -298,11 +297,6 @@ function collectGarbage(): boolean {
   if (gc === undefined) return false;
   gc();
   gc();
-  if (process.env['REG_MEMDIAG'] === '1') {
-    const m = process.memoryUsage();
-    const spaces = v8.getHeapSpaceStatistics().map((s: any) => `${s.space_name}:${(s.space_size / 1048576).toFixed(0)}/${(s.space_used_size / 1048576).toFixed(0)}`);
-    process.stdout.write(`MEMDIAG rss ${(m.rss / 1048576).toFixed(0)} heapTotal ${(m.heapTotal / 1048576).toFixed(0)} heapUsed ${(m.heapUsed / 1048576).toFixed(0)} external ${(m.external / 1048576).toFixed(0)} ab ${(m.arrayBuffers / 1048576).toFixed(0)} ${spaces.join(' ')}\n`);
-  }
   return true;
 }
 

@@ -5,7 +5,8 @@
  * thirty pointer fields, a boxed number for each timestamp, a map entry. Here a job is a row:
  * its id maps to a row number, its own numbers sit unboxed in Float64Array chunks, and its
  * definition is one pointer to a SharedSpec that every job with the same settings shares
- * (retained.ts). What stays per job is the id, the name, the row's numbers and three pointers.
+ * (retained.ts). What stays per job is the id, the name, the row's numbers and three pointers;
+ * numbers most jobs leave undefined take no room until some job in their chunk sets one.
  *
  * Reads hand out a fresh plain `Job` object each time: a copy, never a live view, so code that
  * keeps a job across later commands (an attempt in flight, an API reply) holds what it read.
@@ -23,12 +24,18 @@ const CHUNK_BITS = 12;
 const CHUNK = 1 << CHUNK_BITS;
 const MASK = CHUNK - 1;
 
-/** A column of numbers, `undefined` stored as NaN (no field of a job is ever NaN). */
+/**
+ * A column of numbers, `undefined` stored as NaN (no field of a job is ever NaN). A chunk is
+ * allocated by the first number written into it: a field most jobs leave undefined (an anchor,
+ * a bound on fires, a finish time) costs nothing for them.
+ */
 class NumberColumn {
-  private readonly chunks: Float64Array[] = [];
+  private readonly chunks: (Float64Array | undefined)[] = [];
 
   get(row: number): number | undefined {
-    const v = this.chunks[row >>> CHUNK_BITS]![row & MASK]!;
+    const chunk = this.chunks[row >>> CHUNK_BITS];
+    if (chunk === undefined) return undefined;
+    const v = chunk[row & MASK]!;
     return Number.isNaN(v) ? undefined : v;
   }
 
@@ -38,9 +45,14 @@ class NumberColumn {
   }
 
   set(row: number, v: number | undefined): void {
-    const chunk = row >>> CHUNK_BITS;
-    while (this.chunks.length <= chunk) this.chunks.push(new Float64Array(CHUNK));
-    this.chunks[chunk]![row & MASK] = v === undefined ? Number.NaN : v;
+    const at = row >>> CHUNK_BITS;
+    let chunk = this.chunks[at];
+    if (chunk === undefined) {
+      if (v === undefined) return;
+      while (this.chunks.length <= at) this.chunks.push(undefined);
+      chunk = this.chunks[at] = new Float64Array(CHUNK).fill(Number.NaN);
+    }
+    chunk[row & MASK] = v === undefined ? Number.NaN : v;
   }
 
   clear(): void {

@@ -118,9 +118,19 @@ export class SchedulerStateMachine {
   private readonly touchedJobs = new Set<string>();
   private readonly touchedRuns = new Set<string>();
 
+  /**
+   * A job whose derived entries may change. The wheels keep the id they are given: a flat copy,
+   * so that a long id decoded from an entry (a slice of the entry's whole text) does not keep
+   * that text alive. Creates touch their jobs with the id the job table stores, which the wheels
+   * then share.
+   */
+  private touchJob(jobId: string): void {
+    this.touchedJobs.add(this.keep.flat(jobId));
+  }
+
   private noteTouched(c: SchedulerCommand): void {
     const wholeJob = (jobId: string): void => {
-      this.touchedJobs.add(jobId);
+      this.touchJob(jobId);
       for (const id of this.runsByJob.get(jobId) ?? []) this.touchedRuns.add(id);
     };
     const run = (fireId: string): void => {
@@ -130,11 +140,10 @@ export class SchedulerStateMachine {
     };
     switch (c.op) {
       case 'create-jobs':
-        for (const id of c.jobIds) this.touchedJobs.add(id);
-        break;
       case 'create-job':
+        break;
       case 'update-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         break;
       case 'delete-job':
       case 'pause-job':
@@ -142,16 +151,16 @@ export class SchedulerStateMachine {
         wholeJob(c.jobId);
         break;
       case 'trigger-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         this.touchedRuns.add(fireIdOf(c.jobId, c.slotMs));
         break;
       case 'backfill-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         for (const slot of c.slots) this.touchedRuns.add(fireIdOf(c.jobId, slot));
         break;
       case 'fire-intents':
         for (const i of c.intents) {
-          this.touchedJobs.add(i.jobId);
+          this.touchJob(i.jobId);
           for (const slot of i.slots) this.touchedRuns.add(fireIdOf(i.jobId, slot));
         }
         break;
@@ -266,6 +275,7 @@ export class SchedulerStateMachine {
     }
     if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
     const id = this.keep.flat(c.jobId);
+    this.touchedJobs.add(id);
     this.putJob(id, c.spec, {
       version: 1,
       paused: false,
@@ -318,6 +328,7 @@ export class SchedulerStateMachine {
     for (let i = 0; i < n; i++) {
       if (duplicate[i] === 1) continue;
       const id = this.keep.flat(c.jobIds[i]!);
+      this.touchedJobs.add(id);
       const at = c.specOf[i]!;
       const part = c.specs[at];
       assert(part !== undefined, `create-jobs: job ${id} names definition ${at}, not in the entry`);

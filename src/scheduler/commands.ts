@@ -231,6 +231,25 @@ function specPartOf(s: SpecPart): SpecPart {
  */
 export const CREATE_JOBS_ENTRY_BYTES_MAX = 512 * 1024;
 
+/** Equal parts, told from shared objects and equal fields (false may still be equal). */
+function samePart(a: SpecPart, b: SpecPart): boolean {
+  return (
+    a.target === b.target &&
+    a.retry === b.retry &&
+    a.misfire === b.misfire &&
+    a.overlap === b.overlap &&
+    a.tenant === b.tenant &&
+    a.timezone === b.timezone &&
+    a.payload === b.payload &&
+    a.delivery === b.delivery &&
+    a.attemptDeadlineMs === b.attemptDeadlineMs &&
+    a.priority === b.priority &&
+    a.startAtMs === b.startAtMs &&
+    a.endAtMs === b.endAtMs &&
+    a.remainingFires === b.remainingFires
+  );
+}
+
 /** A generous estimate of what one more definition adds to a create-jobs entry. */
 function specPartBytes(s: SpecPart): number {
   let n =
@@ -276,8 +295,12 @@ export function packCreates(creates: readonly CreateJobCommand[]): CreateJobsCom
     keys = new Map();
     bytes = 0;
   };
+  let last: { spec: JobSpec; key: string } | undefined;
   for (const c of creates) {
-    const key = specPartKey(c.spec);
+    // Jobs checked together share their policy objects (JobSpecCompiler): most have the part
+    // of the job before them, found without building its key.
+    const key = last !== undefined && samePart(last.spec, c.spec) ? last.key : specPartKey(c.spec);
+    last = { spec: c.spec, key };
     const jobBytes =
       64 +
       3 * (c.jobId.length + c.spec.schedule.length + c.spec.name.length) +

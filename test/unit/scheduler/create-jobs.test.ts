@@ -156,3 +156,26 @@ t.test('snapshots keep jobs by column, restore them, and still read version 1', 
   t.same([...fromOld.jobs.values()], [...sm.jobs.values()], 'a version 1 snapshot reads the same');
   t.end();
 });
+
+t.test('jobs that share policy objects share a definition only when every field agrees', (t) => {
+  const base = spec();
+  const shared = (over: Partial<JobSpec>): CreateJobCommand => ({
+    ...create('x'),
+    spec: { ...base, ...over },
+  });
+  const creates = [
+    { ...shared({ schedule: '1 * * * *' }), jobId: 'a' },
+    { ...shared({ schedule: '2 * * * *' }), jobId: 'b' },
+    { ...shared({ priority: 3 }), jobId: 'c' },
+    { ...shared({ endAtMs: T0 + 1 }), jobId: 'd' },
+    { ...shared({ payload: '{"y":2}' }), jobId: 'e' },
+    { ...shared({}), jobId: 'f' },
+  ];
+  const [entry] = packCreates(creates);
+  t.same(entry!.specOf, [0, 0, 1, 2, 3, 0]);
+  t.same(
+    creates.map((_, i) => createAt(entry!, i).spec),
+    creates.map((c) => c.spec),
+  );
+  t.end();
+});

@@ -11,7 +11,7 @@ import { tryParseSchedule } from '../schedule/parse.js';
 import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
-import { JOB_ID_PATTERN, TENANT_ID_PATTERN } from './job-spec.js';
+import { JOB_ID_PATTERN, JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
 import {
   byId,
   decodePageToken,
@@ -176,17 +176,25 @@ async function createJobs(
   for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant']))) await api.freshTenant(t);
   const v = new Violations();
   const nowMs = Date.now();
+  const compiler = new JobSpecCompiler(nowMs);
   const ranges = admin.ranges();
   const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
+  const firstOf = new Map<string, number>();
   inputs.forEach((input, i) => {
     let command: CreateJobCommand;
     try {
-      command = admin.createCommand(input, nowMs, `jobs[${i}].`);
+      command = admin.createCommand(input, nowMs, `jobs[${i}].`, compiler);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       v.list.push(...err.violations);
       return;
     }
+    const first = firstOf.get(command.jobId);
+    if (first !== undefined) {
+      v.add(`jobs[${i}].jobId`, `is the id of jobs[${first}] too (ids must differ in a batch)`);
+      return;
+    }
+    firstOf.set(command.jobId, i);
     const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
     let part = byGroup.get(g);
     if (!part) byGroup.set(g, (part = { msgs: [], commands: [] }));

@@ -206,6 +206,134 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
   return { spec, schedule: schedule! };
 }
 
+/** Definitions a JobSpecCompiler remembers (one call's worth at most: CREATE_BATCH_MAX jobs). */
+const COMPILER_BASES_MAX = 1000;
+
+/**
+ * compileJobSpec for the jobs of one bulk call: jobs registered together usually differ only in
+ * name, schedule and anchor, so the rest of a definition is checked once per distinct value
+ * (the first job that has it goes through compileJobSpec) and each further job checks only its
+ * own fields. Anything unusual in those goes through compileJobSpec too, which names every
+ * violation, so the result is always what compileJobSpec would return at `nowMs`.
+ */
+export class JobSpecCompiler {
+  /** Key of the shared fields → a spec compileJobSpec accepted with them. */
+  private readonly bases = new Map<string, JobSpec>();
+
+  constructor(readonly nowMs: number) {}
+
+  compile(input: JobSpecInput): CompiledJobSpec {
+    const key = sharedFieldsKey(input);
+    const base = this.bases.get(key);
+    if (base !== undefined) {
+      const own = withOwnFields(base, input, this.nowMs);
+      if (own !== undefined) return own;
+    }
+    const compiled = compileJobSpec(input, this.nowMs);
+    if (this.bases.size < COMPILER_BASES_MAX) this.bases.set(key, compiled.spec);
+    return compiled;
+  }
+}
+
+/**
+ * Every field but name, schedule and anchor, in one string: two inputs with one key are equal
+ * field by field, with `undefined`, `null`, NaN and the infinities all told apart (JSON would
+ * not).
+ */
+function sharedFieldsKey(input: JobSpecInput): string {
+  return (
+    valueKey(input.tenant) +
+    valueKey(input.timezone) +
+    valueKey(input.target) +
+    valueKey(input.payload) +
+    valueKey(input.delivery) +
+    valueKey(input.retry) +
+    valueKey(input.attemptDeadlineMs) +
+    valueKey(input.misfire) +
+    valueKey(input.overlap) +
+    valueKey(input.priority) +
+    valueKey(input.startAtMs) +
+    valueKey(input.endAtMs) +
+    valueKey(input.remainingFires)
+  );
+}
+
+let uniqueKeys = 0;
+
+/** A self-delimiting text of a JSON-like value; each kind has its own first character. */
+function valueKey(v: unknown): string {
+  switch (typeof v) {
+    case 'string':
+      return `s${v.length}:${v}`;
+    case 'number':
+      return Object.is(v, -0) ? 'n-0;' : `n${v};`;
+    case 'boolean':
+      return v ? 'T' : 'F';
+    case 'undefined':
+      return 'u';
+    case 'object': {
+      if (v === null) return 'z';
+      if (Array.isArray(v)) {
+        let out = 'a';
+        for (const x of v) out += valueKey(x);
+        return `${out}]`;
+      }
+      let out = 'o';
+      for (const k of Object.keys(v))
+        out += `${k.length}:${k}${valueKey((v as Record<string, unknown>)[k])}`;
+      return `${out}}`;
+    }
+    default:
+      // A function, symbol or bigint: a key of its own, so the input is always checked in full.
+      return `?${++uniqueKeys};`;
+  }
+}
+
+/**
+ * `base` with the job's own name, schedule and anchor, when they are plainly valid and the
+ * schedule has a slot; undefined otherwise (the caller then runs the full check).
+ */
+function withOwnFields(
+  base: JobSpec,
+  input: JobSpecInput,
+  nowMs: number,
+): CompiledJobSpec | undefined {
+  const name = input.name ?? '';
+  if (typeof name !== 'string' || name.length > NAME_CHARS_MAX) return undefined;
+  const text = input.schedule;
+  if (typeof text !== 'string' || text.trim() === '') return undefined;
+  const anchorIn = input.anchorMs ?? undefined;
+  if (anchorIn !== undefined && (typeof anchorIn !== 'number' || !Number.isSafeInteger(anchorIn)))
+    return undefined;
+  let anchorMs = anchorIn;
+  // The zone as the base's input gave it (same key), not as the base's schedule resolved it.
+  const zone = typeof input.timezone === 'string' ? input.timezone : 'UTC';
+  const isInterval = /^\s*every\b/i.test(text);
+  if (isInterval && anchorMs === undefined) anchorMs = nowMs;
+  const parsed = tryParseSchedule(text, { timezone: zone, anchorMs });
+  if (!parsed.ok) return undefined;
+  if (!isInterval) anchorMs = undefined;
+  const spec: JobSpec = {
+    tenant: base.tenant,
+    name,
+    schedule: text,
+    timezone: parsed.schedule.timezone,
+    anchorMs,
+    target: base.target,
+    payload: base.payload,
+    delivery: base.delivery,
+    retry: base.retry,
+    attemptDeadlineMs: base.attemptDeadlineMs,
+    misfire: base.misfire,
+    overlap: base.overlap,
+    priority: base.priority,
+    startAtMs: base.startAtMs,
+    endAtMs: base.endAtMs,
+    remainingFires: base.remainingFires,
+  };
+  return { spec, schedule: parsed.schedule };
+}
+
 /**
  * The first slot at or after `fromMs` (strictly after `fromMs - 1`) that the job's start and end
  * allow, or undefined when there is none.

@@ -8,11 +8,13 @@
  * A request for a group (or the meta group) this node does not lead fails with NotLeaderError
  * and the leader's id, so the router forwards or retries there. Reads run after a ReadIndex.
  */
+import { assert } from '../base/assert.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
 import type { Clock } from '../base/clock.js';
 import {
   compileJobSpec,
   firstSlotMs,
+  JobSpecCompiler,
   requireFirstSlot,
   JOB_ID_PATTERN,
   type CompiledJobSpec,
@@ -31,6 +33,8 @@ import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { NotLeaderError } from '../raft/errors.js';
 import {
   encodeSchedulerCommand,
+  packCreates,
+  type CreateJobCommand,
   type FireIntent,
   type SchedulerCommand,
   type TenantJobsAction,
@@ -75,7 +79,7 @@ export interface CreateJobRequest {
   readonly spec?: unknown;
 }
 
-export type CreateJobCommand = Extract<SchedulerCommand, { op: 'create-job' }>;
+export type { CreateJobCommand };
 
 export interface CreateJobsResult {
   readonly created: number;
@@ -173,7 +177,7 @@ export class SchedulerAdmin {
         field: 'expectedVersion',
         reason: 'must be a positive integer when given',
       });
-    const compiled = this.compileSpec(spec ?? {}, nowMs, 'spec.', violations);
+    const compiled = this.compileSpec(spec ?? {}, new JobSpecCompiler(nowMs), 'spec.', violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     const r = await this.propose(
@@ -289,11 +293,21 @@ export class SchedulerAdmin {
         { field: 'jobs', reason: `must be a list of 1 to ${CREATE_BATCH_MAX} jobs` },
       ]);
     const nowMs = this.clock.nowMs();
+    const compiler = new JobSpecCompiler(nowMs);
     const violations: FieldViolation[] = [];
     const commands: CreateJobCommand[] = [];
+    const firstOf = new Map<string, number>();
     (reqs as CreateJobRequest[]).forEach((req, i) => {
       try {
-        commands.push(this.createCommand(req, nowMs, `jobs[${i}].`));
+        const c = this.createCommand(req, nowMs, `jobs[${i}].`, compiler);
+        const first = firstOf.get(c.jobId);
+        if (first !== undefined)
+          violations.push({
+            field: `jobs[${i}].jobId`,
+            reason: `is the id of jobs[${first}] too (ids must differ in a batch)`,
+          });
+        firstOf.set(c.jobId, first ?? i);
+        commands.push(c);
       } catch (err) {
         if (!(err instanceof ValidationError)) throw err;
         violations.push(...err.violations);
@@ -304,35 +318,53 @@ export class SchedulerAdmin {
   }
 
   /**
-   * Proposes creates that createCommand produced (validated, first slot computed), each group's
-   * as one batch; resolves once all are committed and applied. This node must lead every group
+   * Proposes creates that createCommand produced (validated, first slot computed): each group's
+   * as one create-jobs entry (cut by size only when its definitions are large), which applies
+   * all or nothing; resolves once all are committed and applied. This node must lead every group
    * involved: none is proposed otherwise.
    */
   async proposeCreates(commands: readonly CreateJobCommand[]): Promise<CreateJobsResult> {
     const ranges = this.ranges();
-    const byGroup = new Map<number, Uint8Array[]>();
+    const byGroup = new Map<number, CreateJobCommand[]>();
     for (const c of commands) {
       const groupId = lookupRange(ranges, hashShardKey(c.jobId)).groupId;
       let list = byGroup.get(groupId);
       if (!list) byGroup.set(groupId, (list = []));
-      list.push(encodeSchedulerCommand(c));
+      list.push(c);
     }
     for (const groupId of byGroup.keys()) this.requireLeader(groupId);
     const results = await Promise.all(
-      [...byGroup].map(([groupId, datas]) => this.node.host.proposeBatch(groupId, datas)),
+      [...byGroup].map(([groupId, creates]) =>
+        this.node.host.proposeBatch(
+          groupId,
+          // A copy of its own: the log keeps entries in memory until the next snapshot, and a
+          // view would keep msgpackr's whole shared block alive with it.
+          packCreates(creates).map((c) => encodeSchedulerCommand(c).slice()),
+        ),
+      ),
     );
     let created = 0;
     let duplicates = 0;
     for (const r of results.flat() as ApplyResult[]) {
       if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
-      if (r.duplicate === true) duplicates++;
-      else created++;
+      created += r.createdCount ?? 0;
+      duplicates += r.duplicateCount ?? 0;
     }
     return { created, duplicates };
   }
 
-  /** Validates a create request and computes its first slot; names fields under `prefix`. */
-  createCommand(req: CreateJobRequest, nowMs: number, prefix: string): CreateJobCommand {
+  /**
+   * Validates a create request and computes its first slot; names fields under `prefix`. The
+   * jobs of one bulk call share a `compiler` (made at `nowMs`), which checks what they have in
+   * common once.
+   */
+  createCommand(
+    req: CreateJobRequest,
+    nowMs: number,
+    prefix: string,
+    compiler: JobSpecCompiler = new JobSpecCompiler(nowMs),
+  ): CreateJobCommand {
+    assert(compiler.nowMs === nowMs, 'createCommand: the compiler was made at another time');
     const jobId = typeof req.jobId === 'string' ? req.jobId : '';
     const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))
@@ -345,7 +377,7 @@ export class SchedulerAdmin {
         field: `${prefix}requestId`,
         reason: `must be a string of at most ${REQUEST_ID_CHARS_MAX} characters`,
       });
-    const compiled = this.compileSpec(req.spec ?? {}, nowMs, `${prefix}spec.`, violations);
+    const compiled = this.compileSpec(req.spec ?? {}, compiler, `${prefix}spec.`, violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     return {
@@ -362,13 +394,13 @@ export class SchedulerAdmin {
   /** compileJobSpec plus the tenant's existence; violations go to `out` under `prefix`. */
   private compileSpec(
     spec: unknown,
-    nowMs: number,
+    compiler: JobSpecCompiler,
     prefix: string,
     out: FieldViolation[],
   ): CompiledJobSpec | undefined {
     let compiled: CompiledJobSpec | undefined;
     try {
-      compiled = compileJobSpec(spec as JobSpecInput, nowMs);
+      compiled = compiler.compile(spec as JobSpecInput);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       for (const v of err.violations) out.push({ ...v, field: `${prefix}${v.field}` });

@@ -71,7 +71,32 @@ export interface TenantJobsCommand {
   readonly resumes: readonly JobResume[];
 }
 
+/** A job's definition without what bulk-registered jobs usually differ in: name, schedule, anchor. */
+export type SpecPart = Omit<JobSpec, 'name' | 'schedule' | 'anchorMs'>;
+
+/**
+ * Many creates of one group in one entry (bulk registration), stored by column: each distinct
+ * definition once in `specs`, then one element per job in each of the other arrays. Apply is all
+ * or nothing: if any job exists already, nothing of the entry is created.
+ */
+export interface CreateJobsCommand {
+  readonly op: 'create-jobs';
+  readonly atMs: number;
+  readonly specs: readonly SpecPart[];
+  readonly jobIds: readonly string[];
+  /** Index into `specs`. */
+  readonly specOf: readonly number[];
+  readonly schedules: readonly string[];
+  /** '' for no name. */
+  readonly names: readonly string[];
+  readonly anchorsMs: readonly (number | null)[];
+  readonly nextFireAtMs: readonly (number | null)[];
+  /** '' for no request id. */
+  readonly requestIds: readonly string[];
+}
+
 export type SchedulerCommand =
+  | CreateJobsCommand
   | {
       readonly op: 'create-job';
       readonly atMs: number;
@@ -151,6 +176,176 @@ export type SchedulerCommand =
   | { readonly op: 'purge-dead'; readonly atMs: number; readonly fireIds: readonly string[] };
 
 export type SchedulerCommandOp = SchedulerCommand['op'];
+
+export type CreateJobCommand = Extract<SchedulerCommand, { op: 'create-job' }>;
+
+/** The key of a definition's shared part: every field, so that equal keys mean equal parts. */
+export function specPartKey(s: SpecPart): string {
+  // JSON quotes every free-text field, so no field can imitate another's boundary.
+  return JSON.stringify([
+    s.tenant,
+    s.timezone,
+    s.target.url,
+    Object.entries(s.target.headers),
+    s.payload,
+    s.delivery,
+    s.retry.maxAttempts,
+    s.retry.initialBackoffMs,
+    s.retry.maxBackoffMs,
+    s.retry.multiplier,
+    s.retry.maxAgeMs,
+    s.attemptDeadlineMs,
+    s.misfire.policy,
+    s.misfire.fireAllCap,
+    s.misfire.catchUpWindowMs,
+    s.overlap.policy,
+    s.overlap.bufferCap,
+    s.priority,
+    s.startAtMs ?? null,
+    s.endAtMs ?? null,
+    s.remainingFires ?? null,
+  ]);
+}
+
+function specPartOf(s: SpecPart): SpecPart {
+  return {
+    tenant: s.tenant,
+    timezone: s.timezone,
+    target: s.target,
+    payload: s.payload,
+    delivery: s.delivery,
+    retry: s.retry,
+    attemptDeadlineMs: s.attemptDeadlineMs,
+    misfire: s.misfire,
+    overlap: s.overlap,
+    priority: s.priority,
+    startAtMs: s.startAtMs,
+    endAtMs: s.endAtMs,
+    remainingFires: s.remainingFires,
+  };
+}
+
+/**
+ * Bytes a create-jobs entry may hold, at most: well under Raft's 1 MiB entry bound, so that the
+ * msgpack overhead this estimate leaves out never pushes an entry over it.
+ */
+export const CREATE_JOBS_ENTRY_BYTES_MAX = 512 * 1024;
+
+/** Equal parts, told from shared objects and equal fields (false may still be equal). */
+function samePart(a: SpecPart, b: SpecPart): boolean {
+  return (
+    a.target === b.target &&
+    a.retry === b.retry &&
+    a.misfire === b.misfire &&
+    a.overlap === b.overlap &&
+    a.tenant === b.tenant &&
+    a.timezone === b.timezone &&
+    a.payload === b.payload &&
+    a.delivery === b.delivery &&
+    a.attemptDeadlineMs === b.attemptDeadlineMs &&
+    a.priority === b.priority &&
+    a.startAtMs === b.startAtMs &&
+    a.endAtMs === b.endAtMs &&
+    a.remainingFires === b.remainingFires
+  );
+}
+
+/** A generous estimate of what one more definition adds to a create-jobs entry. */
+function specPartBytes(s: SpecPart): number {
+  let n =
+    400 + s.tenant.length + s.timezone.length + 3 * s.target.url.length + 3 * s.payload.length;
+  for (const [k, v] of Object.entries(s.target.headers)) n += 3 * (k.length + v.length) + 8;
+  return n;
+}
+
+/** Columns of a create-jobs entry being filled. */
+type Columns = {
+  -readonly [
+    K in keyof Omit<CreateJobsCommand, 'op' | 'atMs'>
+  ]: CreateJobsCommand[K] extends readonly (infer T)[] ? T[] : never;
+};
+
+function emptyColumns(): Columns {
+  return {
+    specs: [],
+    jobIds: [],
+    specOf: [],
+    schedules: [],
+    names: [],
+    anchorsMs: [],
+    nextFireAtMs: [],
+    requestIds: [],
+  };
+}
+
+/**
+ * Creates as create-jobs entries: one for all when they fit, else cut by size (a batch of
+ * definitions with large payloads). Creates proposed at different times go to different entries
+ * (an entry has one `atMs`). Pure: the leader calls it with the creates it checked.
+ */
+export function packCreates(creates: readonly CreateJobCommand[]): CreateJobsCommand[] {
+  const out: CreateJobsCommand[] = [];
+  let atMs = creates[0]?.atMs ?? 0;
+  let cols = emptyColumns();
+  let keys = new Map<string, number>();
+  let bytes = 0;
+  const flush = (): void => {
+    if (cols.jobIds.length > 0) out.push({ op: 'create-jobs', atMs, ...cols });
+    cols = emptyColumns();
+    keys = new Map();
+    bytes = 0;
+  };
+  let last: { spec: JobSpec; key: string } | undefined;
+  for (const c of creates) {
+    // Jobs checked together share their policy objects (JobSpecCompiler): most have the part
+    // of the job before them, found without building its key.
+    const key = last !== undefined && samePart(last.spec, c.spec) ? last.key : specPartKey(c.spec);
+    last = { spec: c.spec, key };
+    const jobBytes =
+      64 +
+      3 * (c.jobId.length + c.spec.schedule.length + c.spec.name.length) +
+      3 * (c.requestId?.length ?? 0);
+    const more = jobBytes + (keys.has(key) ? 0 : specPartBytes(c.spec));
+    if (c.atMs !== atMs || bytes + more > CREATE_JOBS_ENTRY_BYTES_MAX) flush();
+    atMs = c.atMs;
+    let at = keys.get(key);
+    if (at === undefined) {
+      at = cols.specs.length;
+      keys.set(key, at);
+      cols.specs.push(specPartOf(c.spec));
+      bytes += specPartBytes(c.spec);
+    }
+    bytes += jobBytes;
+    cols.jobIds.push(c.jobId);
+    cols.specOf.push(at);
+    cols.schedules.push(c.spec.schedule);
+    cols.names.push(c.spec.name);
+    cols.anchorsMs.push(c.spec.anchorMs ?? null);
+    cols.nextFireAtMs.push(c.nextFireAtMs ?? null);
+    cols.requestIds.push(c.requestId ?? '');
+  }
+  flush();
+  return out;
+}
+
+/** The i-th job of a create-jobs entry, as a single create. */
+export function createAt(c: CreateJobsCommand, i: number): CreateJobCommand {
+  const part = c.specs[c.specOf[i]!]!;
+  const requestId = c.requestIds[i]!;
+  return {
+    op: 'create-job',
+    atMs: c.atMs,
+    jobId: c.jobIds[i]!,
+    spec: {
+      ...part,
+      name: c.names[i]!,
+      schedule: c.schedules[i]!,
+      anchorMs: c.anchorsMs[i] ?? undefined,
+    },
+    nextFireAtMs: c.nextFireAtMs[i] ?? undefined,
+    requestId: requestId === '' ? undefined : requestId,
+  };
+}
 
 export function encodeSchedulerCommand(c: SchedulerCommand): Uint8Array {
   return encode(c);

@@ -5,7 +5,8 @@
  * thirty pointer fields, a boxed number for each timestamp, a map entry. Here a job is a row:
  * its id maps to a row number, its own numbers sit unboxed in Float64Array chunks, and its
  * definition is one pointer to a SharedSpec that every job with the same settings shares
- * (retained.ts). What stays per job is the id, the name, the row's numbers and three pointers.
+ * (retained.ts). What stays per job is the id, the name, the row's numbers and three pointers;
+ * numbers most jobs leave undefined take no room until some job in their chunk sets one.
  *
  * Reads hand out a fresh plain `Job` object each time: a copy, never a live view, so code that
  * keeps a job across later commands (an attempt in flight, an API reply) holds what it read.
@@ -23,12 +24,18 @@ const CHUNK_BITS = 12;
 const CHUNK = 1 << CHUNK_BITS;
 const MASK = CHUNK - 1;
 
-/** A column of numbers, `undefined` stored as NaN (no field of a job is ever NaN). */
+/**
+ * A column of numbers, `undefined` stored as NaN (no field of a job is ever NaN). A chunk is
+ * allocated by the first number written into it: a field most jobs leave undefined (an anchor,
+ * a bound on fires, a finish time) costs nothing for them.
+ */
 class NumberColumn {
-  private readonly chunks: Float64Array[] = [];
+  private readonly chunks: (Float64Array | undefined)[] = [];
 
   get(row: number): number | undefined {
-    const v = this.chunks[row >>> CHUNK_BITS]![row & MASK]!;
+    const chunk = this.chunks[row >>> CHUNK_BITS];
+    if (chunk === undefined) return undefined;
+    const v = chunk[row & MASK]!;
     return Number.isNaN(v) ? undefined : v;
   }
 
@@ -38,9 +45,14 @@ class NumberColumn {
   }
 
   set(row: number, v: number | undefined): void {
-    const chunk = row >>> CHUNK_BITS;
-    while (this.chunks.length <= chunk) this.chunks.push(new Float64Array(CHUNK));
-    this.chunks[chunk]![row & MASK] = v === undefined ? Number.NaN : v;
+    const at = row >>> CHUNK_BITS;
+    let chunk = this.chunks[at];
+    if (chunk === undefined) {
+      if (v === undefined) return;
+      while (this.chunks.length <= at) this.chunks.push(undefined);
+      chunk = this.chunks[at] = new Float64Array(CHUNK).fill(Number.NaN);
+    }
+    chunk[row & MASK] = v === undefined ? Number.NaN : v;
   }
 
   clear(): void {
@@ -85,6 +97,27 @@ class RefColumn<V> {
   clear(): void {
     this.chunks.length = 0;
   }
+}
+
+/**
+ * The whole table by column, for snapshots: each distinct definition once, then one element per
+ * job in each column, in insertion order. `null` stands for undefined.
+ */
+export interface JobColumns {
+  readonly specs: readonly SharedSpec[];
+  readonly ids: readonly string[];
+  /** Index into `specs`. */
+  readonly specOf: readonly number[];
+  readonly names: readonly string[];
+  readonly anchorsMs: readonly (number | null)[];
+  readonly versions: readonly number[];
+  readonly paused: readonly number[];
+  readonly createdAtMs: readonly number[];
+  readonly updatedAtMs: readonly number[];
+  readonly nextFireAtMs: readonly (number | null)[];
+  readonly lastTokens: readonly number[];
+  readonly remaining: readonly (number | null)[];
+  readonly finishedAtMs: readonly (number | null)[];
 }
 
 /** What a job has beside its definition. */
@@ -197,6 +230,90 @@ export class JobTable {
       this.finishedAtMs,
     ])
       c.clear();
+  }
+
+  /** Every job by column (no Job object per job is made). */
+  columns(): JobColumns {
+    const specs: SharedSpec[] = [];
+    const specIndex = new Map<SharedSpec, number>();
+    const c = {
+      specs,
+      ids: [] as string[],
+      specOf: [] as number[],
+      names: [] as string[],
+      anchorsMs: [] as (number | null)[],
+      versions: [] as number[],
+      paused: [] as number[],
+      createdAtMs: [] as number[],
+      updatedAtMs: [] as number[],
+      nextFireAtMs: [] as (number | null)[],
+      lastTokens: [] as number[],
+      remaining: [] as (number | null)[],
+      finishedAtMs: [] as (number | null)[],
+    };
+    for (const [id, row] of this.rows) {
+      const spec = this.spec.get(row);
+      let at = specIndex.get(spec);
+      if (at === undefined) {
+        at = specs.length;
+        specIndex.set(spec, at);
+        specs.push(spec);
+      }
+      c.ids.push(id);
+      c.specOf.push(at);
+      c.names.push(this.name.get(row));
+      c.anchorsMs.push(this.anchorMs.get(row) ?? null);
+      c.versions.push(this.version.get(row));
+      c.paused.push(this.paused.get(row));
+      c.createdAtMs.push(this.createdAtMs.must(row));
+      c.updatedAtMs.push(this.updatedAtMs.must(row));
+      c.nextFireAtMs.push(this.nextFireAtMs.get(row) ?? null);
+      c.lastTokens.push(this.lastToken.must(row));
+      c.remaining.push(this.remaining.get(row) ?? null);
+      c.finishedAtMs.push(this.finishedAtMs.get(row) ?? null);
+    }
+    return c;
+  }
+
+  /**
+   * Adds every job of `c` (a table's columns()), each with the definition `specOf(k)` gives
+   * for `c.specs[k]` (the caller interns them).
+   */
+  putColumns(c: JobColumns, specOf: (k: number) => SharedSpec, flat: (s: string) => string): void {
+    const n = c.ids.length;
+    for (const col of [
+      c.specOf,
+      c.names,
+      c.anchorsMs,
+      c.versions,
+      c.paused,
+      c.createdAtMs,
+      c.updatedAtMs,
+      c.nextFireAtMs,
+      c.lastTokens,
+      c.remaining,
+      c.finishedAtMs,
+    ])
+      assert(col.length === n, 'job columns of different lengths');
+    for (let i = 0; i < n; i++) {
+      const name = c.names[i]!;
+      this.put(
+        flat(c.ids[i]!),
+        specOf(c.specOf[i]!),
+        name === '' ? '' : flat(name),
+        c.anchorsMs[i] ?? undefined,
+        {
+          version: c.versions[i]!,
+          paused: c.paused[i] === 1,
+          createdAtMs: c.createdAtMs[i]!,
+          updatedAtMs: c.updatedAtMs[i]!,
+          nextFireAtMs: c.nextFireAtMs[i] ?? undefined,
+          lastToken: c.lastTokens[i]!,
+          remaining: c.remaining[i] ?? undefined,
+          finishedAtMs: c.finishedAtMs[i] ?? undefined,
+        },
+      );
+    }
   }
 
   // Single fields without copying the job: for the hot paths (every run of a spike asks).

@@ -9,6 +9,7 @@
  * With millions of jobs this is a large share of a replica's heap and of what the collector
  * walks. None of these values is ever mutated, so sharing is safe.
  */
+import { specPartKey, type SpecPart } from './commands.js';
 import type { JobSpec } from './model.js';
 
 /** A job's definition without what usually differs from job to job (name, anchor). */
@@ -50,20 +51,62 @@ export class Retained {
     return value;
   }
 
+  /** part key → id; specs[id]: schedule → the SharedSpec. */
+  private readonly partIds = new Map<string, number>();
+  private readonly specs: Map<string, SharedSpec>[] = [];
+  private specCount = 0;
+
   /**
-   * The shared definition of a job: jobs registered in bulk usually differ only in id, name and
-   * anchor, so a million of them hold one SharedSpec between them. Built field by field in one
-   * fixed order, so that every SharedSpec has the same hidden class.
+   * The interned id of a definition's shared part (everything but name, schedule and anchor),
+   * or undefined when it is not interned (a large payload, or the table is full). A create-jobs
+   * entry asks once per definition, not once per job.
    */
+  partId(part: SpecPart): number | undefined {
+    if (part.payload.length > INTERNED_PAYLOAD_CHARS_MAX) return undefined;
+    const key = specPartKey(part);
+    const got = this.partIds.get(key);
+    if (got !== undefined) return got;
+    if (this.partIds.size >= INTERNED_MAX) return undefined;
+    const id = this.partIds.size;
+    this.partIds.set(key, id);
+    this.specs.push(new Map());
+    return id;
+  }
+
+  /**
+   * The shared definition of a job: jobs registered in bulk usually differ only in id, name,
+   * anchor and schedule, so a million of them hold a few SharedSpecs between them. `partId` is
+   * partId(part) (computed once per definition by the caller).
+   */
+  specOf(part: SpecPart, partId: number | undefined, schedule: string): SharedSpec {
+    if (partId === undefined) return Object.freeze(this.make(part, schedule));
+    // By the schedule string itself: no key to build per job.
+    const bySchedule = this.specs[partId]!;
+    const got = bySchedule.get(schedule);
+    if (got !== undefined) return got;
+    const value = Object.freeze(this.make(part, schedule));
+    if (this.specCount < INTERNED_MAX) {
+      bySchedule.set(value.schedule, value);
+      this.specCount++;
+    }
+    return value;
+  }
+
+  /** The shared definition of one job's spec. */
   spec(spec: JobSpec): SharedSpec {
+    return this.specOf(spec, this.partId(spec), spec.schedule);
+  }
+
+  /** Built field by field in one fixed order, so that every SharedSpec has the same hidden class. */
+  private make(spec: SpecPart, schedule: string): SharedSpec {
     const r = spec.retry;
     const m = spec.misfire;
     const o = spec.overlap;
     const headers = Object.entries(spec.target.headers);
     const headersKey = headers.length === 0 ? '' : JSON.stringify(headers);
-    const make = (): SharedSpec => ({
+    return {
       tenant: this.shared(spec.tenant),
-      schedule: this.shared(spec.schedule),
+      schedule: this.shared(schedule),
       timezone: this.shared(spec.timezone),
       target: this.sharedObject(`t${spec.target.url}\u0000${headersKey}`, () => ({
         url: this.shared(spec.target.url),
@@ -98,17 +141,6 @@ export class Retained {
       startAtMs: spec.startAtMs,
       endAtMs: spec.endAtMs,
       remainingFires: spec.remainingFires,
-    });
-    if (spec.payload.length > INTERNED_PAYLOAD_CHARS_MAX) return Object.freeze(make());
-    // Every field, in one string. Free text (schedule, URL) is JSON-quoted so that it cannot
-    // hold the separator; the payload comes last, so it may.
-    const key =
-      `${JSON.stringify(spec.schedule)}\u0001${spec.tenant}\u0001${spec.timezone}` +
-      `\u0001${JSON.stringify(spec.target.url)}\u0001${headersKey}\u0001${spec.delivery}` +
-      `\u0001${r.maxAttempts}/${r.initialBackoffMs}/${r.maxBackoffMs}/${r.multiplier}/` +
-      `${r.maxAgeMs}\u0001${spec.attemptDeadlineMs}\u0001${m.policy}/${m.fireAllCap}/` +
-      `${m.catchUpWindowMs}\u0001${o.policy}/${o.bufferCap}\u0001${spec.priority}\u0001` +
-      `${spec.startAtMs}\u0001${spec.endAtMs}\u0001${spec.remainingFires}\u0001${spec.payload}`;
-    return this.sharedObject(`s${key}`, make);
+    };
   }
 }

@@ -13,6 +13,7 @@ import type { Entry } from '../raft/messages.js';
 import {
   decodeSchedulerCommand,
   type AttemptResultCommand,
+  type CreateJobsCommand,
   type FireIntent,
   type SchedulerCommand,
   type TenantJobsCommand,
@@ -27,7 +28,7 @@ import {
   type Run,
   type RunStatus,
 } from './model.js';
-import { JobTable, type JobRowState } from './job-table.js';
+import { JobTable, type JobColumns, type JobRowState } from './job-table.js';
 import { Retained } from './retained.js';
 import { assertTransition } from './run-lifecycle.js';
 
@@ -54,6 +55,9 @@ export type ApplyResult =
       readonly changedCount?: number;
       /** tenant-jobs resume: the tenant's jobs still paused because the entry did not list them. */
       readonly unlistedCount?: number;
+      /** create-jobs: jobs created, and jobs whose request id was seen before (not created). */
+      readonly createdCount?: number;
+      readonly duplicateCount?: number;
     }
   | { readonly ok: false; readonly code: SchedulerErrorCode; readonly reason: string };
 
@@ -125,9 +129,19 @@ export class SchedulerStateMachine {
   private readonly touchedJobs = new Set<string>();
   private readonly touchedRuns = new Set<string>();
 
+  /**
+   * A job whose derived entries may change. The wheels keep the id they are given: a flat copy,
+   * so that a long id decoded from an entry (a slice of the entry's whole text) does not keep
+   * that text alive. Creates touch their jobs with the id the job table stores, which the wheels
+   * then share.
+   */
+  private touchJob(jobId: string): void {
+    this.touchedJobs.add(this.keep.flat(jobId));
+  }
+
   private noteTouched(c: SchedulerCommand): void {
     const wholeJob = (jobId: string): void => {
-      this.touchedJobs.add(jobId);
+      this.touchJob(jobId);
       for (const id of this.runsByJob.get(jobId) ?? []) this.touchedRuns.add(id);
     };
     const run = (fireId: string): void => {
@@ -136,9 +150,11 @@ export class SchedulerStateMachine {
       if (r) this.touchedJobs.add(r.jobId);
     };
     switch (c.op) {
+      case 'create-jobs':
       case 'create-job':
+        break;
       case 'update-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         break;
       case 'delete-job':
       case 'pause-job':
@@ -146,16 +162,16 @@ export class SchedulerStateMachine {
         wholeJob(c.jobId);
         break;
       case 'trigger-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         this.touchedRuns.add(fireIdOf(c.jobId, c.slotMs));
         break;
       case 'backfill-job':
-        this.touchedJobs.add(c.jobId);
+        this.touchJob(c.jobId);
         for (const slot of c.slots) this.touchedRuns.add(fireIdOf(c.jobId, slot));
         break;
       case 'fire-intents':
         for (const i of c.intents) {
-          this.touchedJobs.add(i.jobId);
+          this.touchJob(i.jobId);
           for (const slot of i.slots) this.touchedRuns.add(fireIdOf(i.jobId, slot));
         }
         break;
@@ -244,6 +260,8 @@ export class SchedulerStateMachine {
 
   private dispatch(c: SchedulerCommand): ApplyResult {
     switch (c.op) {
+      case 'create-jobs':
+        return this.createJobs(c);
       case 'create-job':
         return this.createJob(c);
       case 'update-job':
@@ -320,6 +338,7 @@ export class SchedulerStateMachine {
     }
     if (this.jobs.has(c.jobId)) return fail('JOB_ALREADY_EXISTS', `job ${c.jobId} already exists`);
     const id = this.keep.flat(c.jobId);
+    this.touchedJobs.add(id);
     this.putJob(id, c.spec, {
       version: 1,
       paused: false,
@@ -333,6 +352,72 @@ export class SchedulerStateMachine {
     if (c.requestId !== undefined) this.rememberRequest(this.keep.flat(c.requestId), id, c.atMs);
     if (c.nextFireAtMs === undefined) this.markFinished(id, c.atMs);
     return { ok: true, jobId: id, version: 1 };
+  }
+
+  /**
+   * All or nothing: every job is checked first (a job that exists, or an id twice in the entry,
+   * fails the entry and changes nothing); a job whose request id was seen before is a duplicate,
+   * not created. The definitions are interned once per entry, not once per job.
+   */
+  private createJobs(c: CreateJobsCommand): ApplyResult {
+    const n = c.jobIds.length;
+    assert(
+      c.specOf.length === n &&
+        c.schedules.length === n &&
+        c.names.length === n &&
+        c.anchorsMs.length === n &&
+        c.nextFireAtMs.length === n &&
+        c.requestIds.length === n,
+      'create-jobs: columns of different lengths',
+    );
+    const duplicate = new Uint8Array(n);
+    const ids = new Set<string>();
+    const requests = new Set<string>();
+    let duplicates = 0;
+    for (let i = 0; i < n; i++) {
+      const requestId = c.requestIds[i]!;
+      if (requestId !== '' && (this.requestIds.has(requestId) || requests.has(requestId))) {
+        duplicate[i] = 1;
+        duplicates++;
+        continue;
+      }
+      const jobId = c.jobIds[i]!;
+      if (this.jobs.has(jobId) || ids.has(jobId))
+        return fail('JOB_ALREADY_EXISTS', `job ${jobId} already exists`);
+      ids.add(jobId);
+      if (requestId !== '') requests.add(requestId);
+    }
+    const partIds = c.specs.map((part) => this.keep.partId(part));
+    for (let i = 0; i < n; i++) {
+      if (duplicate[i] === 1) continue;
+      const id = this.keep.flat(c.jobIds[i]!);
+      this.touchedJobs.add(id);
+      const at = c.specOf[i]!;
+      const part = c.specs[at];
+      assert(part !== undefined, `create-jobs: job ${id} names definition ${at}, not in the entry`);
+      const name = c.names[i]!;
+      const nextFireAtMs = c.nextFireAtMs[i] ?? undefined;
+      this.jobs.put(
+        id,
+        this.keep.specOf(part, partIds[at], c.schedules[i]!),
+        name.length === 0 ? '' : this.keep.flat(name),
+        c.anchorsMs[i] ?? undefined,
+        {
+          version: 1,
+          paused: false,
+          createdAtMs: c.atMs,
+          updatedAtMs: c.atMs,
+          nextFireAtMs,
+          lastToken: 0,
+          remaining: part.remainingFires,
+          finishedAtMs: undefined,
+        },
+      );
+      const requestId = c.requestIds[i]!;
+      if (requestId !== '') this.rememberRequest(this.keep.flat(requestId), id, c.atMs);
+      if (nextFireAtMs === undefined) this.markFinished(id, c.atMs);
+    }
+    return { ok: true, createdCount: n - duplicates, duplicateCount: duplicates };
   }
 
   private putJob(id: string, spec: JobSpec, st: JobRowState): void {
@@ -740,10 +825,14 @@ export class SchedulerStateMachine {
   // -------------------------------------------------------------------------------------
   // Snapshots
 
+  /**
+   * Version 2: jobs by column (JobTable.columns()), each distinct definition once; version 1
+   * (one object per job) is still read.
+   */
   snapshot(): Uint8Array {
     return encode({
-      v: 1,
-      jobs: [...this.jobs.values()],
+      v: 2,
+      jobs: this.jobs.columns(),
       runs: [...this.runs.values()],
       runsByJob: [...this.runsByJob.entries()],
       dead: [...this.dead],
@@ -756,7 +845,7 @@ export class SchedulerStateMachine {
   restore(data: Uint8Array): void {
     const s = decode(data) as {
       v: number;
-      jobs: Job[];
+      jobs: Job[] | JobColumns;
       runs: Run[];
       runsByJob: [string, string[]][];
       dead: string[];
@@ -764,14 +853,25 @@ export class SchedulerStateMachine {
       finished: [string, number][];
       appliedCommands: number;
     };
-    assert(s.v === 1, `unknown scheduler snapshot version ${s.v}`);
+    assert(s.v === 1 || s.v === 2, `unknown scheduler snapshot version ${s.v}`);
     this.jobs.clear();
     this.runs.clear();
     this.runsByJob.clear();
     this.dead.clear();
     this.requestIds.clear();
     this.finished.clear();
-    for (const j of s.jobs) this.putJob(this.keep.flat(j.id), j, j);
+    if (s.v === 1) for (const j of s.jobs as Job[]) this.putJob(this.keep.flat(j.id), j, j);
+    else {
+      const cols = s.jobs as JobColumns;
+      const specs = cols.specs.map((spec) =>
+        this.keep.spec({ ...spec, name: '', anchorMs: undefined }),
+      );
+      this.jobs.putColumns(
+        cols,
+        (k) => specs[k]!,
+        (id) => this.keep.flat(id),
+      );
+    }
     for (const r of s.runs) this.runs.set(r.fireId, r);
     this.touchedJobs.clear();
     this.touchedRuns.clear();

@@ -117,6 +117,47 @@ t.test(
       .call('JobService', 'GetJob', { jobId: 'batch-ok' })
       .catch((e: unknown) => e);
     t.equal((none as ApiCallError).status, 5, 'a batch with a bad job creates nothing');
+    // An id twice in one batch is named, and nothing is created.
+    const twice = await c
+      .call('JobService', 'CreateJobs', {
+        jobs: [
+          { jobId: 'twice-a', spec: ac.spec() },
+          { jobId: 'twice-b', spec: ac.spec() },
+          { jobId: 'twice-a', spec: ac.spec() },
+        ],
+      })
+      .catch((e: unknown) => e);
+    t.same(
+      (twice as ApiCallError).violations.map((v) => v.field),
+      ['jobs[2].job_id'],
+      'the repeated id is named',
+    );
+    for (const jobId of ['twice-a', 'twice-b']) {
+      const r = await c.call('JobService', 'GetJob', { jobId }).catch((e: unknown) => e);
+      t.equal((r as ApiCallError).status, 5, `${jobId}: not created`);
+    }
+    // A batch retried with the same request ids creates each job once.
+    const withIds = Array.from({ length: 40 }, (_, i) => ({
+      jobId: `rq-batch-${i}`,
+      requestId: `rq-batch-req-${i}`,
+      spec: ac.spec(),
+    }));
+    const batchFirst = await c.call<{ created: number; duplicates: number }>(
+      'JobService',
+      'CreateJobs',
+      {
+        jobs: withIds,
+      },
+    );
+    const batchAgain = await c.call<{ created: number; duplicates: number }>(
+      'JobService',
+      'CreateJobs',
+      {
+        jobs: withIds,
+      },
+    );
+    t.same([batchFirst.created, batchFirst.duplicates], [40, 0], 'the first call creates all');
+    t.same([batchAgain.created, batchAgain.duplicates], [0, 40], 'the retry creates none');
 
     const endpoint = endpointOf(ac.cluster.node('n2'));
     const created = await tickctl(t, ['tenants', 'create', 'beta'], endpoint);

@@ -3,6 +3,7 @@ import { ValidationError } from '../../../src/base/errors.js';
 import {
   compileJobSpec,
   firstSlotMs,
+  JobSpecCompiler,
   PAYLOAD_BYTES_MAX,
   requireFirstSlot,
 } from '../../../src/api/job-spec.js';
@@ -103,5 +104,48 @@ t.test('bad input names every offending field and changes nothing', (t) => {
   t.same(violations({ ...base, schedule: '* * * * *', startAtMs: NOW + 10, endAtMs: NOW }), [
     'endAtMs',
   ]);
+  t.end();
+});
+
+t.test('JobSpecCompiler gives what compileJobSpec gives, job by job', (t) => {
+  const outcome = (f: () => unknown): unknown => {
+    try {
+      return f();
+    } catch (err) {
+      if (err instanceof ValidationError) return err.violations;
+      throw err;
+    }
+  };
+  const shared = { tenant: 'acme', target: { url: 'https://example.test/hook' }, priority: 1 };
+  // One compiler sees them all in order: the first of each shared part goes the full way, the
+  // others the short way, and bad own fields must still be named exactly.
+  const inputs: Record<string, unknown>[] = [
+    { ...shared, schedule: '0 3 * * *' },
+    { ...shared, name: 'n', schedule: '5 4 * * *' },
+    { ...shared, schedule: 'every 10m' },
+    { ...shared, schedule: 'every 10m', anchorMs: NOW - 7 },
+    { ...shared, schedule: '0 3 * * *', anchorMs: NOW - 7 },
+    { ...shared, schedule: '0 3 * * *', timezone: 'America/New_York' },
+    { ...shared, schedule: '61 3 * * *', timezone: 'America/New_York' },
+    { ...shared, schedule: '   ' },
+    { ...shared, schedule: '0 3 * * *', name: 'x'.repeat(201) },
+    { ...shared, schedule: '0 3 * * *', name: 7 },
+    { ...shared, schedule: '0 3 * * *', anchorMs: 1.5 },
+    { ...shared, schedule: 42 },
+    { ...shared, schedule: '0 3 * * *', priority: Number.NaN },
+    { ...shared, schedule: '0 3 * * *', priority: null },
+    { ...shared, schedule: '0 3 * * *', priority: undefined },
+    { ...shared, schedule: 'at 2020-01-01T00:00:00Z' },
+    { ...shared, schedule: '0 3 * * *', target: { url: 'ftp://x' } },
+    { ...shared, schedule: '0 3 * * *', retry: { multiplier: Number.POSITIVE_INFINITY } },
+    { ...shared, schedule: '0 3 * * *', retry: { multiplier: null } },
+  ];
+  const compiler = new JobSpecCompiler(NOW);
+  for (const [i, input] of inputs.entries())
+    t.same(
+      outcome(() => compiler.compile(input).spec),
+      outcome(() => compileJobSpec(input, NOW).spec),
+      `input ${i}: ${JSON.stringify(input)}`,
+    );
   t.end();
 });

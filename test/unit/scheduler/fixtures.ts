@@ -3,7 +3,12 @@
  * not always applicable) stream of commands over a few jobs.
  */
 import { SeededRand } from '../../../src/base/rand.js';
-import type { AttemptResultCommand, SchedulerCommand } from '../../../src/scheduler/commands.js';
+import {
+  packCreates,
+  type AttemptResultCommand,
+  type CreateJobCommand,
+  type SchedulerCommand,
+} from '../../../src/scheduler/commands.js';
 import { TOKENS_PER_TERM } from '../../../src/scheduler/fencing.js';
 import type { JobSpec } from '../../../src/scheduler/model.js';
 
@@ -51,14 +56,16 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
     const roll = r.int(10);
     const planned = next.get(jobId);
     if (roll === 0 || planned === undefined) {
-      out.push({
+      const create: CreateJobCommand = {
         op: 'create-job',
         atMs: now,
         jobId,
         spec: spec({ delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once' }),
         nextFireAtMs: now + MIN,
         requestId: r.chance(0.3) ? `rq${r.int(5)}` : undefined,
-      });
+      };
+      // Bulk registration's entry, too (one job: the stream's job ids are few).
+      out.push(r.chance(0.3) ? packCreates([create])[0]! : create);
       next.set(jobId, now + MIN);
     } else if (roll <= 4) {
       out.push({

@@ -120,3 +120,24 @@ t.test("a tenant's job ids, without reading the others", (t) => {
   t.same(table.idsOfTenant('nobody'), []);
   t.end();
 });
+
+t.test('a number most rows leave undefined reads right in every chunk, set or not', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  const shared = keep.spec(spec);
+  // 10,000 rows span three chunks; only rows 5000 and 9000 have a finish time.
+  for (let i = 0; i < 10_000; i++)
+    table.put(`r${i}`, shared, '', undefined, state({ remaining: undefined }));
+  table.setFinishedAt('r5000', T + 1);
+  table.setFinishedAt('r9000', T + 2);
+  t.equal(table.get('r0')?.finishedAtMs, undefined, 'a chunk never written');
+  t.equal(table.get('r4999')?.finishedAtMs, undefined, 'an unset row in a written chunk');
+  t.equal(table.get('r5000')?.finishedAtMs, T + 1);
+  t.equal(table.get('r9000')?.finishedAtMs, T + 2);
+  t.equal(table.get('r5001')?.anchorMs, undefined);
+  table.setFinishedAt('r5000', undefined);
+  t.equal(table.get('r5000')?.finishedAtMs, undefined, 'set back to undefined');
+  const cols = table.columns();
+  t.equal(cols.finishedAtMs.filter((v) => v !== null).length, 1, 'columns() agree');
+  t.end();
+});

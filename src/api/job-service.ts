@@ -21,7 +21,7 @@ import {
   pageSizeOf,
   type GroupPage,
 } from './pagination.js';
-import type { CallContext } from './router.js';
+import { codeOf, type CallContext } from './router.js';
 import { answerForChildren, listAcrossGroups } from './split-admin.js';
 import {
   CREATE_BATCH_MAX,
@@ -203,16 +203,54 @@ async function createJobs(
   });
   v.throwIfAny('JOB_SPEC_INVALID');
   const results = await Promise.all(
-    [...byGroup].map(([groupId, part]) =>
-      api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part.msgs }, () =>
-        admin.proposeCreates(part.commands),
-      ),
-    ),
+    [...byGroup].map(([groupId, part]) => createPart(api, ctx, groupId, part, true)),
   );
   return {
     created: results.reduce((n, r) => n + r.created, 0),
     duplicates: results.reduce((n, r) => n + r.duplicates, 0),
   };
+}
+
+interface CreatePart {
+  readonly msgs: Msg[];
+  readonly commands: CreateJobCommand[];
+}
+
+/**
+ * One group's part of a CreateJobs call, on its leader. A part refused as ROUTE_STALE (the
+ * group's range was split since this node's map was read) is placed again by the refreshed map,
+ * once: its jobs may now belong to two groups.
+ */
+async function createPart(
+  api: ApiContext,
+  ctx: CallContext,
+  groupId: number,
+  part: CreatePart,
+  mayReplace: boolean,
+): Promise<{ created: number; duplicates: number }> {
+  try {
+    return await api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part.msgs }, () =>
+      api.admin.proposeCreates(part.commands),
+    );
+  } catch (err) {
+    if (!mayReplace || codeOf(err) !== 'ROUTE_STALE') throw err;
+    const ranges = api.admin.ranges();
+    const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
+    part.commands.forEach((command, i) => {
+      const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
+      let sub = byGroup.get(g);
+      if (!sub) byGroup.set(g, (sub = { msgs: [], commands: [] }));
+      sub.msgs.push(part.msgs[i]!);
+      sub.commands.push(command);
+    });
+    const results = await Promise.all(
+      [...byGroup].map(([g, sub]) => createPart(api, ctx, g, sub, false)),
+    );
+    return {
+      created: results.reduce((n, r) => n + r.created, 0),
+      duplicates: results.reduce((n, r) => n + r.duplicates, 0),
+    };
+  }
 }
 
 /** One group's jobs of `tenant` after `after` (by id), from that group's leader. */

@@ -201,7 +201,7 @@ export class Router {
   }
 }
 
-function codeOf(err: unknown): string | undefined {
+export function codeOf(err: unknown): string | undefined {
   if (err instanceof TickraftError) return err.code;
   if (isServiceError(err)) {
     const c = err.metadata.get('tickraft-error-code')[0];

@@ -215,6 +215,13 @@ export class SchedulerStateMachine {
       case 'replay-run':
         jobId = c.fireId.slice(0, Math.max(0, c.fireId.lastIndexOf(':')));
         break;
+      case 'create-jobs': {
+        // All or nothing, as the entry itself: one job split away sends the whole batch back.
+        const away = c.jobIds.find((id) => !owns(id));
+        if (away === undefined) return undefined;
+        jobId = away;
+        break;
+      }
       default:
         // The leader's own commands name jobs it holds; one for a job split away is a no-op.
         return undefined;

@@ -5,7 +5,12 @@
 // owns exactly them, a second apply of the same entry is a no-op, and a split that does not fit
 // the range is refused without a change.
 import t from 'tap';
-import { encodeSchedulerCommand, type SchedulerCommand } from '../../../src/scheduler/commands.js';
+import {
+  encodeSchedulerCommand,
+  packCreates,
+  type CreateJobCommand,
+  type SchedulerCommand,
+} from '../../../src/scheduler/commands.js';
 import { hashShardKey } from '../../../src/placement/hash.js';
 import { encodeSplitEntry, type SplitEntry } from '../../../src/placement/split-state.js';
 import { DataGroupStateMachine } from '../../../src/server/data-group-state-machine.js';
@@ -68,6 +73,18 @@ t.test('a split entry hands the upper half to the child at its index', (t) => {
     },
     'a create for the lower half is accepted',
   );
+  const lowerId = fresh('lower');
+  const batch = packCreates(
+    [fresh('upper'), `${lowerId}-b`, lowerId].map((id) => create(id, 2000) as CreateJobCommand),
+  );
+  t.equal(batch.length, 1, 'one create-jobs entry');
+  const jobsBefore = sm.scheduler.jobs.size;
+  t.match(
+    sm.apply(entry(++index, encodeSchedulerCommand(batch[0]!))),
+    { ok: false, code: 'ROUTE_STALE' },
+    'a bulk create holding one job of the upper half is refused as a whole',
+  );
+  t.equal(sm.scheduler.jobs.size, jobsBefore, 'and creates nothing');
   const moved = upper[0]!;
   t.match(
     sm.apply(entry(++index, encodeSchedulerCommand({ op: 'pause-job', atMs: 2000, jobId: moved }))),

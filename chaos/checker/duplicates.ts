@@ -36,6 +36,8 @@ export const DUPLICATE_EXCUSING_FAULTS: ReadonlySet<NemesisKind> = new Set([
   'clock-strobe',
   'clock-drift',
   'replica-move',
+  'node-drain',
+  'rebalance',
 ]);
 
 function isDefiniteFailure(d: DeliveryRecord): boolean {

@@ -165,7 +165,12 @@ async function bringUp(
   }
   pc.cluster.startAll();
   await pc.cluster.waitReady(120_000);
-  for (const n of pc.cluster.nodes) clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000));
+  // No transparent retries: grpc-js retries an attempt whose stream closed as REFUSED_STREAM on
+  // the same node, and when that node has just been killed the caller sees only the retry's
+  // ECONNREFUSED, which the workload takes for "never sent" (seed 11: a pause applied though
+  // its call was recorded as failed). Without them, a refused connection means no attempt.
+  for (const n of pc.cluster.nodes)
+    clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000, { 'grpc.enable_retries': 0 }));
   await eventually(async () => {
     const st = await clients[0]!.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});
     const nodes = st['nodes'] as Record<string, unknown>[];
@@ -318,7 +323,7 @@ export function renderCounts(
   return [
     `seed ${o.seed}   nemeses ${o.nemeses.join(',') || 'none'}   workload ${o.timeSec}s`,
     `operations ok ${r.workload.ok}, fail ${r.workload.fail}, info ${r.workload.info}; jobs created ${r.workload.jobs}; unread at the end ${r.unreadJobs}`,
-    `faults ${r.nemesis.faults + r.nemesis.transfers} (${byKind || 'none'}); transfers skipped (no status) ${r.nemesis.transfersSkipped}`,
+    `faults ${Object.values(r.nemesis.byKind).reduce((a, b) => a + b, 0)} (${byKind || 'none'}); transfers skipped (no status) ${r.nemesis.transfersSkipped}`,
     ...membership,
     `deliveries ${r.report.counts.deliveries}; run directory ${resolve(r.dir)}`,
     `replay: ${r.replay}`,

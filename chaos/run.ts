@@ -46,6 +46,8 @@ export interface ChaosOptions {
   readonly clockOffsetMaxMs?: number;
   readonly processes?: number;
   readonly jobsPerProcess?: number;
+  /** Gap between two membership operations, ms (default 3–10 s). */
+  readonly membershipGapMs?: readonly [number, number];
   readonly log?: (line: string) => void;
 }
 
@@ -218,13 +220,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const now = (): number => performance.timeOrigin + performance.now() - startedAtEpochMs;
   const driver = new HistoryWriter(join(o.dir, 'driver.jsonl'));
   const nemesisHistory = new HistoryWriter(join(o.dir, 'nemesis.jsonl'));
-  driver.append(
-    metaRecord(o, startedAtEpochMs, {
-      L: o.lagBoundMs ?? 3000,
-      R,
-      delta: o.inFlightSlackMs ?? 3000,
-    }),
-  );
+  const tolerances = { L: o.lagBoundMs ?? 3000, R, delta: o.inFlightSlackMs ?? 3000 };
+  driver.append(metaRecord(o, startedAtEpochMs, tolerances));
   const sink = await startSink([
     ...['--history', join(o.dir, 'sink.jsonl'), '--started-at', String(startedAtEpochMs)],
     ...['--secret', SECRET, '--seed', String(seed ^ 0x5eed)],
@@ -266,6 +263,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       now,
       electionTimeoutMs: TICK_MS * ELECTION_TICKS * 2,
       clockOffsetMaxMs: o.clockOffsetMaxMs ?? Math.min(3000, R / 4),
+      membershipGapMs: o.membershipGapMs,
     });
     await Promise.all([workload.run(o.timeSec * 1000), nemesis.run(now() + o.timeSec * 1000)]);
     log('chaos: workload done; final heal (and replica moves finished)');
@@ -318,7 +316,7 @@ export function renderCounts(
                     .join(' ')}`,
               )
               .join('; ') || 'no operation'
-          }; moves started by drains and rebalances ${m.movesStarted}; moves in flight after the final heal ${r.nemesis.movesLeftAtEnd}`,
+          }; moves started by drains and rebalances ${m.movesStarted}; after the final heal: moves in flight ${r.nemesis.settled?.movesLeft ?? '?'}, groups without 3 replicas ${r.nemesis.settled?.groupsNotAtThree ?? '?'}`,
         ];
   return [
     `seed ${o.seed}   nemeses ${o.nemeses.join(',') || 'none'}   workload ${o.timeSec}s`,

@@ -44,7 +44,7 @@ export interface MembershipNemesisOptions {
   readonly nextFaultId: () => string;
   readonly record: (phase: 'start' | 'end', f: MembershipFault) => void;
   /** Gap between two operations, ms. */
-  readonly gapMs?: readonly [number, number];
+  readonly gapMs?: readonly [number, number] | undefined;
   /** How long one operation is followed before it counts as stuck, ms. */
   readonly operationMs?: number;
 }
@@ -54,6 +54,13 @@ export interface MembershipCounts {
   readonly byKind: Record<string, Record<string, number>>;
   /** Moves started by drains and rebalances (a replica-move is one move of its own). */
   movesStarted: number;
+}
+
+export interface SettleReport {
+  /** Replica moves still in flight after the final heal's wait (-1: unknown). */
+  readonly movesLeft: number;
+  /** Data groups whose layout does not list exactly 3 replicas then (-1: unknown). */
+  readonly groupsNotAtThree: number;
 }
 
 /** Rounds of DrainNode / Rebalance per operation (each round waits for its moves). */
@@ -122,10 +129,11 @@ export class MembershipNemesis {
 
   /**
    * The final heal: a node drained and not given back is undrained and rebalanced, every move
-   * in flight is waited for (bounded by `timeoutMs`), and every open record ends. Returns the
-   * moves still in flight at the end (-1: no node answered).
+   * in flight is waited for (bounded by `timeoutMs`), and every open record ends. Reports the
+   * moves still in flight then and the data groups without exactly 3 replicas (-1: no node
+   * answered).
    */
-  async settle(timeoutMs: number): Promise<number> {
+  async settle(timeoutMs: number): Promise<SettleReport> {
     this.stopping = true;
     const deadline = this.o.now() + timeoutMs;
     // Nodes restarted by the heal may not answer yet: the undrain is asked until it is taken.
@@ -135,10 +143,17 @@ export class MembershipNemesis {
       });
       if (this.drained !== undefined) await sleep(POLL_MS);
     }
-    const left = await this.waitNoMoves(deadline).catch(() => -1);
+    const movesLeft = await this.waitNoMoves(deadline).catch(() => -1);
     for (const [id, f] of [...this.open])
-      this.end(id, f, { outcome: left === 0 ? 'cut-short' : 'stuck', movesLeft: left });
-    return left;
+      this.end(id, f, { outcome: movesLeft === 0 ? 'cut-short' : 'stuck', movesLeft });
+    const st = await this.call<Msg>('ClusterStatus', {}, deadline + 30_000).catch(() => undefined);
+    const groupsNotAtThree =
+      st === undefined
+        ? -1
+        : (st['groups'] as Msg[]).filter(
+            (g) => Number(g['groupId']) !== 0 && (g['replicas'] as Msg[]).length !== 3,
+          ).length;
+    return { movesLeft, groupsNotAtThree };
   }
 
   // ---- operations -------------------------------------------------------------------------

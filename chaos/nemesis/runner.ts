@@ -13,7 +13,12 @@ import type { NemesisKind, NemesisRecord, PartitionShape } from '../history/form
 import type { HistoryWriter } from '../history/jsonl.js';
 import type { ClusterNet } from '../net.js';
 import type { NodeClocks } from './clock.js';
-import { MembershipNemesis, type MembershipCounts, type MembershipFault } from './membership.js';
+import {
+  MembershipNemesis,
+  type MembershipCounts,
+  type MembershipFault,
+  type SettleReport,
+} from './membership.js';
 import { partition, PARTITION_SHAPES, slowLinks } from './network.js';
 import { killNode, pauseNode, restartNode, resumeNode } from './process.js';
 
@@ -46,6 +51,8 @@ export interface NemesisOptions {
   /** Fault length and quiet gap ranges, ms. */
   readonly faultMs?: readonly [number, number];
   readonly gapMs?: readonly [number, number];
+  /** Gap between two membership operations, ms. */
+  readonly membershipGapMs?: readonly [number, number] | undefined;
 }
 
 interface Active {
@@ -65,8 +72,8 @@ export interface NemesisCounts {
   transfersSkipped: number;
   /** The membership family's operations (undefined without it). */
   membership: MembershipCounts | undefined;
-  /** Replica moves still in flight after the final heal's wait (-1: unknown). */
-  movesLeftAtEnd: number;
+  /** What the final heal's wait for replica moves found (membership family only). */
+  settled: SettleReport | undefined;
 }
 
 /** The membership family needs a node free of each group (groups have 3 replicas). */
@@ -87,7 +94,7 @@ export class NemesisRunner {
     transfers: 0,
     transfersSkipped: 0,
     membership: undefined,
-    movesLeftAtEnd: 0,
+    settled: undefined,
   };
   private partitioned = false;
   private readonly membership: MembershipNemesis | undefined;
@@ -107,6 +114,7 @@ export class NemesisRunner {
         now: o.now,
         nextFaultId: () => `f${++this.nextFault}`,
         record: (phase, f) => this.recordMembership(phase, f),
+        gapMs: o.membershipGapMs,
       });
       this.counts.membership = this.membership.counts;
     }
@@ -401,6 +409,6 @@ export class NemesisRunner {
       restartNode(n);
       this.o.clocks?.reset(n.id);
     }
-    if (this.membership) this.counts.movesLeftAtEnd = await this.membership.settle(SETTLE_MS);
+    if (this.membership) this.counts.settled = await this.membership.settle(SETTLE_MS);
   }
 }

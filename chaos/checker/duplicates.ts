@@ -25,7 +25,11 @@ export interface DuplicateStats {
   readonly atLeastOnceDuplicatesAllowed: number;
 }
 
-/** Faults that may cause an at-least-once duplicate; a graceful transfer does not. */
+/**
+ * Faults that may cause an at-least-once duplicate. A graceful leader transfer does not, and
+ * neither do replica moves, drains and rebalances: a leaving leader hands over the same way
+ * (draining its deliveries first).
+ */
 export const DUPLICATE_EXCUSING_FAULTS: ReadonlySet<NemesisKind> = new Set([
   'kill',
   'pause',
@@ -35,9 +39,6 @@ export const DUPLICATE_EXCUSING_FAULTS: ReadonlySet<NemesisKind> = new Set([
   'clock-bump',
   'clock-strobe',
   'clock-drift',
-  'replica-move',
-  'node-drain',
-  'rebalance',
 ]);
 
 function isDefiniteFailure(d: DeliveryRecord): boolean {

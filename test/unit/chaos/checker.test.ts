@@ -185,6 +185,14 @@ t.test('a duplicate across a graceful leader transfer is not allowed', (t) => {
   t.end();
 });
 
+t.test('a duplicate across replica moves, a drain or a rebalance alone is not allowed', (t) => {
+  for (const kind of ['replica-move', 'node-drain', 'rebalance'] as const) {
+    const b = clean().fault('m1', kind, 5_100, 5_300).delivery(J, slot(5), 5_600, { attempt: 2 });
+    t.same(found(checkHistory(b.records)), { 'at-least-once-duplicate': 1 }, kind);
+  }
+  t.end();
+});
+
 t.test('a delivery received after an acknowledged delete is reported', (t) => {
   const def = everySecond();
   const b = new HistoryBuilder()

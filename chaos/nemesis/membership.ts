@@ -91,6 +91,8 @@ function transient(err: unknown): boolean {
 export class MembershipNemesis {
   private readonly rand: SeededRand;
   private stopping = false;
+  /** The final heal's calls run even though the nemesis is stopped. */
+  private settling = false;
   /** Records started and not ended yet (ended by the operation, or by `settle`). */
   private readonly open = new Map<string, MembershipFault>();
   /** A node this nemesis drained and has not undrained yet. */
@@ -101,7 +103,7 @@ export class MembershipNemesis {
     this.rand = new SeededRand(o.seed);
   }
 
-  /** No new operation starts; the one under way ends at its `until`. */
+  /** No new operation starts, and the one under way stops at its next call. */
   stop(): void {
     this.stopping = true;
   }
@@ -135,6 +137,7 @@ export class MembershipNemesis {
    */
   async settle(timeoutMs: number): Promise<SettleReport> {
     this.stopping = true;
+    this.settling = true;
     const deadline = this.o.now() + timeoutMs;
     // Nodes restarted by the heal may not answer yet: the undrain is asked until it is taken.
     while (this.drained !== undefined && this.o.now() < deadline) {
@@ -305,7 +308,8 @@ export class MembershipNemesis {
    */
   private async call<T>(method: string, req: Msg, until: number): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      if (this.o.now() >= until) throw new StoppedError(method);
+      if ((this.stopping && !this.settling) || this.o.now() >= until)
+        throw new StoppedError(method);
       const up = this.o.cluster.nodes.filter((n) => n.running && !n.paused);
       const via = up[attempt % Math.max(1, up.length)] ?? this.o.cluster.nodes[0]!;
       const client = this.o.clients[this.o.cluster.nodes.indexOf(via)] ?? this.o.clients[0]!;

@@ -134,7 +134,11 @@ function whyDuplicateNotAllowed(
   delta: number,
 ): string | undefined {
   if (a.fireId !== success.fireId) return `fire id ${a.fireId} differs from ${success.fireId}`;
-  if (!(a.token > maxToken)) return `token not higher than ${maxToken}, the highest before it`;
+  // An older leader's attempt that was already on its way when the leader was deposed (a pause,
+  // a partition) may arrive after the new leader's success, with its lower token: that is what
+  // fencing is for (DESIGN §6), so it is allowed when the sink refused it, inside a fault window.
+  if (!(a.token > maxToken) && a.answer !== 'stale')
+    return `token not higher than ${maxToken}, the highest before it`;
   const span = { from: success.t - delta, to: a.t };
   if (!windows.some((w) => overlaps(w, span))) return 'no fault overlaps the time between them';
   return undefined;

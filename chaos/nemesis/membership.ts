@@ -262,8 +262,11 @@ export class MembershipNemesis {
       this.counts.movesStarted += started;
       transfers += done;
       if (started > 0 || inFlight > 0) {
-        if ((await this.waitNoMoves(deadline, until)) > 0)
+        if ((await this.waitNoMoves(deadline, until)) > 0) {
+          // The run ended with moves in flight: the record stays open for settle().
+          if (this.o.now() >= until) throw new StoppedError('rounds');
           return { outcome: 'stuck', moves, transfers, ms: Math.round(this.o.now() - startT) };
+        }
         continue;
       }
       if (done > 0 && ++transferRounds < TRANSFER_ROUNDS_MAX) continue;

@@ -25,7 +25,7 @@ t.test('drain a node, undrain it, rebalance: it holds replicas again', async (t)
   t.match(active.out, /n4 was already active/);
 
   const unknown = await tickctl(['cluster', 'undrain-node', 'n9', '--endpoint', endpoint]);
-  t.not(unknown.code, 0, 'undrain of an unknown node fails');
+  t.equal(unknown.code, 3, 'undrain of an unknown node exits 3 (not found)');
   t.match(unknown.err, /no member n9/);
 
   const args = ['--endpoint', endpoint, '--max-concurrent-moves', '2', '--timeout-ms', '30000'];

@@ -386,6 +386,21 @@ async function cli(flags: CliFlags): Promise<void> {
         `Check it again: npm run chaos:check -- ${join(dir, '*.jsonl')}\nReplay: ${r.replay}\n`,
     );
   process.exitCode = r.report.verdict === 'ok' ? 0 : r.report.verdict === 'violations' ? 1 : 3;
+  const unhealthy = unhealthyEnd(r);
+  if (unhealthy !== undefined) {
+    process.stdout.write(
+      `\nThe run FAILED: the cluster did not end healthy (${unhealthy}); node logs kept in ${resolve(dir)}.\nReplay: ${r.replay}\n`,
+    );
+    if (process.exitCode === 0) process.exitCode = 1;
+  }
+}
+
+/** With replica moves, the final heal must leave no move in flight and every group at 3. */
+export function unhealthyEnd(r: ChaosResult): string | undefined {
+  const s = r.nemesis.settled;
+  if (s === undefined || (s.movesLeft === 0 && s.groupsNotAtThree === 0)) return undefined;
+  const moves = s.movesLeft === -1 ? 'moves in flight unknown' : `${s.movesLeft} move(s) in flight`;
+  return `${moves}, ${s.groupsNotAtThree} group(s) without 3 replicas after the final heal`;
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -69,6 +69,8 @@ const ROUNDS_MAX = 40;
 const TRANSFER_ROUNDS_MAX = 3;
 const CALL_TIMEOUT_MS = 10_000;
 const POLL_MS = 500;
+/** A move never listed by ClusterStatus for this long is taken as finished (or rolled back). */
+const UNSEEN_MOVE_MS = 5000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -279,13 +281,24 @@ export class MembershipNemesis {
 
   // ---- waiting and calling ----------------------------------------------------------------
 
+  /**
+   * Waits until ClusterStatus no longer lists the group's move. ClusterStatus answers from the
+   * asked node's own copy of the meta group, which may not have the move yet: a move counts as
+   * gone once it was listed and is not any more, or when it was never listed for a while.
+   */
   private async waitMoveGone(groupId: number, deadline: number, until: number): Promise<void> {
+    const unseenUntil = this.o.now() + UNSEEN_MOVE_MS;
+    let seen = false;
     while (this.o.now() < deadline) {
       const st = await this.call<Msg>('ClusterStatus', {}, until).catch((err: unknown) => {
         if (err instanceof StoppedError) throw err;
         return undefined;
       });
-      if (st && !(st['moves'] as Msg[]).some((m) => Number(m['groupId']) === groupId)) return;
+      if (st) {
+        const listed = (st['moves'] as Msg[]).some((m) => Number(m['groupId']) === groupId);
+        if (listed) seen = true;
+        else if (seen || this.o.now() >= unseenUntil) return;
+      }
       await sleep(POLL_MS);
     }
   }

@@ -23,6 +23,7 @@ import { HISTORY_FORMAT_VERSION, type MetaRecord } from './history/format.js';
 import { HistoryWriter, readHistoryFiles } from './history/jsonl.js';
 import { findFaketimeLibrary, NodeClocks } from './nemesis/clock.js';
 import {
+  MEMBERSHIP_NODES_MIN,
   NEMESIS_FAMILIES,
   NemesisRunner,
   type NemesisCounts,
@@ -45,6 +46,8 @@ export interface ChaosOptions {
   readonly clockOffsetMaxMs?: number;
   readonly processes?: number;
   readonly jobsPerProcess?: number;
+  /** Gap between two membership operations, ms (default 3–10 s). */
+  readonly membershipGapMs?: readonly [number, number];
   readonly log?: (line: string) => void;
 }
 
@@ -119,8 +122,11 @@ async function stopSink(proc: ChildProcess): Promise<void> {
   await new Promise((r) => proc.once('exit', r));
 }
 
-export function replayCommand(o: Pick<ChaosOptions, 'timeSec' | 'seed' | 'nemeses'>): string {
-  return `npm run chaos -- --time ${o.timeSec} --seed ${o.seed} --nemesis ${o.nemeses.join(',')}`;
+export function replayCommand(
+  o: Pick<ChaosOptions, 'timeSec' | 'seed' | 'nemeses' | 'nodes'>,
+): string {
+  const nodes = o.nodes === undefined || o.nodes === 3 ? '' : ` --nodes ${o.nodes}`;
+  return `npm run chaos -- --time ${o.timeSec} --seed ${o.seed}${nodes} --nemesis ${o.nemeses.join(',')}`;
 }
 
 function metaRecord(
@@ -167,7 +173,12 @@ async function bringUp(
   }
   pc.cluster.startAll();
   await pc.cluster.waitReady(120_000);
-  for (const n of pc.cluster.nodes) clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000));
+  // No transparent retries: grpc-js retries an attempt whose stream closed as REFUSED_STREAM on
+  // the same node, and when that node has just been killed the caller sees only the retry's
+  // ECONNREFUSED, which the workload takes for "never sent" (seed 11: a pause applied though
+  // its call was recorded as failed). Without them, a refused connection means no attempt.
+  for (const n of pc.cluster.nodes)
+    clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000, { 'grpc.enable_retries': 0 }));
   await eventually(async () => {
     const st = await clients[0]!.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});
     const nodes = st['nodes'] as Record<string, unknown>[];
@@ -197,8 +208,14 @@ function checkRun(dir: string): { report: CheckReport; summary: string } {
   return { report, summary: renderSummary(report) };
 }
 
+function refuseBadOptions(o: ChaosOptions): void {
+  if (o.nemeses.includes('membership') && (o.nodes ?? 3) < MEMBERSHIP_NODES_MIN)
+    throw new Error(`the membership nemesis needs ${MEMBERSHIP_NODES_MIN} nodes or more`);
+}
+
 export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  refuseBadOptions(o);
   const seed = seedNumber(o.seed);
   const R = o.recoveryAllowanceMs ?? 20_000;
   mkdirSync(join(o.dir, 'logs'), { recursive: true });
@@ -209,13 +226,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const now = (): number => performance.timeOrigin + performance.now() - startedAtEpochMs;
   const driver = new HistoryWriter(join(o.dir, 'driver.jsonl'));
   const nemesisHistory = new HistoryWriter(join(o.dir, 'nemesis.jsonl'));
-  driver.append(
-    metaRecord(o, startedAtEpochMs, {
-      L: o.lagBoundMs ?? 3000,
-      R,
-      delta: o.inFlightSlackMs ?? 3000,
-    }),
-  );
+  const tolerances = { L: o.lagBoundMs ?? 3000, R, delta: o.inFlightSlackMs ?? 3000 };
+  driver.append(metaRecord(o, startedAtEpochMs, tolerances));
   const sink = await startSink([
     ...['--history', join(o.dir, 'sink.jsonl'), '--started-at', String(startedAtEpochMs)],
     ...['--secret', SECRET, '--seed', String(seed ^ 0x5eed)],
@@ -257,9 +269,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       now,
       electionTimeoutMs: TICK_MS * ELECTION_TICKS * 2,
       clockOffsetMaxMs: clockOffsetMax(o, R),
+      membershipGapMs: o.membershipGapMs,
     });
     await Promise.all([workload.run(o.timeSec * 1000), nemesis.run(now() + o.timeSec * 1000)]);
-    log('chaos: workload done; final heal');
+    log('chaos: workload done; final heal (and replica moves finished)');
     await nemesis.healAll();
     await pc.cluster.waitReady(120_000).catch((err: unknown) => log(`chaos: ${String(err)}`));
     await sleep(R);
@@ -295,10 +308,27 @@ export function renderCounts(
   const byKind = Object.entries(r.nemesis.byKind)
     .map(([k, n]) => `${k} ${n}`)
     .join(', ');
+  const m = r.nemesis.membership;
+  const membership =
+    m === undefined
+      ? []
+      : [
+          `membership: ${
+            Object.entries(m.byKind)
+              .map(
+                ([kind, outcomes]) =>
+                  `${kind} ${Object.entries(outcomes)
+                    .map(([o, n]) => `${o} ${n}`)
+                    .join(' ')}`,
+              )
+              .join('; ') || 'no operation'
+          }; moves started by drains and rebalances ${m.movesStarted}; after the final heal: moves in flight ${r.nemesis.settled?.movesLeft ?? '?'}, groups without 3 replicas ${r.nemesis.settled?.groupsNotAtThree ?? '?'}`,
+        ];
   return [
     `seed ${o.seed}   nemeses ${o.nemeses.join(',') || 'none'}   workload ${o.timeSec}s`,
     `operations ok ${r.workload.ok}, fail ${r.workload.fail}, info ${r.workload.info}; jobs created ${r.workload.jobs}; unread at the end ${r.unreadJobs}`,
-    `faults ${r.nemesis.faults + r.nemesis.transfers} (${byKind || 'none'}); transfers skipped (no status) ${r.nemesis.transfersSkipped}`,
+    `faults ${Object.values(r.nemesis.byKind).reduce((a, b) => a + b, 0)} (${byKind || 'none'}); transfers skipped (no status) ${r.nemesis.transfersSkipped}`,
+    ...membership,
     `deliveries ${r.report.counts.deliveries}; run directory ${resolve(r.dir)}`,
     `replay: ${r.replay}`,
   ].join('\n');
@@ -309,7 +339,7 @@ interface CliFlags {
   readonly seed?: string;
   readonly nemesis: string;
   readonly out?: string;
-  readonly nodes: string;
+  readonly nodes?: string;
   readonly lagBound: string;
   readonly recovery: string;
 }
@@ -328,12 +358,19 @@ async function cli(flags: CliFlags): Promise<void> {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '')) {
-    if (name === 'membership')
-      cliFail('--nemesis membership: replica moves are not part of the suite yet (docs/chaos.md)');
     if (!(NEMESIS_FAMILIES as readonly string[]).includes(name))
       cliFail(`--nemesis: unknown '${name}'; known: ${NEMESIS_FAMILIES.join(', ')}`);
     nemeses.push(name as NemesisFamily);
   }
+  const membership = nemeses.includes('membership');
+  // Membership needs a node free of each group; by default the cluster grows to 5 for it.
+  const nodes = flags.nodes === undefined ? (membership ? 5 : 3) : Number(flags.nodes);
+  if (!Number.isSafeInteger(nodes) || nodes < 1 || nodes > 9)
+    cliFail(`--nodes must be a whole number from 1 to 9, got '${flags.nodes}'`);
+  if (membership && nodes < MEMBERSHIP_NODES_MIN)
+    cliFail(
+      `--nemesis membership needs --nodes ${MEMBERSHIP_NODES_MIN} or more (each group has 3 replicas, so replicas need a node to move to); got ${nodes}`,
+    );
   const seed = flags.seed ?? String(Date.now() % 1_000_000);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '');
   const dir = flags.out ?? join('chaos-runs', `${seed}-${stamp}`);
@@ -342,7 +379,7 @@ async function cli(flags: CliFlags): Promise<void> {
     seed,
     nemeses,
     dir,
-    nodes: Number(flags.nodes),
+    nodes,
     lagBoundMs: Number(flags.lagBound),
     recoveryAllowanceMs: Number(flags.recovery),
   };
@@ -355,6 +392,21 @@ async function cli(flags: CliFlags): Promise<void> {
         `Check it again: npm run chaos:check -- ${join(dir, '*.jsonl')}\nReplay: ${r.replay}\n`,
     );
   process.exitCode = r.report.verdict === 'ok' ? 0 : r.report.verdict === 'violations' ? 1 : 3;
+  const unhealthy = unhealthyEnd(r);
+  if (unhealthy !== undefined) {
+    process.stdout.write(
+      `\nThe run FAILED: the cluster did not end healthy (${unhealthy}); node logs kept in ${resolve(dir)}.\nReplay: ${r.replay}\n`,
+    );
+    if (process.exitCode === 0) process.exitCode = 1;
+  }
+}
+
+/** With replica moves, the final heal must leave no move in flight and every group at 3. */
+export function unhealthyEnd(r: ChaosResult): string | undefined {
+  const s = r.nemesis.settled;
+  if (s === undefined || (s.movesLeft === 0 && s.groupsNotAtThree === 0)) return undefined;
+  const moves = s.movesLeft === -1 ? 'moves in flight unknown' : `${s.movesLeft} move(s) in flight`;
+  return `${moves}, ${s.groupsNotAtThree} group(s) without 3 replicas after the final heal`;
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -371,7 +423,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
       NEMESIS_FAMILIES.join(','),
     )
     .option('--out <dir>', 'run directory (default chaos-runs/<seed>-<start time>)')
-    .option('--nodes <n>', 'cluster size', '3')
+    .option('--nodes <n>', 'cluster size (default 3, or 5 with the membership nemesis)')
     .option('--lag-bound <ms>', 'L: steady-state bound on fire lag', '3000')
     .option('--recovery <ms>', 'R: recovery allowance after each fault', '20000')
     .addHelpText(

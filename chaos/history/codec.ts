@@ -37,6 +37,8 @@ const NEMESIS_KINDS: ReadonlySet<string> = new Set([
   'clock-drift',
   'leader-transfer',
   'replica-move',
+  'node-drain',
+  'rebalance',
 ]);
 const RUN_STATUSES: ReadonlySet<string> = new Set([
   'SCHEDULED',

@@ -234,7 +234,9 @@ export type NemesisKind =
   | 'clock-strobe'
   | 'clock-drift'
   | 'leader-transfer'
-  | 'replica-move';
+  | 'replica-move'
+  | 'node-drain'
+  | 'rebalance';
 
 export type PartitionShape = 'halves' | 'isolate-one' | 'majorities-ring' | 'bridge' | 'one-way';
 

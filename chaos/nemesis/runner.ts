@@ -13,6 +13,12 @@ import type { NemesisKind, NemesisRecord, PartitionShape } from '../history/form
 import type { HistoryWriter } from '../history/jsonl.js';
 import type { ClusterNet } from '../net.js';
 import type { NodeClocks } from './clock.js';
+import {
+  MembershipNemesis,
+  type MembershipCounts,
+  type MembershipFault,
+  type SettleReport,
+} from './membership.js';
 import { partition, PARTITION_SHAPES, slowLinks } from './network.js';
 import { killNode, pauseNode, restartNode, resumeNode } from './process.js';
 
@@ -23,6 +29,7 @@ export const NEMESIS_FAMILIES = [
   'network',
   'clock',
   'transfer',
+  'membership',
 ] as const;
 export type NemesisFamily = (typeof NEMESIS_FAMILIES)[number];
 
@@ -44,6 +51,8 @@ export interface NemesisOptions {
   /** Fault length and quiet gap ranges, ms. */
   readonly faultMs?: readonly [number, number];
   readonly gapMs?: readonly [number, number];
+  /** Gap between two membership operations, ms. */
+  readonly membershipGapMs?: readonly [number, number] | undefined;
 }
 
 interface Active {
@@ -61,7 +70,16 @@ export interface NemesisCounts {
   transfers: number;
   /** Transfers not issued: no node answered ClusterStatus in time. */
   transfersSkipped: number;
+  /** The membership family's operations (undefined without it). */
+  membership: MembershipCounts | undefined;
+  /** What the final heal's wait for replica moves found (membership family only). */
+  settled: SettleReport | undefined;
 }
+
+/** The membership family needs a node free of each group (groups have 3 replicas). */
+export const MEMBERSHIP_NODES_MIN = 4;
+/** How long the final heal waits for replica moves to finish. */
+const SETTLE_MS = 240_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -70,11 +88,41 @@ export class NemesisRunner {
   private readonly active = new Map<string, Active>();
   private nextFault = 0;
   private stopping = false;
-  readonly counts: NemesisCounts = { faults: 0, byKind: {}, transfers: 0, transfersSkipped: 0 };
+  readonly counts: NemesisCounts = {
+    faults: 0,
+    byKind: {},
+    transfers: 0,
+    transfersSkipped: 0,
+    membership: undefined,
+    settled: undefined,
+  };
   private partitioned = false;
+  private readonly membership: MembershipNemesis | undefined;
 
   constructor(private readonly o: NemesisOptions) {
     this.rand = new SeededRand(o.seed);
+    if (o.families.includes('membership')) {
+      if (o.cluster.nodes.length < MEMBERSHIP_NODES_MIN)
+        throw new Error(
+          `the membership nemesis needs ${MEMBERSHIP_NODES_MIN} nodes or more, got ${o.cluster.nodes.length}`,
+        );
+      // A source of its own: its draws do not depend on how its calls interleave with faults.
+      this.membership = new MembershipNemesis({
+        seed: o.seed ^ 0x3e3b,
+        cluster: o.cluster,
+        clients: o.clients,
+        now: o.now,
+        nextFaultId: () => `f${++this.nextFault}`,
+        record: (phase, f) => this.recordMembership(phase, f),
+        gapMs: o.membershipGapMs,
+      });
+      this.counts.membership = this.membership.counts;
+    }
+  }
+
+  private recordMembership(phase: 'start' | 'end', f: MembershipFault): void {
+    this.record(phase, f);
+    if (phase === 'start') this.counts.byKind[f.kind] = (this.counts.byKind[f.kind] ?? 0) + 1;
   }
 
   private between([lo, hi]: readonly [number, number]): number {
@@ -95,9 +143,13 @@ export class NemesisRunner {
     this.o.history.append(r);
   }
 
-  /** Runs faults until `until` (driver ms), then heals everything. */
+  /** Runs faults (and membership operations beside them) until `until` (driver ms). */
   async run(until: number): Promise<void> {
-    const faultFamilies = this.o.families.filter((f) => f !== 'transfer');
+    await Promise.all([this.runFaults(until), this.membership?.run(until)]);
+  }
+
+  private async runFaults(until: number): Promise<void> {
+    const faultFamilies = this.o.families.filter((f) => f !== 'transfer' && f !== 'membership');
     const transfers = this.o.families.includes('transfer');
     await sleep(this.between(this.o.gapMs ?? [4000, 8000]));
     // Families come in rounds, each a seeded shuffle of all of them, so every family given is
@@ -130,6 +182,7 @@ export class NemesisRunner {
 
   stop(): void {
     this.stopping = true;
+    this.membership?.stop();
   }
 
   private shuffled<T>(items: readonly T[]): T[] {
@@ -219,6 +272,7 @@ export class NemesisRunner {
         a = this.beginClock(faultId, pickNode);
         break;
       case 'transfer':
+      case 'membership':
         return;
     }
     if (a === undefined) return;
@@ -342,7 +396,10 @@ export class NemesisRunner {
     this.record('end', { ...at, spec: { groupId, outcome } });
   }
 
-  /** The final generator: ends every fault in force and makes sure every node runs. */
+  /**
+   * The final generator: ends every fault in force and makes sure every node runs; then gives
+   * a drained node its replicas back and waits until no replica move is in flight.
+   */
   async healAll(): Promise<void> {
     this.stop();
     await this.endAll();
@@ -352,5 +409,6 @@ export class NemesisRunner {
       restartNode(n);
       this.o.clocks?.reset(n.id);
     }
+    if (this.membership) this.counts.settled = await this.membership.settle(SETTLE_MS);
   }
 }

@@ -19,7 +19,7 @@ import type { ApiContext } from './api-context.js';
 import { bulkTenantJobs, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
 import { localListJobs } from './job-service.js';
-import { drainNode, rebalance, removeNode } from './rebalance-admin.js';
+import { drainNode, rebalance, removeNode, undrainNode } from './rebalance-admin.js';
 import { isDeadKey } from './pagination.js';
 import { beginSplitLocal, checkSplitRequest, splitGroupLocal } from './split-admin.js';
 import { localListDead } from './run-service.js';
@@ -183,6 +183,10 @@ export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplem
     DrainNode: (req, ctx) =>
       api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'DrainNode', req, () =>
         drainNode(api, ctx, req),
+      ),
+    UndrainNode: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'UndrainNode', req, () =>
+        undrainNode(api, req),
       ),
     RemoveNode: (req, ctx) =>
       api.onGroup(ctx, META_GROUP_ID, 'AdminService', 'RemoveNode', req, () =>

@@ -61,6 +61,8 @@ export class ApiClient {
   constructor(
     readonly endpoint: string,
     private readonly timeoutMs = DEFAULT_CALL_TIMEOUT_MS,
+    /** grpc-js channel options (the chaos driver turns transparent retries off). */
+    private readonly channelOptions: grpc.ChannelOptions = {},
   ) {}
 
   call<T>(
@@ -74,7 +76,7 @@ export class ApiClient {
     if (!def) return Promise.reject(new Error(`${service} has no method ${method}`));
     let client = this.clients.get(service);
     if (!client) {
-      client = new ctor(this.endpoint, grpc.credentials.createInsecure());
+      client = new ctor(this.endpoint, grpc.credentials.createInsecure(), this.channelOptions);
       this.clients.set(service, client);
     }
     const c = client;

@@ -158,6 +158,19 @@ export async function drainNode(api: ApiContext, ctx: CallContext, req: Msg): Pr
 }
 
 /**
+ * UndrainNode on the meta leader: a draining node becomes active again (so the planner may give
+ * it replicas); an active node is left as it is.
+ */
+export async function undrainNode(api: ApiContext, req: Msg): Promise<Msg> {
+  const m = memberOf(api, req);
+  if (m.state === 'removed')
+    throw new MembershipError('META_MEMBER_REMOVED', `member ${m.id} was removed`);
+  if (m.state === 'draining')
+    await proposeMeta(api, { op: 'set-member-state', id: m.id, state: 'active' });
+  return { previousState: m.state };
+}
+
+/**
  * RemoveNode on the meta leader. Without force the meta group refuses while the node holds a
  * replica. With force (a node gone for good): refused while the node still answers, and when a
  * group it holds has no quorum among its other replicas (no move can commit there: bring one of

@@ -15,6 +15,7 @@ import { TickraftError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ApiNode } from './api-node.js';
+import { askReplicasInTurn } from './replica-walk.js';
 import { DeadlineError, GroupUnavailableError, isServiceError } from './status-map.js';
 
 export const FORWARDED_HEADER = 'tickraft-forwarded';
@@ -117,27 +118,35 @@ export class Router {
   /**
    * A group this node does not host (with more nodes than replicas, most nodes hold only some
    * groups), or whose replica here knows no leader (a fresh replica a move is adding here): the
-   * group's replicas recorded in the meta group are asked in turn; the leader serves the call,
-   * the others answer "not the leader".
+   * group's replicas are asked in turn (replica-walk.ts: the recorded ones, then a move's new
+   * replica, following "not the leader" hints); the leader serves the call.
    */
-  private async forwardToReplicas<T>(
+  private forwardToReplicas<T>(
     groupId: number,
     method: MethodRef,
     request: unknown,
     ctx: CallContext,
   ): Promise<T> {
-    let lastErr: unknown = new GroupUnavailableError(groupId, 'no leader known');
-    for (const id of this.replicasOf(groupId)) {
-      const address = this.node.meta.members.get(id)?.apiAddress ?? '';
-      if (id === this.node.id || address === '') continue;
-      try {
-        return await this.forward<T>(address, method, request, ctx, groupId);
-      } catch (err) {
-        if (!retryable(err)) throw err;
-        lastErr = err;
-      }
-    }
-    throw lastErr;
+    const meta = this.node.meta;
+    const candidates = [...this.replicasOf(groupId)];
+    const moving = meta.moves.get(groupId)?.to;
+    if (moving !== undefined) candidates.push(moving);
+    const addressOf = (id: string): string =>
+      id === this.node.id ? '' : (meta.members.get(id)?.apiAddress ?? '');
+    return askReplicasInTurn<T>(
+      candidates.filter((id) => addressOf(id) !== ''),
+      {
+        ask: (id) => {
+          const address = addressOf(id);
+          if (address === '')
+            return Promise.reject(new GroupUnavailableError(groupId, `${id} has no API address`));
+          return this.forward<T>(address, method, request, ctx, groupId);
+        },
+        retryable,
+        leaderHintOf,
+      },
+      new GroupUnavailableError(groupId, 'no leader known'),
+    );
   }
 
   /**
@@ -199,6 +208,14 @@ export class Router {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }
+}
+
+/** The leader a forwarded call's "not the leader" answer names. */
+function leaderHintOf(err: unknown): string | undefined {
+  if (err instanceof NotLeaderError) return err.leaderHint || undefined;
+  if (!isServiceError(err)) return undefined;
+  const hint = err.metadata.get('tickraft-leader')[0];
+  return typeof hint === 'string' && hint !== '' ? hint : undefined;
 }
 
 export function codeOf(err: unknown): string | undefined {

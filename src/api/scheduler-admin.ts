@@ -440,8 +440,9 @@ export class SchedulerAdmin {
         c = { op, atMs: nowMs, jobId, slotMs: nowMs };
         break;
     }
-    // A pause or resume recomputes what comes next: overdue slots are recorded first.
-    return this.propose(jobId, c, op === 'pause-job' || op === 'resume-job' ? nowMs : undefined);
+    // A pause or resume recomputes what comes next, and a delete ends the schedule: overdue
+    // slots are recorded first (a delete then cancels them), so none is left without a run.
+    return this.propose(jobId, c, op === 'trigger-job' ? undefined : nowMs);
   }
 
   /**
@@ -470,14 +471,13 @@ export class SchedulerAdmin {
       // A resume of many jobs is split so that each entry stays well under Raft's entry bound;
       // the entries are proposed as one batch and apply in order.
       const datas: Uint8Array[] = [];
-      // As for one job: overdue slots are recorded by the old state first (propose()).
-      if (action !== 'delete') {
-        const intents = sm.jobs
-          .idsOfTenant(tenant)
-          .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
-          .filter((i) => i !== undefined);
-        datas.push(...this.settleEntries(groupId, intents, nowMs));
-      }
+      // As for one job: overdue slots are recorded by the old state first (propose()); a
+      // cancel then cancels them.
+      const intents = sm.jobs
+        .idsOfTenant(tenant)
+        .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
+        .filter((i) => i !== undefined);
+      datas.push(...this.settleEntries(groupId, intents, nowMs));
       for (let i = 0; i === 0 || i < resumes.length; i += TENANT_RESUMES_PER_ENTRY_MAX) {
         const c: SchedulerCommand = {
           op: 'tenant-jobs',

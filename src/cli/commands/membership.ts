@@ -1,7 +1,8 @@
 /**
- * `tickctl cluster add-node | move-replica | rebalance | drain-node | remove-node`: growing and
- * shrinking the cluster and spreading its replicas. A move is recorded in the meta group and carried out by the meta leader; these
- * commands start it and then follow ClusterStatus until it is done, printing each phase.
+ * `tickctl cluster add-node | move-replica | rebalance | drain-node | undrain-node | remove-node`:
+ * growing and shrinking the cluster and spreading its replicas. A move is recorded in the meta
+ * group and carried out by the meta leader; these commands start it and then follow
+ * ClusterStatus until it is done, printing each phase.
  */
 import type { Command } from 'commander';
 import * as grpc from '@grpc/grpc-js';
@@ -173,7 +174,7 @@ export function registerMembershipCommands(cluster: Command, run: CliRun): void 
 function registerShrinkCommands(cluster: Command, run: CliRun): void {
   remote(cluster.command('drain-node'))
     .description(
-      'move every replica and leadership off a node (for a deploy or retirement): marks it draining, prints the plan, then carries it out; the node receives nothing until it is removed',
+      'move every replica and leadership off a node (for a deploy or retirement): marks it draining, prints the plan, then carries it out; the node receives nothing until it is removed or undrained',
     )
     .argument('<node>', 'node id')
     .option('--dry-run', 'print the plan only (the node is not marked draining)')
@@ -198,6 +199,25 @@ function registerShrinkCommands(cluster: Command, run: CliRun): void {
             `drained ${node}: ${r.moved} move(s), ${r.transferred} leader transfer(s); remove it with \`tickctl cluster remove-node ${node}\`\n`,
           );
         }),
+    );
+
+  remote(cluster.command('undrain-node'))
+    .description(
+      'make a draining node active again (its deploy is over): it can receive replicas again; run `cluster rebalance` to give it some',
+    )
+    .argument('<node>', 'node id')
+    .action(async (node: string, o: RemoteOptions) =>
+      withClient(run, o, async (c) => {
+        const r = await patiently(() =>
+          c.call<Obj>('AdminService', 'UndrainNode', { nodeId: node }),
+        );
+        if (o.json === true) return printJson(run, r);
+        run.io.writeOut(
+          r['previousState'] === 'draining'
+            ? `${node} is active again; \`tickctl cluster rebalance\` gives it replicas\n`
+            : `${node} was already active\n`,
+        );
+      }),
     );
 
   remote(cluster.command('remove-node'))

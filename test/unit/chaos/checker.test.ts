@@ -214,11 +214,43 @@ t.test('an at-least-once duplicate across a kill, same fire id, higher token, is
   t.end();
 });
 
+t.test(
+  "a deposed leader's lower-token attempt after the success: allowed only refused, in a fault",
+  (t) => {
+    // Seed 402: n1 sent attempt 1 at the slot and was paused at once; the new leader's attempt 2
+    // succeeded; attempt 1 reached the sink after SIGCONT, with its older token.
+    const late = (answer: 'stale' | '2xx', fault: boolean): HistoryBuilder => {
+      const b = clean().delivery(J, slot(5), 5_600, { attempt: 1, token: 1, answer });
+      return fault ? b.fault('p1', 'pause', 5_010, 5_500) : b;
+    };
+    t.same(found(checkHistory(late('stale', true).records)), {}, 'refused by fencing, in a pause');
+    t.same(
+      found(checkHistory(late('stale', false).records)),
+      { 'at-least-once-duplicate': 1 },
+      'refused, but no fault explains it',
+    );
+    t.match(
+      found(checkHistory(late('2xx', true).records)),
+      { 'at-least-once-duplicate': 1 },
+      'accepted with a lower token',
+    );
+    t.end();
+  },
+);
+
 t.test('a duplicate across a graceful leader transfer is not allowed', (t) => {
   const b = clean()
     .fault('x1', 'leader-transfer', 5_100, 5_300)
     .delivery(J, slot(5), 5_600, { attempt: 2 });
   t.same(found(checkHistory(b.records)), { 'at-least-once-duplicate': 1 });
+  t.end();
+});
+
+t.test('a duplicate across replica moves, a drain or a rebalance alone is not allowed', (t) => {
+  for (const kind of ['replica-move', 'node-drain', 'rebalance'] as const) {
+    const b = clean().fault('m1', kind, 5_100, 5_300).delivery(J, slot(5), 5_600, { attempt: 2 });
+    t.same(found(checkHistory(b.records)), { 'at-least-once-duplicate': 1 }, kind);
+  }
   t.end();
 });
 

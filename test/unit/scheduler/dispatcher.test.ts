@@ -477,10 +477,11 @@ t.test('runs planned before an outage go through the misfire policy when it ends
   t.end();
 });
 
-// A change of a job (update, pause, resume) recomputes its next slot from now. Slots that were
-// due and not yet planned (the leader was down) are first recorded by the job's rules through a
-// settle intent proposed in the same batch (the API does this); none is left without a run.
-t.test('overdue slots are settled before an update, a pause or a resume', (t) => {
+// A change of a job (update, pause, resume) recomputes its next slot from now, and a delete
+// ends it. Slots that were due and not yet planned (the leader was down) are first recorded by
+// the job's rules through a settle intent proposed in the same batch (the API does this); none
+// is left without a run.
+t.test('overdue slots are settled before an update, a pause, a resume or a delete', (t) => {
   const statuses = (h: Harness, slots: number[]): (string | undefined)[] =>
     slots.map((s) => h.sm.runs.get(`j1:${s}`)?.status);
   const overdue = [SLOT, SLOT + MIN, SLOT + 2 * MIN];
@@ -520,6 +521,22 @@ t.test('overdue slots are settled before an update, a pause or a resume', (t) =>
   c.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [c.d.overdueIntent('j1', now)!] });
   c.apply({ op: 'resume-job', atMs: now, jobId: 'j1', nextFireAtMs: SLOT + 3 * MIN });
   t.same(statuses(c, overdue), ['SKIPPED', 'SKIPPED', 'SKIPPED'], 'paused slots recorded');
+
+  // A delete: the overdue slots are recorded, then cancelled by the delete; none is silent.
+  // (Found by the chaos suite, seed 403: slots due before a delete had no run at all.)
+  const del = new Harness();
+  del.create('j1', SLOT, {
+    misfire: { policy: 'fire_all', fireAllCap: 10, catchUpWindowMs: 3600_000 },
+  });
+  del.apply({
+    op: 'fire-intents',
+    atMs: now,
+    term: 1,
+    intents: [del.d.overdueIntent('j1', now)!],
+  });
+  del.apply({ op: 'delete-job', atMs: now, jobId: 'j1' });
+  t.same(statuses(del, overdue), ['CANCELLED', 'CANCELLED', 'CANCELLED'], 'delete: recorded');
+  t.equal(del.sm.runs.get(`j1:${SLOT}`)?.reason, 'job deleted');
 
   // The leader's own intent recorded the first slot between planning and apply: the settle
   // records the rest, once each.

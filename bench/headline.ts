@@ -183,6 +183,12 @@ if (spike) {
       met: '',
     },
     {
+      figure: '  connections to the sink: per tickraft node / bare client',
+      measured: `${s.nodeConnections} (× 3 nodes) / ${s.bareConnections}`,
+      target: '',
+      met: '',
+    },
+    {
       figure: '  time to last fire: tickraft / bare client',
       measured: `${fmt(s.tickraft.drainMs)} / ${fmt(s.ceiling.drainMs)} ms = ${s.drainRatio.toFixed(2)}×`,
       target: '≤ 1.25×',

@@ -11,6 +11,7 @@ import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
+import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { fmt, percentile } from './figures.js';
 import { startSinkProcess } from './sink-process.js';
 
@@ -64,6 +65,10 @@ export interface SpikeSide {
 export interface SpikeResult {
   readonly jobs: number;
   readonly groups: number;
+  /** Keep-alive connections to the sink per node (`--webhook-connections`). */
+  readonly nodeConnections: number;
+  /** Connections of the bare client's Pool. */
+  readonly bareConnections: number;
   readonly createMs: number;
   /** Time left before the slot once every job was created (look-ahead needs ≥ 3.5 s). */
   readonly marginMs: number;
@@ -114,9 +119,12 @@ export function describeSide(name: string, s: SpikeSide, n: number): string {
 }
 
 /** The ceiling: the same count of same-sized requests from a bare undici Pool, issued at once. */
+/** The bare client's Pool size. */
+export const BARE_CONNECTIONS = 128;
+
 async function bareClient(origin: string, n: number): Promise<SinkStats & { slotMs: number }> {
   await sinkGet(origin, '/reset');
-  const pool = new Pool(origin, { connections: 128 });
+  const pool = new Pool(origin, { connections: BARE_CONNECTIONS });
   const body = JSON.stringify({
     jobId: 'spike-000000',
     tenant: 'acme',
@@ -174,6 +182,9 @@ async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
 export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
   const { jobs: JOBS, groups: GROUPS } = opts;
   const log = opts.log ?? ((line: string) => console.log(line));
+  const flags = opts.nodeFlags ?? [];
+  const at = flags.indexOf('--webhook-connections');
+  const nodeConnections = at >= 0 ? Number(flags[at + 1]) : DEFAULT_WEBHOOK_CONNECTIONS;
   const sink = await startSinkProcess(SINK_SOURCE);
   const cluster = await ProcCluster.create({
     groups: GROUPS,
@@ -306,6 +317,9 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     const bare = await bareClient(sink.origin, JOBS);
     const ceiling = sideOf(bare, bare.slotMs);
     log(describeSide('bare undici Pool (ceiling)', ceiling, JOBS));
+    log(
+      `  connections to the sink: tickraft ${nodeConnections} per node (3 nodes, ${3 * nodeConnections} in all), bare Pool ${BARE_CONNECTIONS}`,
+    );
     const drainRatio = ours.drainMs / ceiling.drainMs;
     const p99Ratio = ours.lagP99Ms / ceiling.lagP99Ms;
     log(
@@ -316,6 +330,8 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     return {
       jobs: JOBS,
       groups: GROUPS,
+      nodeConnections,
+      bareConnections: BARE_CONNECTIONS,
       createMs: createdMs,
       marginMs,
       leaderChangesCreating: changedCreating,

@@ -142,6 +142,9 @@ export function formatHostPort(hp: HostPort): string {
   return `${hp.host}:${hp.port}`;
 }
 
+/** Keep-alive connections per webhook origin and node (`--webhook-connections`). */
+export const DEFAULT_WEBHOOK_CONNECTIONS = 64;
+
 export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const violations: FieldViolation[] = [];
   const bad = (key: keyof NodeOptions, reason: string): void => {
@@ -206,7 +209,12 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     86_400_000,
   );
   const splitJobs = int('splitJobs', options.splitJobs ?? 1_000_000, 0, 1_000_000_000);
-  const connectionsPerOrigin = int('webhookConnections', options.webhookConnections ?? 64, 1, 4096);
+  const connectionsPerOrigin = int(
+    'webhookConnections',
+    options.webhookConnections ?? DEFAULT_WEBHOOK_CONNECTIONS,
+    1,
+    4096,
+  );
   const originInflightMax = int('originInflight', options.originInflight ?? 1024, 1, 1_000_000);
   const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
   const queuedMax = int('deliveryQueue', options.deliveryQueue ?? 200_000, 1, 10_000_000);

@@ -132,6 +132,14 @@ interface TermState {
   readonly pendingIntents: Set<string>;
   /** Runs popped from the dispatch wheel, waiting for a delivery slot (lease, step cap). */
   readonly dispatchQueue: Set<string>;
+  /**
+   * Since when runs have been waiting in dispatchQueue only because a step's hand-out cap was
+   * reached (the lease held throughout); undefined when the last step handed out all it could.
+   * Such a wait is this leader's own pace, not an outage: lateness for the misfire policy is
+   * measured up to this moment, so a spike larger than one step's cap never turns into MISSED
+   * runs however long it takes to hand out.
+   */
+  cappedSinceMs: number | undefined;
   /** Runs held back by a buffer_* overlap policy, per job, in slot order. */
   readonly held: Map<string, string[]>;
   readonly inFlight: Map<string, InFlight>;
@@ -302,8 +310,14 @@ export class GroupDispatcher {
   /**
    * One turn of the protocol at `nowMs`. `leadership` undefined means this replica is not the
    * leader: any leader state of an earlier term is dropped and its ids go back to the wheels.
+   * `maxDeliveries` caps this step's at-least-once hand-outs (never above `deliveriesPerStep`):
+   * the runtime hands a spike out in chunks, the rest stays queued for the next step.
    */
-  step(nowMs: number, leadership: Leadership | undefined): DispatchStep {
+  step(
+    nowMs: number,
+    leadership: Leadership | undefined,
+    maxDeliveries: number = this.deliveriesPerStep,
+  ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
     if (!leadership || !leadership.caughtUp) return out;
@@ -314,8 +328,10 @@ export class GroupDispatcher {
       for (const { key } of this.index.planning.advance(nowMs)) ls.planQueue.add(key);
       this.plan(ls, nowMs);
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
-      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries);
-    }
+      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries);
+      // Runs held back by a lapsed lease wait for a reason outside this leader's pace.
+      else ls.cappedSinceMs = undefined;
+    } else ls.cappedSinceMs = undefined;
     // Orders whose at-most-once start applied go out even while draining: the start is
     // committed, and not sending would only turn the run UNKNOWN under the next leader.
     if (leadership.leaseValid && ls.readyOrders.length > 0) {
@@ -473,12 +489,24 @@ export class GroupDispatcher {
     return run !== undefined && (run.status === 'DISPATCHED' || run.attempts.length > 0);
   }
 
-  private dispatch(ls: TermState, nowMs: number, deliveries: DeliveryOrder[]): void {
+  private dispatch(
+    ls: TermState,
+    nowMs: number,
+    deliveries: DeliveryOrder[],
+    maxDeliveries: number,
+  ): void {
     let handed = 0;
     const missed: { fireId: string; reason: string }[] = [];
     const deferred: string[] = [];
+    const limit = Math.min(maxDeliveries, this.deliveriesPerStep);
+    // Lateness is judged as of the moment the cap first held runs back (see cappedSinceMs).
+    const judgedAtMs = Math.min(nowMs, ls.cappedSinceMs ?? nowMs);
+    let capped = false;
     for (const fireId of ls.dispatchQueue) {
-      if (handed >= this.deliveriesPerStep) break;
+      if (handed >= limit) {
+        capped = true;
+        break;
+      }
       ls.dispatchQueue.delete(fireId);
       const run = this.sm.runs.get(fireId);
       // Only a run SCHEDULED in applied state, of a job not paused, goes out: a committed
@@ -493,7 +521,7 @@ export class GroupDispatcher {
         run.attempts.length === 0 &&
         job.overlap.policy !== 'buffer_one' &&
         job.overlap.policy !== 'buffer_all' &&
-        nowMs - run.slotMs > this.misfireThresholdMs;
+        judgedAtMs - run.slotMs > this.misfireThresholdMs;
       const catchingUp =
         job.nextFireAtMs !== undefined &&
         job.nextFireAtMs <= nowMs &&
@@ -504,7 +532,7 @@ export class GroupDispatcher {
         deferred.push(fireId);
         continue;
       }
-      const stale = isStale ? this.staleReason(ls, job, run, nowMs) : undefined;
+      const stale = isStale ? this.staleReason(ls, job, run, judgedAtMs) : undefined;
       if (stale !== undefined) {
         ls.inFlight.set(fireId, { phase: 'missing', attempt: 1 });
         missed.push({ fireId, reason: stale });
@@ -528,6 +556,12 @@ export class GroupDispatcher {
     }
     if (missed.length > 0) ls.outbox.push({ op: 'miss-runs', atMs: nowMs, runs: missed });
     for (const fireId of deferred) ls.dispatchQueue.add(fireId);
+    ls.cappedSinceMs = capped ? judgedAtMs : undefined;
+  }
+
+  /** Runs waiting for a hand-out (due, lease permitting): more follow at the next step. */
+  get dispatchBacklog(): number {
+    return this.leader?.dispatchQueue.size ?? 0;
   }
 
   /**
@@ -729,6 +763,7 @@ function newTermState(term: number): TermState {
     planQueue: new Set(),
     pendingIntents: new Set(),
     dispatchQueue: new Set(),
+    cappedSinceMs: undefined,
     held: new Map(),
     inFlight: new Map(),
     issued: new Map(),

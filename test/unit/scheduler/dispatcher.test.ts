@@ -53,10 +53,11 @@ class Harness {
     });
   }
 
-  step(nowMs: number): DispatchStep {
+  step(nowMs: number, maxDeliveries?: number): DispatchStep {
     const s = this.d.step(
       nowMs,
       this.leader ? { term: this.term, leaseValid: this.lease, caughtUp: true } : undefined,
+      maxDeliveries,
     );
     for (const p of s.proposals) {
       this.proposed.push(p);
@@ -473,6 +474,46 @@ t.test('runs planned before an outage go through the misfire policy when it ends
   t.equal(
     all.sm.runsOf('j1').filter((r) => r.status === 'MISSED' && r.reason === 'fire_all_cap').length,
     2,
+  );
+  t.end();
+});
+
+t.test('a spike handed out in chunks: every run goes out once, however long the hand-out', (t) => {
+  const spike = (lapse: boolean): Harness => {
+    const h = new Harness();
+    for (let i = 0; i < 10; i++)
+      h.create(`j${i}`, SLOT, {
+        misfire: { policy: 'skip', fireAllCap: 1, catchUpWindowMs: 0 },
+      });
+    h.step(SLOT - 2_000);
+    t.equal(h.sm.runs.size, 10, 'ten runs planned for the slot');
+    t.equal(h.step(SLOT, 3).deliveries.length, 3, 'the first chunk at the slot');
+    t.equal(h.d.dispatchBacklog, 7, 'the rest waits for the next steps');
+    // The next chunks come after the misfire threshold (a slow hand-out, a loaded node).
+    if (lapse) {
+      h.lease = false;
+      h.step(SLOT + 6_000, 3);
+      h.lease = true;
+    }
+    for (let now = SLOT + 6_001; h.d.dispatchBacklog > 0 && now < SLOT + 6_100; now++)
+      h.step(now, 3);
+    return h;
+  };
+  const paced = spike(false);
+  const fired = paced.delivered.map((o) => o.fireId).sort();
+  t.equal(fired.length, 10, 'held back by the cap only: all ten delivered');
+  t.equal(new Set(fired).size, 10, 'each once');
+  t.equal(paced.sm.runsOf('j9').filter((r) => r.status === 'MISSED').length, 0, 'none MISSED');
+  t.equal(paced.step(SLOT + 6_200, 3).deliveries.length, 0, 'nothing more to hand out');
+
+  // A lapsed lease is an outage: what waited through it goes through the misfire policy.
+  const lapsed = spike(true);
+  t.equal(lapsed.delivered.length, 3, 'only the chunk handed out before the lapse');
+  const missed = [...lapsed.sm.runs.values()].filter((r) => r.status === 'MISSED');
+  t.equal(missed.length, 7, 'the runs that waited through the lapse are MISSED');
+  t.ok(
+    missed.every((r) => r.reason === 'outside_catch_up_window'),
+    'with the reason the policy gives',
   );
   t.end();
 });

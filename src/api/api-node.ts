@@ -25,6 +25,8 @@ export interface ApiNode {
     readonly groups: number;
     /** A group holding more jobs than this is split in two; 0 = never automatically. */
     readonly splitJobs: number;
+    /** A group firing more than this per second (last minute) is split; 0 = never. */
+    readonly splitFireRate: number;
   };
   readonly host: Pick<
     MultiRaftHost,
@@ -42,5 +44,7 @@ export interface ApiNode {
      */
     drain(groupId: number, maxMs: number): Promise<void>;
     endDrain(groupId: number): void;
+    /** On the group's leader: first attempts handed out per second (last minute); else 0. */
+    fireRatePerSec(groupId: number): number;
   };
 }

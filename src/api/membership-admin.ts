@@ -95,6 +95,7 @@ export function groupMembershipLocal(api: ApiContext, groupId: number): Promise<
     learnersNext: st.confState.learnersNext,
     progress: [...st.progress].map(([nodeId, p]) => ({ nodeId, match: p.match })),
     jobCount: api.node.data.get(groupId)?.scheduler.jobs.size ?? 0,
+    fireRatePerSec: api.node.scheduler.fireRatePerSec(groupId),
   });
 }
 

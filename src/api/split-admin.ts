@@ -8,7 +8,8 @@
  * split that the next meta leader carries on from the start; both steps are idempotent.
  *
  * The driver also triggers splits: every few seconds it asks each data group's leader how many
- * jobs it holds (GroupMembership) and begins a split of a group above `--split-jobs`.
+ * jobs it holds and how fast it fires (GroupMembership: the leader's figures) and begins a split
+ * of a group above `--split-jobs` or `--split-fire-rate`.
  */
 import { TickraftError, ValidationError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
@@ -97,7 +98,7 @@ export async function splitGroupLocal(api: ApiContext, groupId: number, req: Msg
 export interface SplitDriverOptions {
   /** How often the meta leader looks at the splits in flight. @default 250 */
   readonly everyMs?: number;
-  /** How often it asks the groups for their job counts (automatic splits). @default 2000 */
+  /** How often it asks the groups for their job counts and fire rates (automatic splits). @default 2000 */
   readonly checkEveryMs?: number;
 }
 
@@ -150,8 +151,9 @@ export class SplitDriver {
         .finally(() => this.busy.delete(split.groupId));
     }
     const now = Date.now();
+    const cfg = this.api.node.config;
     if (
-      this.api.node.config.splitJobs > 0 &&
+      (cfg.splitJobs > 0 || cfg.splitFireRate > 0) &&
       !this.checking &&
       now - this.lastCheckMs >= this.checkEveryMs
     ) {
@@ -198,9 +200,13 @@ export class SplitDriver {
     );
   }
 
-  /** Begins a split of every group (without a move or split in flight) above the job bound. */
+  /**
+   * Begins a split of every group (without a move or split in flight) above a bound: its job
+   * count or its fire rate, both as its leader reports them. One group at a time: each begin
+   * is committed before the next group is looked at.
+   */
   private async checkBounds(): Promise<void> {
-    const bound = this.api.node.config.splitJobs;
+    const { splitJobs, splitFireRate } = this.api.node.config;
     const meta = this.api.node.meta;
     for (const g of [...meta.groups.values()]) {
       if (meta.splits.has(g.id) || meta.moves.has(g.id)) continue;
@@ -213,12 +219,36 @@ export class SplitDriver {
         () => groupMembershipLocal(this.api, g.id),
       );
       const jobs = Number(facts['jobCount'] ?? 0);
-      if (jobs <= bound) continue;
-      this.log.info({ group: g.id, jobs, bound }, 'split: group above --split-jobs');
+      const fireRate = Number(facts['fireRatePerSec'] ?? 0);
+      const bound = splitBoundPassed(jobs, fireRate, splitJobs, splitFireRate);
+      if (bound === undefined) continue;
+      this.log.info(
+        { group: g.id, jobs, fireRatePerSec: round2(fireRate), splitJobs, splitFireRate, bound },
+        `split: group above ${bound}`,
+      );
       await proposeSplitMeta(this.api, { op: 'begin-split', groupId: g.id });
       this.stats.triggered++;
     }
   }
+}
+
+/**
+ * Which automatic-split bound a group passes, by the flag that sets it, or undefined; a bound
+ * of 0 is off. The job count is named first when both are passed.
+ */
+export function splitBoundPassed(
+  jobs: number,
+  fireRatePerSec: number,
+  splitJobs: number,
+  splitFireRate: number,
+): '--split-jobs' | '--split-fire-rate' | undefined {
+  if (splitJobs > 0 && jobs > splitJobs) return '--split-jobs';
+  if (splitFireRate > 0 && fireRatePerSec > splitFireRate) return '--split-fire-rate';
+  return undefined;
+}
+
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
 }
 
 /** How often a cross-group list starts again when the group map changed while it ran. */

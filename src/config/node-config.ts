@@ -40,6 +40,11 @@ export interface NodeOptions {
   misfireThresholdMs?: number;
   /** A data group holding more jobs than this is split in two (range split); 0 never. @default 1000000 */
   splitJobs?: number;
+  /**
+   * A data group whose leader hands out more first attempts per second than this (averaged over
+   * the last minute) is split in two; 0 never. @default 0
+   */
+  splitFireRate?: number;
   /** Connections one node opens to one webhook origin. @default 64 */
   webhookConnections?: number;
   /** Deliveries in flight to one origin (beyond the connections they queue in the pool). @default 1024 */
@@ -91,6 +96,8 @@ export interface CompiledNodeConfig {
   readonly shutdownTimeoutMs: number;
   /** Job count above which the meta leader splits a data group; 0 = never automatically. */
   readonly splitJobs: number;
+  /** Fires per second above which the meta leader splits a data group; 0 = never. */
+  readonly splitFireRate: number;
   readonly scheduler: SchedulerConfig;
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
@@ -119,6 +126,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   lookAheadMs: '--look-ahead-ms',
   misfireThresholdMs: '--misfire-threshold-ms',
   splitJobs: '--split-jobs',
+  splitFireRate: '--split-fire-rate',
   webhookConnections: '--webhook-connections',
   originInflight: '--origin-inflight',
   tenantInflight: '--tenant-inflight',
@@ -209,6 +217,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     86_400_000,
   );
   const splitJobs = int('splitJobs', options.splitJobs ?? 1_000_000, 0, 1_000_000_000);
+  const splitFireRate = checkSplitFireRate(options.splitFireRate ?? 0, bad);
   const connectionsPerOrigin = int(
     'webhookConnections',
     options.webhookConnections ?? DEFAULT_WEBHOOK_CONNECTIONS,
@@ -236,12 +245,23 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     snapshotEveryBytes,
     shutdownTimeoutMs,
     splitJobs,
+    splitFireRate,
     scheduler: { lookAheadMs, misfireThresholdMs },
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
     metricsListen,
     join,
     peerRoutes,
   });
+}
+
+/** Fires per second, fractions allowed (a group of every-minute jobs fires below 1/s). */
+function checkSplitFireRate(
+  rate: number,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): number {
+  if (!Number.isFinite(rate) || rate < 0 || rate > 1_000_000)
+    bad('splitFireRate', `must be a number of fires/s in [0, 1000000], got ${rate}`);
+  return rate;
 }
 
 /** The metrics port may not be one of the node's other ports (port 0 picks a free one). */

@@ -24,6 +24,11 @@ function int(value: string): number {
   return /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
 }
 
+/** A plain decimal number (no exponent, no hex); anything else is NaN, which validation names. */
+function decimal(value: string): number {
+  return /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN;
+}
+
 function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
   const program = new Command('tickraft')
     .description('tickraft: a Raft-replicated job scheduler cluster')
@@ -96,6 +101,13 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         '--split-jobs <n>',
         'split a data group in two once it holds more jobs than this; 0 never (default 1000000)',
       ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--split-fire-rate <fires/s>',
+        'split a data group in two once its leader fires more than this per second, averaged ' +
+          'over the last minute; 0 never (default 0)',
+      ).argParser(decimal),
     )
     .addOption(
       new Option(

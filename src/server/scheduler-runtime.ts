@@ -28,6 +28,7 @@ import {
   type Leadership,
   type ProposalFate,
 } from '../scheduler/dispatcher.js';
+import { FireRateMeter } from '../scheduler/fire-rate.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
 
 /**
@@ -69,6 +70,10 @@ interface GroupRuntime {
   readonly dispatcher: GroupDispatcher;
   /** The term this node led the group in at the last step; 0 = not leader. */
   ledTerm: number;
+  /** First attempts handed out, per second of their slots, while this node leads. */
+  readonly fireRate: FireRateMeter;
+  /** The group's children at the last step: a split applied since resets the meter. */
+  children: number;
 }
 
 interface HandOver {
@@ -116,7 +121,14 @@ export class SchedulerRuntime {
         planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),
     });
     sm.onRestore = () => dispatcher.rebuild();
-    this.groups.set(groupId, { groupId, sm, dispatcher, ledTerm: 0 });
+    this.groups.set(groupId, {
+      groupId,
+      sm,
+      dispatcher,
+      ledTerm: 0,
+      fireRate: new FireRateMeter(clock.nowMs()),
+      children: sm.childIds.length,
+    });
     this.groupOrder = [...this.groups.values()];
     return dispatcher;
   }
@@ -130,6 +142,16 @@ export class SchedulerRuntime {
 
   dispatcherOf(groupId: number): GroupDispatcher | undefined {
     return this.groups.get(groupId)?.dispatcher;
+  }
+
+  /**
+   * The group's fire rate (first attempts handed out per second, over the last minute) while
+   * this node leads it; 0 on a follower, which hands nothing out and so knows no rate.
+   */
+  fireRatePerSec(groupId: number): number {
+    const g = this.groups.get(groupId);
+    if (!g || g.ledTerm === 0) return 0;
+    return g.fireRate.ratePerSec(this.opts.clock.nowMs());
   }
 
   start(): void {
@@ -222,6 +244,11 @@ export class SchedulerRuntime {
       // Leadership ended: attempts not yet started are the next leader's to make.
       this.opts.runner.dropQueued(ownerOf(g.groupId, g.ledTerm));
     }
+    // The rate is of this leadership and of the jobs the group holds now: a new term, or a
+    // split that moved half the jobs to a child, starts the count again.
+    const children = g.sm.childIds.length;
+    if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
+    g.children = children;
     g.ledTerm = term;
     const step = g.dispatcher.step(nowMs, leadership, budget);
     this.stats.steps++;
@@ -289,7 +316,9 @@ export class SchedulerRuntime {
   private deliver(g: GroupRuntime, order: DeliveryOrder): void {
     this.stats.delivered++;
     const observer = this.opts.observer;
-    observer?.deliveryHandedOut(order.attempt, order.slotMs, this.opts.clock.nowMs());
+    const nowMs = this.opts.clock.nowMs();
+    if (order.attempt === 1) g.fireRate.record(order.slotMs);
+    observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs);
     this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
       this.stats.results++;
       if (report.code === 'DELIVERY_NOT_STARTED') {

@@ -5,8 +5,9 @@
 // the range on the same replicas and both epochs bumped; every job answers from the group that
 // now owns it; no slot was skipped, no at-most-once fire id arrived twice, and each moved job's
 // fencing tokens kept rising across the split. Prints the moves (jobs moved) and the largest fire
-// delay. A second test starts the cluster with a small --split-jobs and checks that a group past
-// it splits by itself.
+// delay. Two more tests start the cluster with a small --split-jobs, then with a low
+// --split-fire-rate, and check that a group past the bound splits by itself (the log names the
+// bound).
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
@@ -138,5 +139,61 @@ t.test('a group past --split-jobs splits by itself', async (t) => {
   t.comment(
     `automatic split at 6 jobs: largest fire delay ${figures.maxDelayMs} ms; duplicates ` +
       `${figures.duplicates}; skipped ${figures.skipped} of ${figures.slots}`,
+  );
+});
+
+t.test('a group past --split-fire-rate splits by itself', async (t) => {
+  // Eight every-second jobs fire 8/s in group 1; the bound is 6/s, so group 1 splits, and each
+  // half (4 jobs, 4/s) stays under it: no second split. Group 2 holds no job and never splits.
+  const sc = await SchedulerCluster.start(t, {
+    groups: 2,
+    nodes: 3,
+    extraArgs: ['--split-fire-rate', '6'],
+  });
+  keepLogs(t, sc, 'split-rate');
+  const node = sc.cluster.nodes[0]!;
+  const client = new ApiClient(`${node.host}:${node.apiPort}`, 10_000);
+  t.teardown(() => client.close());
+  const jobs = jobsOfGroup1(sc, 'rate', 8);
+  for (const j of jobs)
+    await sc.createJob(j.id, {
+      schedule: '* * * * * *',
+      delivery: j.mode,
+      misfire: { policy: 'fire_all' },
+    });
+  const child = await eventually(async () => {
+    const cs = await client.call<Obj>('AdminService', 'ClusterStatus', {});
+    const c = groupsOf(cs).find((g) => g['groupId'] === 3);
+    if (!c) throw new Error('group 1 not split yet');
+    return c;
+  }, 40_000);
+  t.same(
+    [child['rangeStart'], child['rangeEnd']],
+    [2 ** 30, 2 ** 31],
+    'group 1 split at its middle',
+  );
+  // The meta leader's log names the bound and the rate group 1's leader reported.
+  const lines = sc.cluster.nodes
+    .flatMap((n) => n.stdout.split('\n'))
+    .filter((l) => l.includes('split: group above'));
+  const first = JSON.parse(lines[0] ?? '{}') as Obj;
+  t.equal(first['msg'], 'split: group above --split-fire-rate', 'the fire-rate bound triggered');
+  t.equal(first['group'], 1, 'of group 1');
+  const rate = Number(first['fireRatePerSec']);
+  t.ok(rate > 6 && rate <= 10, `group 1's leader reported ${rate} fires/s (8 jobs every second)`);
+
+  await sleep(4000);
+  const figures = await checkFires(t, sc, jobs, Date.now() - 2000);
+  const cs = await client.call<Obj>('AdminService', 'ClusterStatus', {});
+  t.same(
+    groupsOf(cs)
+      .map((g) => g['groupId'])
+      .sort(),
+    [1, 2, 3],
+    'one split only: each half fires 4/s, under the bound',
+  );
+  t.comment(
+    `automatic split at ${rate} fires/s (bound 6): largest fire delay ${figures.maxDelayMs} ms; ` +
+      `duplicates ${figures.duplicates}; skipped ${figures.skipped} of ${figures.slots}`,
   );
 });

@@ -20,6 +20,9 @@ t.test('defaults', (t) => {
   });
   t.ok(Object.isFrozen(c));
   t.same([...c.peerRoutes], [], 'no peer routes: peers are dialled where they advertise');
+  t.equal(c.splitJobs, 1_000_000);
+  t.equal(c.splitFireRate, 0, 'no split by fire rate unless asked');
+  t.equal(compileNodeOptions({ ...base, splitFireRate: 2.5 }).splitFireRate, 2.5);
   t.end();
 });
 
@@ -88,6 +91,9 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
   ],
   ['route entry', { ...base, peerRoute: 'n2=nowhere' }, '--peer-route', /host:port/],
   ['route twice', { ...base, peerRoute: 'n2=a:1,n2=a:2' }, '--peer-route', /twice/],
+  ['split jobs negative', { ...base, splitJobs: -1 }, '--split-jobs', /integer in/],
+  ['split fire rate negative', { ...base, splitFireRate: -1 }, '--split-fire-rate', /fires\/s/],
+  ['split fire rate NaN', { ...base, splitFireRate: NaN }, '--split-fire-rate', /fires\/s/],
   ['route to self', { ...base, peerRoute: 'n1=127.0.0.1:1' }, '--peer-route', /never dials itself/],
 ];
 

@@ -8,7 +8,7 @@
 // delay. Two more tests start the cluster with a small --split-jobs, then with a low
 // --split-fire-rate, and check that a group past the bound splits by itself (the log names the
 // bound).
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
 import { eventually, sleep } from '../helpers/cluster.js';
@@ -106,17 +106,17 @@ t.test('split a busy group', async (t) => {
   );
 });
 
-t.test('a group past --split-jobs splits by itself', async (t) => {
-  const sc = await SchedulerCluster.start(t, {
-    groups: 2,
-    nodes: 3,
-    extraArgs: ['--split-jobs', '6'],
-  });
-  keepLogs(t, sc, 'split-auto');
+/**
+ * A 3-node cluster started with an automatic split bound (`flag value`) and eight every-second
+ * jobs in group 1, waiting until group 1 split at its middle into group 3.
+ */
+async function autoSplit(t: Test, flag: string, value: string, prefix: string) {
+  const sc = await SchedulerCluster.start(t, { groups: 2, nodes: 3, extraArgs: [flag, value] });
+  keepLogs(t, sc, prefix);
   const node = sc.cluster.nodes[0]!;
   const client = new ApiClient(`${node.host}:${node.apiPort}`, 10_000);
   t.teardown(() => client.close());
-  const jobs = jobsOfGroup1(sc, 'auto', 8);
+  const jobs = jobsOfGroup1(sc, prefix, 8);
   for (const j of jobs)
     await sc.createJob(j.id, {
       schedule: '* * * * * *',
@@ -134,6 +134,11 @@ t.test('a group past --split-jobs splits by itself', async (t) => {
     [2 ** 30, 2 ** 31],
     'group 1 split at its middle',
   );
+  return { sc, client, jobs };
+}
+
+t.test('a group past --split-jobs splits by itself', async (t) => {
+  const { sc, jobs } = await autoSplit(t, '--split-jobs', '6', 'split-auto');
   await sleep(4000);
   const figures = await checkFires(t, sc, jobs, Date.now() - 2000);
   t.comment(
@@ -145,33 +150,7 @@ t.test('a group past --split-jobs splits by itself', async (t) => {
 t.test('a group past --split-fire-rate splits by itself', async (t) => {
   // Eight every-second jobs fire 8/s in group 1; the bound is 6/s, so group 1 splits, and each
   // half (4 jobs, 4/s) stays under it: no second split. Group 2 holds no job and never splits.
-  const sc = await SchedulerCluster.start(t, {
-    groups: 2,
-    nodes: 3,
-    extraArgs: ['--split-fire-rate', '6'],
-  });
-  keepLogs(t, sc, 'split-rate');
-  const node = sc.cluster.nodes[0]!;
-  const client = new ApiClient(`${node.host}:${node.apiPort}`, 10_000);
-  t.teardown(() => client.close());
-  const jobs = jobsOfGroup1(sc, 'rate', 8);
-  for (const j of jobs)
-    await sc.createJob(j.id, {
-      schedule: '* * * * * *',
-      delivery: j.mode,
-      misfire: { policy: 'fire_all' },
-    });
-  const child = await eventually(async () => {
-    const cs = await client.call<Obj>('AdminService', 'ClusterStatus', {});
-    const c = groupsOf(cs).find((g) => g['groupId'] === 3);
-    if (!c) throw new Error('group 1 not split yet');
-    return c;
-  }, 40_000);
-  t.same(
-    [child['rangeStart'], child['rangeEnd']],
-    [2 ** 30, 2 ** 31],
-    'group 1 split at its middle',
-  );
+  const { sc, client, jobs } = await autoSplit(t, '--split-fire-rate', '6', 'split-rate');
   // The meta leader's log names the bound and the rate group 1's leader reported.
   const lines = sc.cluster.nodes
     .flatMap((n) => n.stdout.split('\n'))

@@ -33,6 +33,10 @@ export interface NodeMemory {
   readonly rssAfter: number;
   readonly heapBefore: number;
   readonly heapAfter: number;
+  /** V8's heap pages after registration (used or not). */
+  readonly heapTotalAfter: number;
+  /** Array buffers outside the heap after registration (typed-array columns, entry bytes). */
+  readonly arrayBuffersAfter: number;
 }
 
 export interface RegistrationResult {
@@ -246,6 +250,8 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       rssAfter: after[i]!.rssBytes,
       heapBefore: before[i]!.heapUsedBytes,
       heapAfter: after[i]!.heapUsedBytes,
+      heapTotalAfter: after[i]!.heapTotalBytes,
+      arrayBuffersAfter: after[i]!.arrayBuffersBytes,
     }));
     const dataGroups = new Set<number>();
     let replicas = 0;
@@ -267,7 +273,9 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
     };
     for (const m of nodes)
       log(
-        `    ${m.nodeId}: heap ${mib(m.heapBefore)} → ${mib(m.heapAfter)} MiB, rss ${mib(m.rssBefore)} → ${mib(m.rssAfter)} MiB`,
+        `    ${m.nodeId}: heap ${mib(m.heapBefore)} → ${mib(m.heapAfter)} MiB, rss ${mib(m.rssBefore)} → ${mib(m.rssAfter)} MiB` +
+          ` (after: V8 heap pages ${mib(m.heapTotalAfter)} MiB, array buffers ${mib(m.arrayBuffersAfter)} MiB,` +
+          ` the rest ${mib(m.rssAfter - m.heapTotalAfter - m.arrayBuffersAfter)} MiB: code, stacks, LevelDB, allocator)`,
       );
     log(
       `  memory per job per replica (${replicasPerJob} replicas/job${memory.gcForced ? '' : ', NO forced GC'}): ` +

@@ -300,9 +300,19 @@ function collectGarbage(): boolean {
   return true;
 }
 
-function memory(): { rssBytes: number; heapUsedBytes: number } {
+function memory(): {
+  rssBytes: number;
+  heapUsedBytes: number;
+  heapTotalBytes: number;
+  arrayBuffersBytes: number;
+} {
   const m = process.memoryUsage();
-  return { rssBytes: m.rss, heapUsedBytes: m.heapUsed };
+  return {
+    rssBytes: m.rss,
+    heapUsedBytes: m.heapUsed,
+    heapTotalBytes: m.heapTotal,
+    arrayBuffersBytes: m.arrayBuffers,
+  };
 }
 
 function cpuMs(): number {

@@ -72,6 +72,8 @@ export interface NodeStatus {
   cpuMs: number;
   rssBytes: number;
   heapUsedBytes: number;
+  heapTotalBytes: number;
+  arrayBuffersBytes: number;
   gcForced: boolean;
 }
 

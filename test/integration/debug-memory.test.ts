@@ -23,6 +23,11 @@ t.test('Status reports memory, after a forced GC when the node allows it', async
   t.equal(m.gcForced, true, 'collected when asked (--expose-gc)');
   t.ok(m.heapUsedBytes > 1e6, `heap used reported (${m.heapUsedBytes} B)`);
   t.ok(m.rssBytes > m.heapUsedBytes, `RSS reported above the heap (${m.rssBytes} B)`);
+  t.ok(
+    m.heapTotalBytes >= m.heapUsedBytes && m.heapTotalBytes < m.rssBytes,
+    `V8's heap pages reported, between the heap in use and RSS (${m.heapTotalBytes} B)`,
+  );
+  t.ok(m.arrayBuffersBytes > 0, `array buffers reported (${m.arrayBuffersBytes} B)`);
 
   await n1.kill9();
   n1.start(); // TICKRAFT_NODE_ARGS restored: no --expose-gc this time

@@ -9,6 +9,7 @@ import {
   BULK_FUNCTIONS,
   HISTORY_FORMAT_VERSION,
   JOB_FUNCTIONS,
+  NEMESIS_KINDS,
   type HistoryRecord,
   type OpFunction,
 } from './format.js';
@@ -26,20 +27,7 @@ export interface ParsedHistory {
 
 const OP_FUNCTIONS: ReadonlySet<string> = new Set([...JOB_FUNCTIONS, ...BULK_FUNCTIONS]);
 const ANSWERS: ReadonlySet<string> = new Set(['2xx', '5xx', 'slow', 'stale']);
-const NEMESIS_KINDS: ReadonlySet<string> = new Set([
-  'kill',
-  'pause',
-  'partition',
-  'latency',
-  'bandwidth',
-  'clock-bump',
-  'clock-strobe',
-  'clock-drift',
-  'leader-transfer',
-  'replica-move',
-  'node-drain',
-  'rebalance',
-]);
+const NEMESIS_KIND_SET: ReadonlySet<string> = new Set(NEMESIS_KINDS);
 const RUN_STATUSES: ReadonlySet<string> = new Set([
   'SCHEDULED',
   'DISPATCHED',
@@ -117,7 +105,7 @@ export function recordProblems(value: unknown): FieldViolation[] {
     case 'nemesis':
       c.oneOf('phase', new Set(['start', 'end']));
       c.str('faultId');
-      c.oneOf('kind', NEMESIS_KINDS);
+      c.oneOf('kind', NEMESIS_KIND_SET);
       if (!Array.isArray(value['targets']))
         out.push({ field: '.targets', reason: 'must be an array' });
       break;

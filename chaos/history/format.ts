@@ -224,19 +224,23 @@ export interface DeliveryRecord {
   readonly signatureOk?: boolean;
 }
 
-export type NemesisKind =
-  | 'kill'
-  | 'pause'
-  | 'partition'
-  | 'latency'
-  | 'bandwidth'
-  | 'clock-bump'
-  | 'clock-strobe'
-  | 'clock-drift'
-  | 'leader-transfer'
-  | 'replica-move'
-  | 'node-drain'
-  | 'rebalance';
+/** Every kind of nemesis record; the codec accepts exactly these. */
+export const NEMESIS_KINDS = [
+  'kill',
+  'pause',
+  'partition',
+  'latency',
+  'bandwidth',
+  'clock-bump',
+  'clock-strobe',
+  'clock-drift',
+  'leader-transfer',
+  'replica-move',
+  'node-drain',
+  'rebalance',
+] as const;
+
+export type NemesisKind = (typeof NEMESIS_KINDS)[number];
 
 export type PartitionShape = 'halves' | 'isolate-one' | 'majorities-ring' | 'bridge' | 'one-way';
 

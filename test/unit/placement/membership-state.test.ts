@@ -4,30 +4,11 @@
 // epoch; abort only before promote). A refused command changes nothing, and the state
 // survives a snapshot round trip.
 import t from 'tap';
-import {
-  encodeMetaCommand,
-  MetaStateMachine,
-  type MetaCommand,
-} from '../../../src/placement/meta-state.js';
+import { MetaStateMachine } from '../../../src/placement/meta-state.js';
+import { metaCluster, type MetaFixture } from './meta-fixture.js';
 
-function cluster(): { sm: MetaStateMachine; run: (c: MetaCommand) => unknown } {
-  const sm = new MetaStateMachine();
-  let index = 0;
-  const run = (c: MetaCommand): unknown =>
-    sm.apply({ index: ++index, term: 1, type: 'normal', data: encodeMetaCommand(c) });
-  run({
-    op: 'init',
-    members: ['n1', 'n2', 'n3'].map((id, i) => ({
-      id,
-      peerAddress: `127.0.0.1:710${i + 1}`,
-      apiAddress: `127.0.0.1:700${i + 1}`,
-    })),
-    groups: [
-      { id: 1, start: 0, end: 100, replicas: ['n1', 'n2', 'n3'] },
-      { id: 2, start: 100, end: 200, replicas: ['n1', 'n2', 'n3'] },
-    ],
-  });
-  return { sm, run };
+function cluster(): MetaFixture {
+  return metaCluster(3, 200);
 }
 
 t.test('a join is refused on an id or address in use, and idempotent for the same node', (t) => {

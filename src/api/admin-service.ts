@@ -55,6 +55,8 @@ function localStatus(api: ApiContext): LocalStatus {
       appliedIndex: st.applied,
       lastIndex: st.lastIndex,
       quiesced: g.node.isQuiesced(),
+      jobs: api.node.data.get(g.groupId)?.scheduler.jobs.size ?? 0,
+      fireRatePerSec: api.node.scheduler.fireRatePerSec(g.groupId),
     });
   }
   return { nodeId: api.node.id, replicas, groupIds };
@@ -96,10 +98,14 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
     // The leader with the highest term, as its own replica says.
     let leader = '';
     let term = 0;
+    let led: Msg | undefined;
     for (const r of replicas) {
       const t = typeof r['term'] === 'number' ? r['term'] : 0;
       if (t > term) term = t;
-      if (r['role'] === 'leader' && t >= term) leader = String(r['nodeId']);
+      if (r['role'] === 'leader' && t >= term) {
+        leader = String(r['nodeId']);
+        led = r;
+      }
     }
     return {
       groupId,
@@ -109,6 +115,8 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
       leader,
       term,
       replicas,
+      jobs: led?.['jobs'] ?? 0,
+      fireRatePerSec: led?.['fireRatePerSec'] ?? 0,
     };
   });
   return {

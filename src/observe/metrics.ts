@@ -28,6 +28,10 @@ export interface SchedulerGroupFacts {
   readonly dispatchWheel: number;
   /** Runs in the DLQ (DEAD). */
   readonly deadRuns: number;
+  /** Jobs the group holds (every replica knows). */
+  readonly jobs: number;
+  /** First attempts per second over the last minute, by slot time; 0 unless this node leads. */
+  readonly fireRatePerSec: number;
 }
 
 /** The node as the metrics read it at scrape time. */
@@ -129,11 +133,12 @@ export class NodeMetrics {
       labelNames: ['group'],
       registers,
     });
-    this.stateGauges(registers);
+    this.raftGauges(registers);
+    this.schedulerGauges(registers);
   }
 
-  /** Gauges read from the node at scrape time. */
-  private stateGauges(registers: Registry[]): void {
+  /** Per-group Raft gauges, read from the node at scrape time. */
+  private raftGauges(registers: Registry[]): void {
     const source = this.source;
     const raftGauge = (name: string, help: string, read: (g: RaftFacts) => number): void => {
       new Gauge({
@@ -168,6 +173,11 @@ export class NodeMetrics {
     raftGauge('tickraft_raft_is_leader', '1 where this node leads the group', (g) =>
       g.r.role === 'leader' ? 1 : 0,
     );
+  }
+
+  /** Per-group scheduler gauges and the delivery queue, read from the node at scrape time. */
+  private schedulerGauges(registers: Registry[]): void {
+    const source = this.source;
     const schedGauge = (
       name: string,
       help: string,
@@ -198,6 +208,16 @@ export class NodeMetrics {
       'tickraft_dead_runs',
       'Runs in the DLQ, per group (every replica reports it: aggregate with max by group)',
       (g) => g.deadRuns,
+    );
+    schedGauge(
+      'tickraft_group_jobs',
+      'Jobs held by each group hosted here (every replica reports it: aggregate with max by group)',
+      (g) => g.jobs,
+    );
+    schedGauge(
+      'tickraft_group_fire_rate_per_second',
+      'First attempts per second over the last minute, by slot time, of each group this node leads (0 on followers); what --split-fire-rate compares against',
+      (g) => g.fireRatePerSec,
     );
     new Gauge({
       name: 'tickraft_deliveries_inflight',

@@ -215,6 +215,8 @@ export class TickraftNode {
         planningWheel: index?.planning.size ?? 0,
         dispatchWheel: index?.dispatch.size ?? 0,
         deadRuns: sm.scheduler.dead.size,
+        jobs: sm.scheduler.jobs.size,
+        fireRatePerSec: this.scheduler.fireRatePerSec(groupId),
       };
     }
   }

@@ -12,6 +12,8 @@ async function get(n: ProcNode, path: string): Promise<{ status: number; body: s
 }
 
 /** Sum of a metric's samples over the nodes, optionally only those whose labels match. */
+type Obj = Record<string, unknown>;
+
 function sum(texts: string[], name: string, labels = ''): number {
   let total = 0;
   for (const text of texts) {
@@ -64,6 +66,25 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
     sum(after, 'tickraft_planning_wheel_entries') >= 2,
     "the job is in the followers' planning wheels",
   );
+  // The job's group: every replica counts it, only the leader knows its fire rate (a leader
+  // elected meanwhile on a loaded machine counts from its own first fire: ask until it has).
+  t.equal(sum(after, 'tickraft_group_jobs'), 3, 'one job, counted by its 3 replicas');
+  const rated = await eventually(async () => {
+    const texts = await scrape();
+    if (sum(texts, 'tickraft_group_fire_rate_per_second') <= 0) throw new Error('no rate yet');
+    return texts;
+  }, 30_000);
+  t.ok(sum(rated, 'tickraft_group_fire_rate_per_second') > 0, "the leader's fire rate");
+  const busy = await eventually(async () => {
+    const cs = await ac.client('n2').call<Obj>('AdminService', 'ClusterStatus', {});
+    const found = (cs['groups'] as Obj[]).filter((g) => Number(g['jobs']) > 0);
+    if (found.length !== 1 || !(Number(found[0]!['fireRatePerSec']) > 0))
+      throw new Error('no leader with a rate yet');
+    return found;
+  }, 30_000);
+  t.equal(busy.length, 1, 'ClusterStatus: one group holds the job');
+  t.equal(Number(busy[0]?.['jobs']), 1, 'ClusterStatus: its leader counts 1 job');
+  t.ok(Number(busy[0]?.['fireRatePerSec']) > 0, 'ClusterStatus: and a fire rate above 0');
   for (const [i, text] of after.entries()) {
     const id = nodes[i]!.id;
     for (const name of [
@@ -72,6 +93,8 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
       'tickraft_raft_applied_index',
       'tickraft_dead_runs',
       'tickraft_dispatch_wheel_entries',
+      'tickraft_group_jobs',
+      'tickraft_group_fire_rate_per_second',
     ]) {
       t.match(text, new RegExp(`^${name}\\{group="1",node="${id}"\\} \\d+`, 'm'), `${id} ${name}`);
     }

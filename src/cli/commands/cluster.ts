@@ -25,7 +25,9 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
   );
   cluster.addHelpText('after', EXIT_CODES_HELP);
   remote(cluster.command('status'))
-    .description('nodes, groups, leaders, terms, and each replica’s commit and apply indexes')
+    .description(
+      'nodes, groups (leader, term, jobs, fires per second), and each replica’s commit and apply indexes',
+    )
     .action(async (o: RemoteOptions) =>
       withClient(run, o, async (c) => {
         const st = await c.call<Obj>('AdminService', 'ClusterStatus', {});
@@ -42,23 +44,7 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
           ]),
         );
         run.io.writeOut('\n');
-        table(
-          run,
-          ['GROUP', 'LEADER', 'TERM', 'EPOCH', 'REPLICAS (role commit/applied)'],
-          (st['groups'] as Obj[]).map((g) => [
-            text(g['groupId']),
-            text(g['leader'] || 'NONE'),
-            text(g['term']),
-            text(g['epoch']),
-            (g['replicas'] as Obj[])
-              .map((r) =>
-                r['role']
-                  ? `${text(r['nodeId'])}(${text(r['role'])} ${text(r['commitIndex'])}/${text(r['appliedIndex'])})`
-                  : `${text(r['nodeId'])}(unreachable)`,
-              )
-              .join(' '),
-          ]),
-        );
+        groupTable(run, st['groups'] as Obj[]);
         const moves = (st['moves'] as Obj[] | undefined) ?? [];
         if (moves.length > 0) {
           run.io.writeOut('\n');
@@ -107,4 +93,33 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
       }),
     );
   program.addCommand(leader);
+}
+
+/** Fires per second as the table shows it: two decimals below 10, whole numbers above. */
+function fireRate(v: unknown): string {
+  const n = typeof v === 'number' ? v : Number(v ?? 0);
+  return n < 10 ? n.toFixed(2) : String(Math.round(n));
+}
+
+/** One row per group: leader, term, epoch, the leader's jobs and fire rate, every replica. */
+function groupTable(run: CliRun, groups: Obj[]): void {
+  table(
+    run,
+    ['GROUP', 'LEADER', 'TERM', 'EPOCH', 'JOBS', 'FIRES/S', 'REPLICAS (role commit/applied)'],
+    groups.map((g) => [
+      text(g['groupId']),
+      text(g['leader'] || 'NONE'),
+      text(g['term']),
+      text(g['epoch']),
+      g['groupId'] === 0 ? '-' : text(g['jobs']),
+      g['groupId'] === 0 ? '-' : fireRate(g['fireRatePerSec']),
+      (g['replicas'] as Obj[])
+        .map((r) =>
+          r['role']
+            ? `${text(r['nodeId'])}(${text(r['role'])} ${text(r['commitIndex'])}/${text(r['appliedIndex'])})`
+            : `${text(r['nodeId'])}(unreachable)`,
+        )
+        .join(' '),
+    ]),
+  );
 }

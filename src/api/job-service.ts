@@ -29,6 +29,8 @@ import {
   type CreateJobRequest,
 } from './scheduler-admin.js';
 import { hashShardKey } from '../placement/hash.js';
+import { encodeSchedulerCommand, packCreates } from '../scheduler/commands.js';
+import { decodePackedCreates, tenantsOf } from './packed-creates.js';
 import { lookupRange } from '../placement/ring.js';
 import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
 
@@ -158,8 +160,9 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
 /**
  * CreateJobs: every job is checked before any is proposed (one bad job writes nothing), then each
  * group's part runs on its leader. The commands checked here are the ones proposed when this node
- * leads the group; a part forwarded to another leader is checked again there (it trusts no
- * caller).
+ * leads the group; a part for another leader goes there as the create-jobs entries it will
+ * propose (NodeService.GroupCreateJobs), which that leader checks again (it trusts no caller)
+ * from their packed form, without a second protobuf form and full check of every job.
  */
 async function createJobs(
   api: ApiContext,
@@ -178,7 +181,7 @@ async function createJobs(
   const nowMs = Date.now();
   const compiler = new JobSpecCompiler(nowMs);
   const ranges = admin.ranges();
-  const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
+  const byGroup = new Map<number, CreateJobCommand[]>();
   const firstOf = new Map<string, number>();
   inputs.forEach((input, i) => {
     let command: CreateJobCommand;
@@ -197,9 +200,8 @@ async function createJobs(
     firstOf.set(command.jobId, i);
     const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
     let part = byGroup.get(g);
-    if (!part) byGroup.set(g, (part = { msgs: [], commands: [] }));
-    part.msgs.push(jobs[i]!);
-    part.commands.push(command);
+    if (!part) byGroup.set(g, (part = []));
+    part.push(command);
   });
   v.throwIfAny('JOB_SPEC_INVALID');
   const results = await Promise.all(
@@ -211,11 +213,6 @@ async function createJobs(
   };
 }
 
-interface CreatePart {
-  readonly msgs: Msg[];
-  readonly commands: CreateJobCommand[];
-}
-
 /**
  * One group's part of a CreateJobs call, on its leader. A part refused as ROUTE_STALE (the
  * group's range was split since this node's map was read) is placed again by the refreshed map,
@@ -225,24 +222,31 @@ async function createPart(
   api: ApiContext,
   ctx: CallContext,
   groupId: number,
-  part: CreatePart,
+  part: readonly CreateJobCommand[],
   mayReplace: boolean,
 ): Promise<{ created: number; duplicates: number }> {
+  // Packed only when forwarded: the getter runs when the router serializes the request.
+  let entries: Uint8Array[] | undefined;
+  const req = {
+    groupId,
+    get entries(): Uint8Array[] {
+      return (entries ??= packCreates(part).map(encodeSchedulerCommand));
+    },
+  };
   try {
-    return await api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part.msgs }, () =>
-      api.admin.proposeCreates(part.commands),
+    return await api.onGroup(ctx, groupId, 'NodeService', 'GroupCreateJobs', req, () =>
+      api.admin.proposeCreates(part),
     );
   } catch (err) {
     if (!mayReplace || codeOf(err) !== 'ROUTE_STALE') throw err;
     const ranges = api.admin.ranges();
-    const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
-    part.commands.forEach((command, i) => {
+    const byGroup = new Map<number, CreateJobCommand[]>();
+    for (const command of part) {
       const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
       let sub = byGroup.get(g);
-      if (!sub) byGroup.set(g, (sub = { msgs: [], commands: [] }));
-      sub.msgs.push(part.msgs[i]!);
-      sub.commands.push(command);
-    });
+      if (!sub) byGroup.set(g, (sub = []));
+      sub.push(command);
+    }
     const results = await Promise.all(
       [...byGroup].map(([g, sub]) => createPart(api, ctx, g, sub, false)),
     );
@@ -251,6 +255,46 @@ async function createPart(
       duplicates: results.reduce((n, r) => n + r.duplicates, 0),
     };
   }
+}
+
+/**
+ * NodeService.GroupCreateJobs on the group's leader: the part of a CreateJobs call another node
+ * checked, as the create-jobs entries it packed. Checked again here (packed-creates.ts) and
+ * proposed all or nothing as far as the check goes: an entry the state machine refuses (a job
+ * that exists) leaves the others of the part applied, as a local part would.
+ */
+export async function groupCreateJobsLocal(
+  api: ApiContext,
+  groupId: number,
+  req: Msg,
+): Promise<{ created: number; duplicates: number }> {
+  const raw = Array.isArray(req['entries']) ? (req['entries'] as unknown[]) : [];
+  if (raw.length === 0 || raw.length > CREATE_BATCH_MAX)
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'entries', reason: `must hold 1 to ${CREATE_BATCH_MAX} entries` },
+    ]);
+  // Copies: the log keeps entries in memory, and a view would keep the whole message alive.
+  const entries = raw.map((b, k) => {
+    if (!(b instanceof Uint8Array))
+      throw new ValidationError('REQUEST_INVALID', [
+        { field: `entries[${k}]`, reason: 'must be bytes' },
+      ]);
+    return new Uint8Array(b);
+  });
+  const commands = entries.map((b, k) => decodePackedCreates(b, `entries[${k}]`));
+  const ids = new Set<string>();
+  let jobs = 0;
+  for (const c of commands) {
+    jobs += c.jobIds.length;
+    // One entry's ids are checked by its apply; across entries only here.
+    if (commands.length > 1) for (const id of c.jobIds) ids.add(id);
+  }
+  if (jobs > CREATE_BATCH_MAX || (commands.length > 1 && ids.size !== jobs))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'entries', reason: `must hold at most ${CREATE_BATCH_MAX} distinct jobs` },
+    ]);
+  for (const c of commands) for (const t of tenantsOf(c)) await api.freshTenant(t);
+  return api.admin.proposePacked(groupId, commands, entries);
 }
 
 /** One group's jobs of `tenant` after `after` (by id), from that group's leader. */

@@ -20,6 +20,7 @@ import {
   type CompiledJobSpec,
   type JobSpecInput,
 } from './job-spec.js';
+import { checkPackedCreates, type PackedCheckContext } from './packed-creates.js';
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -35,6 +36,7 @@ import {
   encodeSchedulerCommand,
   packCreates,
   type CreateJobCommand,
+  type CreateJobsCommand,
   type FireIntent,
   type SchedulerCommand,
   type TenantJobsAction,
@@ -84,6 +86,18 @@ export type { CreateJobCommand };
 export interface CreateJobsResult {
   readonly created: number;
   readonly duplicates: number;
+}
+
+/** The created and duplicate counts of applied create-jobs entries; the first failure throws. */
+function sumCreates(results: readonly unknown[]): CreateJobsResult {
+  let created = 0;
+  let duplicates = 0;
+  for (const r of results as ApplyResult[]) {
+    if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+    created += r.createdCount ?? 0;
+    duplicates += r.duplicateCount ?? 0;
+  }
+  return { created, duplicates };
 }
 
 export class SchedulerAdminError extends TickraftError {
@@ -343,14 +357,29 @@ export class SchedulerAdmin {
         ),
       ),
     );
-    let created = 0;
-    let duplicates = 0;
-    for (const r of results.flat() as ApplyResult[]) {
-      if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
-      created += r.createdCount ?? 0;
-      duplicates += r.duplicateCount ?? 0;
-    }
-    return { created, duplicates };
+    return sumCreates(results.flat());
+  }
+
+  /**
+   * Proposes create-jobs entries another node checked and packed (NodeService.GroupCreateJobs)
+   * for `groupId`, which this node must lead: each is checked again from its packed form
+   * (packed-creates.ts), none is proposed unless all pass, and each is proposed as the bytes it
+   * came in. Resolves once all are committed and applied.
+   */
+  async proposePacked(
+    groupId: number,
+    commands: readonly CreateJobsCommand[],
+    entries: readonly Uint8Array[],
+  ): Promise<CreateJobsResult> {
+    this.requireLeader(groupId);
+    const ctx: PackedCheckContext = {
+      groupId,
+      ranges: this.ranges(),
+      tenantExists: (t) => this.node.meta.tenants.has(t),
+      requestIdCharsMax: REQUEST_ID_CHARS_MAX,
+    };
+    commands.forEach((c, k) => checkPackedCreates(c, ctx, `entries[${k}].`));
+    return sumCreates(await this.node.host.proposeBatch(groupId, entries));
   }
 
   /**

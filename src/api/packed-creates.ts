@@ -16,7 +16,7 @@ import { decode } from '../base/codec.js';
 import { hashShardKey } from '../placement/hash.js';
 import { lookupRange, type RingRange } from '../placement/ring.js';
 import { tryParseSchedule } from '../schedule/parse.js';
-import type { CreateJobsCommand } from '../scheduler/commands.js';
+import { specPartKey, type CreateJobsCommand, type SpecPart } from '../scheduler/commands.js';
 import type { JobSpec } from '../scheduler/model.js';
 import {
   compileJobSpec,
@@ -34,6 +34,24 @@ export interface PackedCheckContext {
   readonly tenantExists: (tenant: string) => boolean;
   /** Bounds a request id's length (REQUEST_ID_CHARS_MAX). */
   readonly requestIdCharsMax: number;
+  /** Definitions checked before, by specPartKey (a PackedPartCache kept by the caller). */
+  readonly checkedParts?: PackedPartCache;
+}
+
+/** Definitions the full check accepted, so that the next entries with them skip it. */
+export class PackedPartCache {
+  private static readonly MAX = 1000;
+  private readonly byKey = new Map<string, CompiledJobSpec>();
+
+  get(key: string): CompiledJobSpec | undefined {
+    return this.byKey.get(key);
+  }
+
+  set(key: string, compiled: CompiledJobSpec): void {
+    // A bound, not a policy: past it, start again.
+    if (this.byKey.size >= PackedPartCache.MAX) this.byKey.clear();
+    this.byKey.set(key, compiled);
+  }
 }
 
 const ENTRY_KEYS = [
@@ -186,22 +204,31 @@ function basePart(
     add(field, `its fields must be ${PART_KEYS.join(', ')}`);
     return undefined;
   }
-  let compiled: CompiledJobSpec;
+  // The key is a cache key only: samePart below still compares every field exactly.
+  let key: string | undefined;
   try {
-    compiled = compileJobSpec(
-      {
-        ...p,
-        name: c.names[first],
-        schedule: c.schedules[first],
-        anchorMs: c.anchorsMs[first] ?? undefined,
-      },
-      c.atMs,
-    );
-  } catch (err) {
-    if (!(err instanceof ValidationError)) throw err;
-    for (const fv of err.violations) add(`${prefix}jobs[${first}].spec.${fv.field}`, fv.reason);
-    return undefined;
+    key = specPartKey(p as unknown as SpecPart);
+  } catch {
+    key = undefined; // a field of the wrong type: the full check names it
   }
+  let compiled = key === undefined ? undefined : ctx.checkedParts?.get(key);
+  if (compiled === undefined)
+    try {
+      compiled = compileJobSpec(
+        {
+          ...p,
+          name: c.names[first],
+          schedule: c.schedules[first],
+          anchorMs: c.anchorsMs[first] ?? undefined,
+        },
+        c.atMs,
+      );
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const fv of err.violations) add(`${prefix}jobs[${first}].spec.${fv.field}`, fv.reason);
+      return undefined;
+    }
+  if (key !== undefined) ctx.checkedParts?.set(key, compiled);
   if (!samePart(compiled.spec, p)) {
     add(field, 'is not a definition as the node that checked it writes it (defaults written out)');
     return undefined;

@@ -20,7 +20,7 @@ import {
   type CompiledJobSpec,
   type JobSpecInput,
 } from './job-spec.js';
-import { checkPackedCreates, type PackedCheckContext } from './packed-creates.js';
+import { checkPackedCreates, PackedPartCache, type PackedCheckContext } from './packed-creates.js';
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -111,6 +111,9 @@ export interface PutTenantRequest {
 }
 
 export class SchedulerAdmin {
+  /** Definitions of forwarded create-jobs entries this node checked in full already. */
+  private readonly checkedParts = new PackedPartCache();
+
   constructor(
     private readonly node: ApiNode,
     private readonly clock: Clock,
@@ -377,6 +380,7 @@ export class SchedulerAdmin {
       ranges: this.ranges(),
       tenantExists: (t) => this.node.meta.tenants.has(t),
       requestIdCharsMax: REQUEST_ID_CHARS_MAX,
+      checkedParts: this.checkedParts,
     };
     commands.forEach((c, k) => checkPackedCreates(c, ctx, `entries[${k}].`));
     return sumCreates(await this.node.host.proposeBatch(groupId, entries));

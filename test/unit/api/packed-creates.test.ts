@@ -8,6 +8,7 @@ import { JobSpecCompiler, requireFirstSlot } from '../../../src/api/job-spec.js'
 import {
   checkPackedCreates,
   decodePackedCreates,
+  PackedPartCache,
   tenantsOf,
   type PackedCheckContext,
 } from '../../../src/api/packed-creates.js';
@@ -26,6 +27,9 @@ const ctx: PackedCheckContext = {
   ranges,
   tenantExists: (tenant) => tenant === 'acme',
   requestIdCharsMax: 128,
+  // Shared by every check below: definitions the first test passes are then known, so the
+  // forged ones are refused by the exact comparison, not by the full check.
+  checkedParts: new PackedPartCache(),
 };
 
 /** `n` jobs of group 1 as the node that took the call checks them. */

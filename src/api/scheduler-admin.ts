@@ -410,7 +410,7 @@ export class SchedulerAdmin {
         field: `${prefix}requestId`,
         reason: `must be a string of at most ${REQUEST_ID_CHARS_MAX} characters`,
       });
-    const compiled = this.compileSpec(req.spec ?? {}, compiler, `${prefix}spec.`, violations);
+    const compiled = this.compileSpec(req.spec ?? {}, compiler, prefix, violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     return {
@@ -424,26 +424,27 @@ export class SchedulerAdmin {
     };
   }
 
-  /** compileJobSpec plus the tenant's existence; violations go to `out` under `prefix`. */
+  /** compileJobSpec plus the tenant's existence; violations go to `out` under `<jobPrefix>spec.`. */
   private compileSpec(
     spec: unknown,
     compiler: JobSpecCompiler,
-    prefix: string,
+    jobPrefix: string,
     out: FieldViolation[],
   ): CompiledJobSpec | undefined {
+    // Field names are built only for violations: most jobs have none.
     let compiled: CompiledJobSpec | undefined;
     try {
       compiled = compiler.compile(spec as JobSpecInput);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
-      for (const v of err.violations) out.push({ ...v, field: `${prefix}${v.field}` });
+      for (const v of err.violations) out.push({ ...v, field: `${jobPrefix}spec.${v.field}` });
     }
     // Named even when other fields are bad, so one round trip shows every problem.
     const tenant = (spec as { tenant?: unknown } | undefined)?.tenant;
-    const tenantMalformed = out.some((v) => v.field === `${prefix}tenant`);
+    const tenantMalformed = out.some((v) => v.field === `${jobPrefix}spec.tenant`);
     if (typeof tenant === 'string' && !tenantMalformed && !this.node.meta.tenants.has(tenant))
       out.push({
-        field: `${prefix}tenant`,
+        field: `${jobPrefix}spec.tenant`,
         reason: `tenant ${tenant} does not exist (create it first)`,
       });
     return compiled;

@@ -34,6 +34,8 @@ export interface PackedCheckContext {
   readonly tenantExists: (tenant: string) => boolean;
   /** Bounds a request id's length (REQUEST_ID_CHARS_MAX). */
   readonly requestIdCharsMax: number;
+  /** This node's clock: an entry's time must be near it (PACKED_CLOCK_SKEW_MS_MAX). */
+  readonly nowMs: number;
   /** Definitions checked before, by specPartKey (a PackedPartCache kept by the caller). */
   readonly checkedParts?: PackedPartCache;
 }
@@ -53,6 +55,12 @@ export class PackedPartCache {
     this.byKey.set(key, compiled);
   }
 }
+
+/**
+ * How far an entry's time may be from the leader's clock: the forwarding node's clock, plus a
+ * forward that took up to its deadline. Farther is not an entry a node made for this call.
+ */
+export const PACKED_CLOCK_SKEW_MS_MAX = 10 * 60_000;
 
 const ENTRY_KEYS = [
   'op',
@@ -117,25 +125,30 @@ export function checkPackedCreates(
   const v: FieldViolation[] = [];
   const add = (field: string, reason: string): void => void v.push({ field, reason });
 
+  if (Math.abs(c.atMs - ctx.nowMs) > PACKED_CLOCK_SKEW_MS_MAX)
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: `${prefix}atMs`, reason: `must be within ${PACKED_CLOCK_SKEW_MS_MAX} ms of now` },
+    ]);
   // Each definition once (with the first job that uses it): the jobs refer to it by index.
   const n = c.jobIds.length;
   const firstUse = new Array<number>(c.specs.length).fill(-1);
   for (let i = n - 1; i >= 0; i--) firstUse[c.specOf[i]!] = i;
   const bases = c.specs.map((part, k) => basePart(part, k, firstUse[k]!, c, ctx, prefix, add));
   for (let i = 0; i < n; i++) {
-    const field = `${prefix}jobs[${i}].`;
+    // Field names are built only for a violation: most jobs have none.
+    const field = (name: string): string => `${prefix}jobs[${i}].${name}`;
     const jobId = c.jobIds[i]!;
-    if (!JOB_ID_PATTERN.test(jobId)) add(`${field}jobId`, `must match ${JOB_ID_PATTERN.source}`);
+    if (!JOB_ID_PATTERN.test(jobId)) add(field('jobId'), `must match ${JOB_ID_PATTERN.source}`);
     else if (lookupRange(ctx.ranges, hashShardKey(jobId)).groupId !== ctx.groupId)
-      add(`${field}jobId`, `is not in group ${ctx.groupId}`);
+      add(field('jobId'), `is not in group ${ctx.groupId}`);
     if (c.names[i]!.length > NAME_CHARS_MAX)
-      add(`${field}name`, `must be at most ${NAME_CHARS_MAX} characters`);
+      add(field('name'), `must be at most ${NAME_CHARS_MAX} characters`);
     if (c.requestIds[i]!.length > ctx.requestIdCharsMax)
-      add(`${field}requestId`, `must be at most ${ctx.requestIdCharsMax} characters`);
+      add(field('requestId'), `must be at most ${ctx.requestIdCharsMax} characters`);
     const base = bases[c.specOf[i]!];
     if (base === undefined) continue; // its definition was refused already
     const why = ownFieldsProblem(base, c, i);
-    if (why !== undefined) add(`${field}${why.field}`, why.reason);
+    if (why !== undefined) add(field(why.field), why.reason);
   }
   if (v.length > 0) throw new ValidationError('REQUEST_INVALID', v);
 }

@@ -380,6 +380,7 @@ export class SchedulerAdmin {
       ranges: this.ranges(),
       tenantExists: (t) => this.node.meta.tenants.has(t),
       requestIdCharsMax: REQUEST_ID_CHARS_MAX,
+      nowMs: this.clock.nowMs(),
       checkedParts: this.checkedParts,
     };
     commands.forEach((c, k) => checkPackedCreates(c, ctx, `entries[${k}].`));

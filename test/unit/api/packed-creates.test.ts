@@ -27,6 +27,7 @@ const ctx: PackedCheckContext = {
   ranges,
   tenantExists: (tenant) => tenant === 'acme',
   requestIdCharsMax: 128,
+  nowMs: NOW + 2_000,
   // Shared by every check below: definitions the first test passes are then known, so the
   // forged ones are refused by the exact comparison, not by the full check.
   checkedParts: new PackedPartCache(),
@@ -150,6 +151,13 @@ t.test('bytes that are not a create-jobs entry are refused whole', (t) => {
     ),
     ['entries[0]'],
   );
+  t.end();
+});
+
+t.test('an entry made at a time far from the leader’s clock is refused', (t) => {
+  const bytes = entryOf(creates(3));
+  t.same(fieldsRefused(bytes, { ...ctx, nowMs: NOW + 11 * 60_000 }), ['entries[0].atMs']);
+  t.same(fieldsRefused(bytes, { ...ctx, nowMs: NOW - 11 * 60_000 }), ['entries[0].atMs']);
   t.end();
 });
 

@@ -18,7 +18,7 @@ import {
 import type { ApiContext } from './api-context.js';
 import { bulkTenantJobs, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
-import { localListJobs } from './job-service.js';
+import { groupCreateJobsLocal, localListJobs, nodeCreateJobsLocal } from './job-service.js';
 import { drainNode, rebalance, removeNode, undrainNode } from './rebalance-admin.js';
 import { isDeadKey } from './pagination.js';
 import { beginSplitLocal, checkSplitRequest, splitGroupLocal } from './split-admin.js';
@@ -279,6 +279,13 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
         splitGroupLocal(api, groupId, req),
       );
     },
+    GroupCreateJobs: (req, ctx) => {
+      const groupId = num(req, 'groupId');
+      return api.onGroup(ctx, groupId, 'NodeService', 'GroupCreateJobs', req, () =>
+        groupCreateJobsLocal(api, groupId, req),
+      );
+    },
+    NodeCreateJobs: (req, ctx) => nodeCreateJobsLocal(api, req, ctx),
     LocalStatus: () => Promise.resolve(localStatus(api)),
     GroupMembership: (req, ctx) => {
       const groupId = num(req, 'groupId');

@@ -4,7 +4,8 @@
  * and proposes. ListJobs fans out to every group's leader and merges their pages.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { ValidationError } from '../base/errors.js';
+import { TickraftError, ValidationError } from '../base/errors.js';
+import { NotLeaderError } from '../raft/errors.js';
 import { formatInstant } from '../schedule/civil.js';
 import { nextFires } from '../schedule/next-fire.js';
 import { tryParseSchedule } from '../schedule/parse.js';
@@ -21,7 +22,14 @@ import {
   pageSizeOf,
   type GroupPage,
 } from './pagination.js';
-import { codeOf, type CallContext } from './router.js';
+import {
+  checkDeadline,
+  codeOf,
+  retryable,
+  RouteStaleError,
+  withDeadline,
+  type CallContext,
+} from './router.js';
 import { answerForChildren, listAcrossGroups } from './split-admin.js';
 import {
   CREATE_BATCH_MAX,
@@ -29,6 +37,8 @@ import {
   type CreateJobRequest,
 } from './scheduler-admin.js';
 import { hashShardKey } from '../placement/hash.js';
+import { encodeSchedulerCommand, packCreates } from '../scheduler/commands.js';
+import { decodePackedCreates, tenantsOf } from './packed-creates.js';
 import { lookupRange } from '../placement/ring.js';
 import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
 
@@ -158,8 +168,9 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
 /**
  * CreateJobs: every job is checked before any is proposed (one bad job writes nothing), then each
  * group's part runs on its leader. The commands checked here are the ones proposed when this node
- * leads the group; a part forwarded to another leader is checked again there (it trusts no
- * caller).
+ * leads the group; a part for another leader goes there as the create-jobs entries it will
+ * propose (NodeService.GroupCreateJobs), which that leader checks again (it trusts no caller)
+ * from their packed form, without a second protobuf form and full check of every job.
  */
 async function createJobs(
   api: ApiContext,
@@ -178,7 +189,7 @@ async function createJobs(
   const nowMs = Date.now();
   const compiler = new JobSpecCompiler(nowMs);
   const ranges = admin.ranges();
-  const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
+  const byGroup = new Map<number, CreateJobCommand[]>();
   const firstOf = new Map<string, number>();
   inputs.forEach((input, i) => {
     let command: CreateJobCommand;
@@ -197,23 +208,141 @@ async function createJobs(
     firstOf.set(command.jobId, i);
     const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
     let part = byGroup.get(g);
-    if (!part) byGroup.set(g, (part = { msgs: [], commands: [] }));
-    part.msgs.push(jobs[i]!);
-    part.commands.push(command);
+    if (!part) byGroup.set(g, (part = []));
+    part.push(command);
   });
   v.throwIfAny('JOB_SPEC_INVALID');
-  const results = await Promise.all(
-    [...byGroup].map(([groupId, part]) => createPart(api, ctx, groupId, part, true)),
-  );
+  // Parts for groups another node leads go there together, one call per node (NodeCreateJobs):
+  // a call costs far more than the few dozen jobs of one group's part.
+  const single: Promise<CreateCounts>[] = [];
+  const byLeader = new Map<string, [number, CreateJobCommand[]][]>();
+  for (const [groupId, part] of byGroup) {
+    const address = ctx.forwarded ? '' : remoteLeaderAddress(api, groupId);
+    let parts = byLeader.get(address);
+    if (address !== '' && !parts) byLeader.set(address, (parts = []));
+    if (parts) parts.push([groupId, part]);
+    else single.push(createPart(api, ctx, groupId, part, true));
+  }
+  for (const [address, parts] of byLeader) {
+    if (parts.length === 1) single.push(createPart(api, ctx, parts[0]![0], parts[0]![1], true));
+    else single.push(createPartsAt(api, ctx, address, parts));
+  }
+  return sumCounts(await Promise.all(single));
+}
+
+interface CreateCounts {
+  readonly created: number;
+  readonly duplicates: number;
+}
+
+function sumCounts(results: readonly CreateCounts[]): CreateCounts {
   return {
     created: results.reduce((n, r) => n + r.created, 0),
     duplicates: results.reduce((n, r) => n + r.duplicates, 0),
   };
 }
 
-interface CreatePart {
-  readonly msgs: Msg[];
-  readonly commands: CreateJobCommand[];
+/** A part another node refused for a reason that routing again would not change. */
+export class RemotePartError extends TickraftError {
+  override readonly name = 'RemotePartError';
+}
+
+/** The API address of the group's leader when another node leads it; '' otherwise. */
+function remoteLeaderAddress(api: ApiContext, groupId: number): string {
+  const g = api.node.host.groups.get(groupId);
+  if (!g || g.isLeader || g.leaderId === '') return '';
+  return api.node.meta.members.get(g.leaderId)?.apiAddress ?? '';
+}
+
+/**
+ * Several groups' parts on the node at `address`, which leads them all as far as this node
+ * knows, in one NodeCreateJobs call. A part it could not run there (a leader changed, a route
+ * went stale), or the whole call when it never got there, goes its own way (createPart); a
+ * part that failed otherwise fails the call with that part's error.
+ */
+async function createPartsAt(
+  api: ApiContext,
+  ctx: CallContext,
+  address: string,
+  parts: readonly (readonly [number, CreateJobCommand[]])[],
+): Promise<CreateCounts> {
+  checkDeadline(ctx, 'before routing');
+  const request = {
+    parts: parts.map(([groupId, commands]) => ({
+      groupId,
+      epoch: api.router.epochOf(groupId),
+      entries: packCreates(commands).map(encodeSchedulerCommand),
+    })),
+  };
+  let outcomes: readonly Msg[];
+  try {
+    const res = await api.router.forward<Msg>(
+      address,
+      api.method('NodeService', 'NodeCreateJobs'),
+      request,
+      ctx,
+      undefined,
+    );
+    outcomes = Array.isArray(res['parts']) ? (res['parts'] as Msg[]) : [];
+  } catch (err) {
+    if (!retryable(err)) throw err;
+    outcomes = [];
+  }
+  return sumCounts(
+    await Promise.all(
+      parts.map(async ([groupId, commands], i) => {
+        const o = outcomes[i];
+        const code = o === undefined ? 'RAFT_NOT_LEADER' : str(o, 'errorCode');
+        if (code === '') return { created: num(o!, 'created'), duplicates: num(o!, 'duplicates') };
+        if (o === undefined || retryable(new TickraftError(code, '')))
+          return createPart(api, ctx, groupId, commands, true);
+        throw new RemotePartError(code, `group ${groupId}: ${str(o, 'errorMessage')}`);
+      }),
+    ),
+  );
+}
+
+/** Most parts NodeCreateJobs takes in one call: one per data group is far below it. */
+export const NODE_CREATE_PARTS_MAX = 4096;
+
+/**
+ * NodeService.NodeCreateJobs on the node the sender takes for the leader of every part's group:
+ * each part runs here as GroupCreateJobs would, or fails on its own (never forwarded further).
+ */
+export async function nodeCreateJobsLocal(
+  api: ApiContext,
+  req: Msg,
+  ctx: CallContext,
+): Promise<{ parts: Msg[] }> {
+  const parts = Array.isArray(req['parts']) ? (req['parts'] as Msg[]) : [];
+  if (parts.length === 0 || parts.length > NODE_CREATE_PARTS_MAX)
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'parts', reason: `must hold 1 to ${NODE_CREATE_PARTS_MAX} parts` },
+    ]);
+  const outcomes = await Promise.all(
+    parts.map(async (part) => {
+      try {
+        const groupId = num(part, 'groupId');
+        const g = api.node.host.groups.get(groupId);
+        if (!g?.isLeader) throw new NotLeaderError(groupId, g?.leaderId ?? '');
+        const mine = api.router.epochOf(groupId);
+        if (num(part, 'epoch') !== mine)
+          throw new RouteStaleError(
+            'ROUTE_STALE',
+            `routed by epoch ${num(part, 'epoch')} of group ${groupId}, but it is at ${mine} here`,
+          );
+        const r = await withDeadline(ctx, groupCreateJobsLocal(api, groupId, part));
+        return { created: r.created, duplicates: r.duplicates, errorCode: '', errorMessage: '' };
+      } catch (err) {
+        const code = codeOf(err);
+        if (code === undefined)
+          api.log.error({ err: err instanceof Error ? err.stack : String(err) }, 'NodeCreateJobs');
+        const message = err instanceof Error ? err.message : String(err);
+        return { created: 0, duplicates: 0, errorCode: code ?? 'INTERNAL', errorMessage: message };
+      }
+    }),
+  );
+  return { parts: outcomes };
 }
 
 /**
@@ -225,24 +354,31 @@ async function createPart(
   api: ApiContext,
   ctx: CallContext,
   groupId: number,
-  part: CreatePart,
+  part: readonly CreateJobCommand[],
   mayReplace: boolean,
 ): Promise<{ created: number; duplicates: number }> {
+  // Packed only when forwarded: the getter runs when the router serializes the request.
+  let entries: Uint8Array[] | undefined;
+  const req = {
+    groupId,
+    get entries(): Uint8Array[] {
+      return (entries ??= packCreates(part).map(encodeSchedulerCommand));
+    },
+  };
   try {
-    return await api.onGroup(ctx, groupId, 'JobService', 'CreateJobs', { jobs: part.msgs }, () =>
-      api.admin.proposeCreates(part.commands),
+    return await api.onGroup(ctx, groupId, 'NodeService', 'GroupCreateJobs', req, () =>
+      api.admin.proposeCreates(part),
     );
   } catch (err) {
     if (!mayReplace || codeOf(err) !== 'ROUTE_STALE') throw err;
     const ranges = api.admin.ranges();
-    const byGroup = new Map<number, { msgs: Msg[]; commands: CreateJobCommand[] }>();
-    part.commands.forEach((command, i) => {
+    const byGroup = new Map<number, CreateJobCommand[]>();
+    for (const command of part) {
       const g = lookupRange(ranges, hashShardKey(command.jobId)).groupId;
       let sub = byGroup.get(g);
-      if (!sub) byGroup.set(g, (sub = { msgs: [], commands: [] }));
-      sub.msgs.push(part.msgs[i]!);
-      sub.commands.push(command);
-    });
+      if (!sub) byGroup.set(g, (sub = []));
+      sub.push(command);
+    }
     const results = await Promise.all(
       [...byGroup].map(([g, sub]) => createPart(api, ctx, g, sub, false)),
     );
@@ -251,6 +387,46 @@ async function createPart(
       duplicates: results.reduce((n, r) => n + r.duplicates, 0),
     };
   }
+}
+
+/**
+ * NodeService.GroupCreateJobs on the group's leader: the part of a CreateJobs call another node
+ * checked, as the create-jobs entries it packed. Checked again here (packed-creates.ts) and
+ * proposed all or nothing as far as the check goes: an entry the state machine refuses (a job
+ * that exists) leaves the others of the part applied, as a local part would.
+ */
+export async function groupCreateJobsLocal(
+  api: ApiContext,
+  groupId: number,
+  req: Msg,
+): Promise<{ created: number; duplicates: number }> {
+  const raw = Array.isArray(req['entries']) ? (req['entries'] as unknown[]) : [];
+  if (raw.length === 0 || raw.length > CREATE_BATCH_MAX)
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'entries', reason: `must hold 1 to ${CREATE_BATCH_MAX} entries` },
+    ]);
+  // Copies: the log keeps entries in memory, and a view would keep the whole message alive.
+  const entries = raw.map((b, k) => {
+    if (!(b instanceof Uint8Array))
+      throw new ValidationError('REQUEST_INVALID', [
+        { field: `entries[${k}]`, reason: 'must be bytes' },
+      ]);
+    return new Uint8Array(b);
+  });
+  const commands = entries.map((b, k) => decodePackedCreates(b, `entries[${k}]`));
+  const ids = new Set<string>();
+  let jobs = 0;
+  for (const c of commands) {
+    jobs += c.jobIds.length;
+    // One entry's ids are checked by its apply; across entries only here.
+    if (commands.length > 1) for (const id of c.jobIds) ids.add(id);
+  }
+  if (jobs > CREATE_BATCH_MAX || (commands.length > 1 && ids.size !== jobs))
+    throw new ValidationError('REQUEST_INVALID', [
+      { field: 'entries', reason: `must hold at most ${CREATE_BATCH_MAX} distinct jobs` },
+    ]);
+  for (const c of commands) for (const t of tenantsOf(c)) await api.freshTenant(t);
+  return api.admin.proposePacked(groupId, commands, entries);
 }
 
 /** One group's jobs of `tenant` after `after` (by id), from that group's leader. */

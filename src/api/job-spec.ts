@@ -222,17 +222,80 @@ export class JobSpecCompiler {
 
   constructor(readonly nowMs: number) {}
 
+  /** The last input compiled, and the spec its shared fields were taken from. */
+  private last: { readonly input: JobSpecInput; readonly base: JobSpec } | undefined;
+
   compile(input: JobSpecInput): CompiledJobSpec {
+    // Jobs of a bulk call mostly share their fields with the job before them: compared value by
+    // value, that finds the base without building the key (a string per job).
+    if (this.last !== undefined && sameSharedFields(this.last.input, input)) {
+      const own = withOwnFields(this.last.base, input, this.nowMs);
+      if (own !== undefined) {
+        this.last = { input, base: this.last.base };
+        return own;
+      }
+    }
     const key = sharedFieldsKey(input);
     const base = this.bases.get(key);
     if (base !== undefined) {
       const own = withOwnFields(base, input, this.nowMs);
-      if (own !== undefined) return own;
+      if (own !== undefined) {
+        this.last = { input, base };
+        return own;
+      }
     }
     const compiled = compileJobSpec(input, this.nowMs);
     if (this.bases.size < COMPILER_BASES_MAX) this.bases.set(key, compiled.spec);
+    this.last = { input, base: compiled.spec };
     return compiled;
   }
+}
+
+/** Whether two inputs have equal shared fields in the sense of sharedFieldsKey (or stricter). */
+function sameSharedFields(a: JobSpecInput, b: JobSpecInput): boolean {
+  return (
+    sameValue(a.tenant, b.tenant) &&
+    sameValue(a.timezone, b.timezone) &&
+    sameValue(a.target, b.target) &&
+    sameValue(a.payload, b.payload) &&
+    sameValue(a.delivery, b.delivery) &&
+    sameValue(a.retry, b.retry) &&
+    sameValue(a.attemptDeadlineMs, b.attemptDeadlineMs) &&
+    sameValue(a.misfire, b.misfire) &&
+    sameValue(a.overlap, b.overlap) &&
+    sameValue(a.priority, b.priority) &&
+    sameValue(a.startAtMs, b.startAtMs) &&
+    sameValue(a.endAtMs, b.endAtMs) &&
+    sameValue(a.remainingFires, b.remainingFires)
+  );
+}
+
+/**
+ * Equal JSON-like values: primitives by Object.is, arrays element by element, objects key by
+ * key in the same order. A function, symbol or bigint is never equal (valueKey gives it a key
+ * of its own), so such an input always goes the key's way and on to the full check.
+ */
+function sameValue(a: unknown, b: unknown): boolean {
+  const type = typeof a;
+  if (type !== typeof b || type === 'function' || type === 'symbol' || type === 'bigint')
+    return false;
+  if (type !== 'object' || a === null || b === null) return Object.is(a, b);
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameValue(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const ka = Object.keys(a as object);
+  const kb = Object.keys(b as object);
+  if (ka.length !== kb.length) return false;
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i]!;
+    if (k !== kb[i]) return false;
+    if (!sameValue((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+      return false;
+  }
+  return true;
 }
 
 /**

@@ -232,7 +232,7 @@ export function codeOf(err: unknown): string | undefined {
  * node did not answer. A proposal whose outcome is unknown is not retried here (only the client
  * knows whether its request is idempotent).
  */
-function retryable(err: unknown): boolean {
+export function retryable(err: unknown): boolean {
   const code = codeOf(err);
   if (code === 'RAFT_PROPOSAL_UNKNOWN') return false;
   if (code !== undefined)

@@ -20,6 +20,7 @@ import {
   type CompiledJobSpec,
   type JobSpecInput,
 } from './job-spec.js';
+import { checkPackedCreates, PackedPartCache, type PackedCheckContext } from './packed-creates.js';
 import { validateSigningSecrets } from '../delivery/signing.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -35,6 +36,7 @@ import {
   encodeSchedulerCommand,
   packCreates,
   type CreateJobCommand,
+  type CreateJobsCommand,
   type FireIntent,
   type SchedulerCommand,
   type TenantJobsAction,
@@ -86,6 +88,18 @@ export interface CreateJobsResult {
   readonly duplicates: number;
 }
 
+/** The created and duplicate counts of applied create-jobs entries; the first failure throws. */
+function sumCreates(results: readonly unknown[]): CreateJobsResult {
+  let created = 0;
+  let duplicates = 0;
+  for (const r of results as ApplyResult[]) {
+    if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+    created += r.createdCount ?? 0;
+    duplicates += r.duplicateCount ?? 0;
+  }
+  return { created, duplicates };
+}
+
 export class SchedulerAdminError extends TickraftError {
   override readonly name = 'SchedulerAdminError';
 }
@@ -97,6 +111,9 @@ export interface PutTenantRequest {
 }
 
 export class SchedulerAdmin {
+  /** Definitions of forwarded create-jobs entries this node checked in full already. */
+  private readonly checkedParts = new PackedPartCache();
+
   constructor(
     private readonly node: ApiNode,
     private readonly clock: Clock,
@@ -343,14 +360,31 @@ export class SchedulerAdmin {
         ),
       ),
     );
-    let created = 0;
-    let duplicates = 0;
-    for (const r of results.flat() as ApplyResult[]) {
-      if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
-      created += r.createdCount ?? 0;
-      duplicates += r.duplicateCount ?? 0;
-    }
-    return { created, duplicates };
+    return sumCreates(results.flat());
+  }
+
+  /**
+   * Proposes create-jobs entries another node checked and packed (NodeService.GroupCreateJobs)
+   * for `groupId`, which this node must lead: each is checked again from its packed form
+   * (packed-creates.ts), none is proposed unless all pass, and each is proposed as the bytes it
+   * came in. Resolves once all are committed and applied.
+   */
+  async proposePacked(
+    groupId: number,
+    commands: readonly CreateJobsCommand[],
+    entries: readonly Uint8Array[],
+  ): Promise<CreateJobsResult> {
+    this.requireLeader(groupId);
+    const ctx: PackedCheckContext = {
+      groupId,
+      ranges: this.ranges(),
+      tenantExists: (t) => this.node.meta.tenants.has(t),
+      requestIdCharsMax: REQUEST_ID_CHARS_MAX,
+      nowMs: this.clock.nowMs(),
+      checkedParts: this.checkedParts,
+    };
+    commands.forEach((c, k) => checkPackedCreates(c, ctx, `entries[${k}].`));
+    return sumCreates(await this.node.host.proposeBatch(groupId, entries));
   }
 
   /**
@@ -377,7 +411,7 @@ export class SchedulerAdmin {
         field: `${prefix}requestId`,
         reason: `must be a string of at most ${REQUEST_ID_CHARS_MAX} characters`,
       });
-    const compiled = this.compileSpec(req.spec ?? {}, compiler, `${prefix}spec.`, violations);
+    const compiled = this.compileSpec(req.spec ?? {}, compiler, prefix, violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     return {
@@ -391,26 +425,27 @@ export class SchedulerAdmin {
     };
   }
 
-  /** compileJobSpec plus the tenant's existence; violations go to `out` under `prefix`. */
+  /** compileJobSpec plus the tenant's existence; violations go to `out` under `<jobPrefix>spec.`. */
   private compileSpec(
     spec: unknown,
     compiler: JobSpecCompiler,
-    prefix: string,
+    jobPrefix: string,
     out: FieldViolation[],
   ): CompiledJobSpec | undefined {
+    // Field names are built only for violations: most jobs have none.
     let compiled: CompiledJobSpec | undefined;
     try {
       compiled = compiler.compile(spec as JobSpecInput);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
-      for (const v of err.violations) out.push({ ...v, field: `${prefix}${v.field}` });
+      for (const v of err.violations) out.push({ ...v, field: `${jobPrefix}spec.${v.field}` });
     }
     // Named even when other fields are bad, so one round trip shows every problem.
     const tenant = (spec as { tenant?: unknown } | undefined)?.tenant;
-    const tenantMalformed = out.some((v) => v.field === `${prefix}tenant`);
+    const tenantMalformed = out.some((v) => v.field === `${jobPrefix}spec.tenant`);
     if (typeof tenant === 'string' && !tenantMalformed && !this.node.meta.tenants.has(tenant))
       out.push({
-        field: `${prefix}tenant`,
+        field: `${jobPrefix}spec.tenant`,
         reason: `tenant ${tenant} does not exist (create it first)`,
       });
     return compiled;

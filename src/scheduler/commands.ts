@@ -295,12 +295,15 @@ export function packCreates(creates: readonly CreateJobCommand[]): CreateJobsCom
     keys = new Map();
     bytes = 0;
   };
-  let last: { spec: JobSpec; key: string } | undefined;
+  let lastSpec: JobSpec | undefined;
+  let lastKey = '';
   for (const c of creates) {
     // Jobs checked together share their policy objects (JobSpecCompiler): most have the part
     // of the job before them, found without building its key.
-    const key = last !== undefined && samePart(last.spec, c.spec) ? last.key : specPartKey(c.spec);
-    last = { spec: c.spec, key };
+    const key =
+      lastSpec !== undefined && samePart(lastSpec, c.spec) ? lastKey : specPartKey(c.spec);
+    lastSpec = c.spec;
+    lastKey = key;
     const jobBytes =
       64 +
       3 * (c.jobId.length + c.spec.schedule.length + c.spec.name.length) +

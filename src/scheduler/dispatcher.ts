@@ -229,7 +229,8 @@ export class GroupDispatcher {
   afterApply(): void {
     const { jobs, runs } = this.sm.takeTouched();
     if (jobs.length === 0 && runs.length === 0) return;
-    this.index.syncJobs(this.sm, jobs);
+    const gone: string[] = [];
+    this.index.syncJobs(this.sm, jobs, gone);
     this.index.syncRuns(this.sm, runs);
     const ls = this.leader;
     const release = new Set<string>();
@@ -242,11 +243,9 @@ export class GroupDispatcher {
       if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
       if (!run || isTerminal(run.status)) release.add(jobId);
     }
-    for (const jobId of jobs) {
-      if (!this.sm.jobs.has(jobId)) {
-        this.schedules.delete(jobId);
-        release.add(jobId);
-      }
+    for (const jobId of gone) {
+      this.schedules.delete(jobId);
+      release.add(jobId);
     }
     if (ls) for (const jobId of release) this.releaseHeld(ls, jobId);
   }

@@ -33,14 +33,18 @@ export class DueIndex {
     this.syncRuns(sm, runs);
   }
 
-  /** Re-derives the planning entry of each job from applied state. */
-  syncJobs(sm: SchedulerStateMachine, jobIds: Iterable<string>): void {
+  /**
+   * Re-derives the planning entry of each job from applied state; the ids of jobs no longer in
+   * the table go to `missing` (the caller's next question, answered by the same lookup).
+   */
+  syncJobs(sm: SchedulerStateMachine, jobIds: Iterable<string>, missing?: string[]): void {
     for (const id of jobIds) {
-      const next = sm.jobs.nextFireOrNone(id);
-      if (next !== undefined) {
+      const next = sm.jobs.nextFireOrMissing(id);
+      if (typeof next === 'number') {
         this.planning.schedule(id, next - this.options.lookAheadMs);
       } else {
         this.planning.cancel(id);
+        if (next === null) missing?.push(id);
       }
     }
   }

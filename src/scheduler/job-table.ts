@@ -204,6 +204,37 @@ export class JobTable {
     this.finishedAtMs.set(row, st.finishedAtMs);
   }
 
+  /**
+   * Adds a job created now (version 1, not paused, never fired), unless a job with this id is
+   * in the table: then nothing changes and the answer is false. Bulk registration's path: one
+   * lookup and one insert per job, and no state object.
+   */
+  addNew(
+    id: string,
+    spec: SharedSpec,
+    name: string,
+    anchorMs: number | undefined,
+    atMs: number,
+    nextFireAtMs: number | undefined,
+    remaining: number | undefined,
+  ): boolean {
+    if (this.rows.has(id)) return false;
+    const row = this.freeRows.pop() ?? this.rowCount++;
+    this.rows.set(id, row);
+    this.spec.set(row, spec);
+    this.name.set(row, name);
+    this.anchorMs.set(row, anchorMs);
+    this.version.set(row, 1);
+    this.paused.set(row, 0);
+    this.createdAtMs.set(row, atMs);
+    this.updatedAtMs.set(row, atMs);
+    this.nextFireAtMs.set(row, nextFireAtMs);
+    this.lastToken.set(row, 0);
+    this.remaining.set(row, remaining);
+    this.finishedAtMs.set(row, undefined);
+    return true;
+  }
+
   delete(id: string): boolean {
     const row = this.rows.get(id);
     if (row === undefined) return false;
@@ -324,10 +355,10 @@ export class JobTable {
     return row === undefined ? undefined : this.paused.get(row) === 1;
   }
 
-  /** The job's next slot; undefined when it has none or there is no such job. */
-  nextFireOrNone(id: string): number | undefined {
+  /** The job's next slot, undefined when it has none, or null when there is no such job. */
+  nextFireOrMissing(id: string): number | undefined | null {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : this.nextFireAtMs.get(row);
+    return row === undefined ? null : this.nextFireAtMs.get(row);
   }
 
   /** The job's shared definition (tenant, target, policies…); undefined when there is no job. */

@@ -54,6 +54,8 @@ export class Retained {
   /** part key → id; specs[id]: schedule → the SharedSpec. */
   private readonly partIds = new Map<string, number>();
   private readonly specs: Map<string, SharedSpec>[] = [];
+  /** By part id: the first SharedSpec made for the part. */
+  private readonly firstSpecs: (SharedSpec | undefined)[] = [];
   private specCount = 0;
 
   /**
@@ -84,7 +86,12 @@ export class Retained {
     const bySchedule = this.specs[partId]!;
     const got = bySchedule.get(schedule);
     if (got !== undefined) return got;
-    const value = Object.freeze(this.make(part, schedule));
+    // Another schedule of a known part: its shared values are those of the part's first spec.
+    const first = this.firstSpecs[partId];
+    const value = Object.freeze(
+      first === undefined ? this.make(part, schedule) : withSchedule(first, this.shared(schedule)),
+    );
+    this.firstSpecs[partId] ??= value;
     if (this.specCount < INTERNED_MAX) {
       bySchedule.set(value.schedule, value);
       this.specCount++;
@@ -143,4 +150,24 @@ export class Retained {
       remainingFires: spec.remainingFires,
     };
   }
+}
+
+/** `s` with another (interned) schedule, built in make()'s field order (one hidden class). */
+function withSchedule(s: SharedSpec, schedule: string): SharedSpec {
+  return {
+    tenant: s.tenant,
+    schedule,
+    timezone: s.timezone,
+    target: s.target,
+    payload: s.payload,
+    delivery: s.delivery,
+    retry: s.retry,
+    attemptDeadlineMs: s.attemptDeadlineMs,
+    misfire: s.misfire,
+    overlap: s.overlap,
+    priority: s.priority,
+    startAtMs: s.startAtMs,
+    endAtMs: s.endAtMs,
+    remainingFires: s.remainingFires,
+  };
 }

@@ -362,9 +362,10 @@ export class SchedulerStateMachine {
   }
 
   /**
-   * All or nothing: every job is checked first (a job that exists, or an id twice in the entry,
-   * fails the entry and changes nothing); a job whose request id was seen before is a duplicate,
-   * not created. The definitions are interned once per entry, not once per job.
+   * All or nothing: a job that exists, or an id twice in the entry, fails the entry and changes
+   * nothing (the rows added before it are taken out again); a job whose request id was seen
+   * before is a duplicate, not created. The definitions are interned once per entry, not once
+   * per job.
    */
   private createJobs(c: CreateJobsCommand): ApplyResult {
     const n = c.jobIds.length;
@@ -377,54 +378,60 @@ export class SchedulerStateMachine {
         c.requestIds.length === n,
       'create-jobs: columns of different lengths',
     );
-    const duplicate = new Uint8Array(n);
-    const ids = new Set<string>();
-    const requests = new Set<string>();
-    let duplicates = 0;
-    for (let i = 0; i < n; i++) {
-      const requestId = c.requestIds[i]!;
-      if (requestId !== '' && (this.requestIds.has(requestId) || requests.has(requestId))) {
-        duplicate[i] = 1;
-        duplicates++;
-        continue;
-      }
-      const jobId = c.jobIds[i]!;
-      if (this.jobs.has(jobId) || ids.has(jobId))
-        return fail('JOB_ALREADY_EXISTS', `job ${jobId} already exists`);
-      ids.add(jobId);
-      if (requestId !== '') requests.add(requestId);
-    }
+    const duplicate = this.duplicateRequests(c);
     const partIds = c.specs.map((part) => this.keep.partId(part));
+    const added: string[] = [];
     for (let i = 0; i < n; i++) {
-      if (duplicate[i] === 1) continue;
+      if (duplicate?.[i] === 1) continue;
       const id = this.keep.flat(c.jobIds[i]!);
-      this.touchedJobs.add(id);
       const at = c.specOf[i]!;
       const part = c.specs[at];
       assert(part !== undefined, `create-jobs: job ${id} names definition ${at}, not in the entry`);
       const name = c.names[i]!;
-      const nextFireAtMs = c.nextFireAtMs[i] ?? undefined;
-      this.jobs.put(
+      const isNew = this.jobs.addNew(
         id,
         this.keep.specOf(part, partIds[at], c.schedules[i]!),
         name.length === 0 ? '' : this.keep.flat(name),
         c.anchorsMs[i] ?? undefined,
-        {
-          version: 1,
-          paused: false,
-          createdAtMs: c.atMs,
-          updatedAtMs: c.atMs,
-          nextFireAtMs,
-          lastToken: 0,
-          remaining: part.remainingFires,
-          finishedAtMs: undefined,
-        },
+        c.atMs,
+        c.nextFireAtMs[i] ?? undefined,
+        part.remainingFires,
       );
+      if (!isNew) {
+        for (const done of added) this.jobs.delete(done);
+        return fail('JOB_ALREADY_EXISTS', `job ${id} already exists`);
+      }
+      added.push(id);
+    }
+    let k = 0;
+    for (let i = 0; i < n; i++) {
+      if (duplicate?.[i] === 1) continue;
+      const id = added[k++]!;
+      this.touchedJobs.add(id);
       const requestId = c.requestIds[i]!;
       if (requestId !== '') this.rememberRequest(this.keep.flat(requestId), id, c.atMs);
-      if (nextFireAtMs === undefined) this.markFinished(id, c.atMs);
+      if ((c.nextFireAtMs[i] ?? undefined) === undefined) this.markFinished(id, c.atMs);
     }
-    return { ok: true, createdCount: n - duplicates, duplicateCount: duplicates };
+    return { ok: true, createdCount: added.length, duplicateCount: n - added.length };
+  }
+
+  /**
+   * The jobs of a create-jobs entry whose request id was seen before (or earlier in the entry),
+   * marked 1; undefined when none is.
+   */
+  private duplicateRequests(c: CreateJobsCommand): Uint8Array | undefined {
+    let duplicate: Uint8Array | undefined;
+    let requests: Set<string> | undefined;
+    for (let i = 0; i < c.requestIds.length; i++) {
+      const requestId = c.requestIds[i]!;
+      if (requestId === '') continue;
+      requests ??= new Set();
+      if (this.requestIds.has(requestId) || requests.has(requestId)) {
+        duplicate ??= new Uint8Array(c.requestIds.length);
+        duplicate[i] = 1;
+      } else requests.add(requestId);
+    }
+    return duplicate;
   }
 
   private putJob(id: string, spec: JobSpec, st: JobRowState): void {

@@ -139,6 +139,19 @@ t.test('JobSpecCompiler gives what compileJobSpec gives, job by job', (t) => {
     { ...shared, schedule: '0 3 * * *', target: { url: 'ftp://x' } },
     { ...shared, schedule: '0 3 * * *', retry: { multiplier: Number.POSITIVE_INFINITY } },
     { ...shared, schedule: '0 3 * * *', retry: { multiplier: null } },
+    // Neighbours that differ in one nested value only: the job before is no base for them.
+    { ...shared, schedule: '0 3 * * *', target: { url: 'https://a.test/', headers: { x: '1' } } },
+    { ...shared, schedule: '1 3 * * *', target: { url: 'https://a.test/', headers: { x: '1' } } },
+    { ...shared, schedule: '0 3 * * *', target: { url: 'https://a.test/', headers: { x: 2 } } },
+    { ...shared, schedule: '0 3 * * *', retry: { maxAttempts: 2, multiplier: 3 } },
+    { ...shared, schedule: '0 3 * * *', retry: { multiplier: 3, maxAttempts: 2 } },
+    { ...shared, schedule: '0 3 * * *', retry: { multiplier: 3, maxAttempts: 0 } },
+    { ...shared, schedule: '0 3 * * *', payload: { a: [1, 2] } },
+    { ...shared, schedule: '0 3 * * *', payload: { a: [1, 2, 3] } },
+    { ...shared, schedule: '0 3 * * *', payload: { a: { 0: 1, 1: 2 } } },
+    { ...shared, schedule: '0 3 * * *', endAtMs: null },
+    { ...shared, schedule: '0 3 * * *', endAtMs: undefined },
+    { ...shared, schedule: '0 3 * * *', endAtMs: NOW - 1 },
   ];
   const compiler = new JobSpecCompiler(NOW);
   for (const [i, input] of inputs.entries())

@@ -90,6 +90,17 @@ t.test(
     t.same(applyAll(sm, [create('b', {}, 'rq-b')]), [
       { ok: true, createdCount: 1, duplicateCount: 0 },
     ]);
+    // The rows the failed entries had taken are reused, and hold what a fresh table would.
+    applyAll(sm, [create('c'), create('d', { name: 'dee' })]);
+    const fresh = new SchedulerStateMachine();
+    applyAll(fresh, [
+      create('a'),
+      create('b', {}, 'rq-b'),
+      create('c'),
+      create('d', { name: 'dee' }),
+    ]);
+    t.same([...sm.jobs.values()], [...fresh.jobs.values()]);
+    t.same(sm.takeTouched().jobs.sort(), ['a', 'b', 'c', 'd'], 'only created jobs are touched');
     t.end();
   },
 );

@@ -1,7 +1,9 @@
 /**
  * NodeStore: one LevelDB database per node holding the Raft state of every group it hosts.
  *
- * Reads are synchronous and served from per-group mirrors (group-log.ts), loaded at open.
+ * Reads are synchronous and served from per-group mirrors (group-log.ts), loaded at open; what a
+ * mirror does not keep in memory (old log entries, snapshot data) it reads with LevelDB's
+ * synchronous get (store-reader.ts).
  * Writes go through one internal queue, so commit, saveSnapshot, createGroup and deleteGroup
  * never interleave even when a caller does not await; each is one chained batch written with
  * `sync: true` (classic-level does not sync by default), and the mirrors change only after that
@@ -26,6 +28,7 @@ import {
 import { GroupMirror, type GroupLog } from './group-log.js';
 import { formatKey, groupKey, groupRanges, isGroupId } from './keys.js';
 import { loadGroups, type RecordSource } from './recovery.js';
+import { StoreReader } from './store-reader.js';
 import {
   STORE_LAYOUT,
   STORE_LAYOUTS_READ,
@@ -50,6 +53,15 @@ export interface CommitStats {
   readonly bytes: number;
   /** Duration of the synced batch write (0 when there was nothing to write). */
   readonly fsyncMs: number;
+}
+
+export interface NodeStoreOptions {
+  /**
+   * Bytes of log entries each group keeps in memory; older committed entries are read from
+   * LevelDB when a lagging follower or a restart needs them (group-log.ts).
+   * @default LOG_TAIL_BYTES_MAX_DEFAULT (1 MiB)
+   */
+  readonly logTailBytesMax?: number;
 }
 
 export interface CreateGroupOptions {
@@ -109,16 +121,26 @@ export class NodeStore {
   readonly dir: string;
   private readonly db: Db;
   private readonly groups: Map<number, GroupMirror>;
+  private readonly reader: StoreReader;
+  private readonly logTailBytesMax: number | undefined;
   /** The tail of the write queue; it never rejects (failures go to the caller's promise). */
   private tail: Promise<void> = Promise.resolve();
   private failure: StorageError | undefined = undefined;
   private isClosing = false;
   private isClosed = false;
 
-  private constructor(dir: string, db: Db, groups: Map<number, GroupMirror>) {
+  private constructor(
+    dir: string,
+    db: Db,
+    groups: Map<number, GroupMirror>,
+    reader: StoreReader,
+    logTailBytesMax: number | undefined,
+  ) {
     this.dir = dir;
     this.db = db;
     this.groups = groups;
+    this.reader = reader;
+    this.logTailBytesMax = logTailBytesMax;
   }
 
   /**
@@ -126,7 +148,12 @@ export class NodeStore {
    * any group's state is damaged, STORAGE_IO when LevelDB cannot open the directory (another
    * process holds it, permissions), STORAGE_UNSUPPORTED_FORMAT for a foreign database.
    */
-  static async open(dir: string): Promise<NodeStore> {
+  static async open(dir: string, options: NodeStoreOptions = {}): Promise<NodeStore> {
+    const tailBytesMax = options.logTailBytesMax;
+    assert(
+      tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0),
+      `logTailBytesMax ${tailBytesMax} is not a byte count`,
+    );
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(dir, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -139,8 +166,9 @@ export class NodeStore {
     }
     try {
       await ensureFormat(db, dir);
-      const groups = await loadGroups(iterate(db));
-      return new NodeStore(dir, db, groups);
+      const reader = new StoreReader(db, dir);
+      const groups = await loadGroups(iterate(db), reader, tailBytesMax);
+      return new NodeStore(dir, db, groups, reader, tailBytesMax);
     } catch (err) {
       // Release the directory lock so the caller (or a test) can inspect or reopen it.
       try {
@@ -178,7 +206,12 @@ export class NodeStore {
             ? undefined
             : { voters: [...bootstrap.voters], learners: [...(bootstrap.learners ?? [])] },
       };
-      const mirror = GroupMirror.empty(groupId, record.bootstrap);
+      const mirror = GroupMirror.empty(
+        groupId,
+        record.bootstrap,
+        this.reader,
+        this.logTailBytesMax,
+      );
       const batch = this.db.batch();
       try {
         batch.put(
@@ -323,11 +356,15 @@ export class NodeStore {
       assert(!this.isClosed, `${what} after the node store was closed`);
       if (this.failure !== undefined) throw this.failure;
       try {
+        // Until op has written and changed the mirrors, reads see the database as it was.
+        this.reader.pin();
         return await op();
       } catch (err) {
         if (err instanceof AssertionError) throw err;
         this.failure = err instanceof StorageError ? err : ioError(what, this.dir, err);
         throw this.failure;
+      } finally {
+        await this.reader.unpin();
       }
     });
     this.tail = run.then(

@@ -81,12 +81,15 @@ const ITERATE_BATCH = 1000;
  * compaction, keys of all groups interleave in every flushed table, and with the defaults the
  * background compaction alone cost 4-5.6 µs of CPU per entry written, more than the rest of the
  * write path (16 groups × 35 entries per synced batch, 50,000-entry logs). A 64 MiB memtable and
- * 32 MiB tables bring it to under 3 µs. The price is memory (up to two memtables, ~128 MiB) and a
- * longer log replay when the database opens; durability is unchanged (every batch is synced to
- * LevelDB's log before the write resolves).
+ * 32 MiB tables brought it to under 3 µs when every entry was a key of its own. Since a commit
+ * writes one record per group (log-record.ts), LevelDB sees a few keys per commit, and a 16 MiB
+ * memtable costs the same CPU per entry as 64 MiB (bench/storage.ts: 16.1-17.3, 4.8, 1.6-1.7,
+ * 0.7-0.8, 0.45 µs at 1-256 entries per group and batch, either size) while a node holds up to
+ * two memtables: 32 MiB instead of 128 MiB of RSS. Durability is unchanged (every batch is synced
+ * to LevelDB's log before the write resolves).
  */
 const LEVELDB_OPTIONS = {
-  writeBufferSize: 64 * 1024 * 1024,
+  writeBufferSize: 16 * 1024 * 1024,
   maxFileSize: 32 * 1024 * 1024,
 } as const;
 

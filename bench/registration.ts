@@ -24,6 +24,11 @@ export interface RegistrationOptions {
   readonly batch: number;
   readonly inflight: number;
   readonly nodeFlags?: readonly string[];
+  /**
+   * After the measure right after registration, wait this long with the cluster idle and measure
+   * again (0: don't): what a node settles to once V8's memory reducer has run.
+   */
+  readonly settleMs?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -64,6 +69,13 @@ export interface RegistrationResult {
     readonly replicasPerJob: number;
     readonly heapPerJobReplica: number;
     readonly rssPerJobReplica: number;
+    /** The same measure after `settleMs` idle, when asked for. */
+    readonly settled?: {
+      readonly afterMs: number;
+      readonly nodes: readonly NodeMemory[];
+      readonly heapPerJobReplica: number;
+      readonly rssPerJobReplica: number;
+    };
   };
 }
 
@@ -244,15 +256,17 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
 
     await waitApplied(cluster);
     const after = await memoryOf(cluster);
-    const nodes = cluster.nodes.map((n, i) => ({
-      nodeId: n.id,
-      rssBefore: before[i]!.rssBytes,
-      rssAfter: after[i]!.rssBytes,
-      heapBefore: before[i]!.heapUsedBytes,
-      heapAfter: after[i]!.heapUsedBytes,
-      heapTotalAfter: after[i]!.heapTotalBytes,
-      arrayBuffersAfter: after[i]!.arrayBuffersBytes,
-    }));
+    const nodesAt = (at: readonly NodeStatus[]): NodeMemory[] =>
+      cluster.nodes.map((n, i) => ({
+        nodeId: n.id,
+        rssBefore: before[i]!.rssBytes,
+        rssAfter: at[i]!.rssBytes,
+        heapBefore: before[i]!.heapUsedBytes,
+        heapAfter: at[i]!.heapUsedBytes,
+        heapTotalAfter: at[i]!.heapTotalBytes,
+        arrayBuffersAfter: at[i]!.arrayBuffersBytes,
+      }));
+    const nodes = nodesAt(after);
     const dataGroups = new Set<number>();
     let replicas = 0;
     for (const st of after)
@@ -263,24 +277,48 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
         }
     const replicasPerJob = replicas / dataGroups.size;
     const denominator = Math.max(1, created) * replicasPerJob;
-    const sum = (f: (m: NodeMemory) => number): number => nodes.reduce((s, m) => s + f(m), 0);
-    const memory = {
+    const perJobReplica = (ns: readonly NodeMemory[], f: (m: NodeMemory) => number): number =>
+      ns.reduce((s, m) => s + f(m), 0) / denominator;
+    const logNodes = (ns: readonly NodeMemory[]): void => {
+      for (const m of ns)
+        log(
+          `    ${m.nodeId}: heap ${mib(m.heapBefore)} → ${mib(m.heapAfter)} MiB, rss ${mib(m.rssBefore)} → ${mib(m.rssAfter)} MiB` +
+            ` (after: V8 heap pages ${mib(m.heapTotalAfter)} MiB, array buffers ${mib(m.arrayBuffersAfter)} MiB,` +
+            ` the rest ${mib(m.rssAfter - m.heapTotalAfter - m.arrayBuffersAfter)} MiB: code, stacks, LevelDB, allocator)`,
+        );
+    };
+    logNodes(nodes);
+    let memory: RegistrationResult['memory'] = {
       nodes,
       gcForced: [...before, ...after].every((s) => s.gcForced),
       replicasPerJob,
-      heapPerJobReplica: sum((m) => m.heapAfter - m.heapBefore) / denominator,
-      rssPerJobReplica: sum((m) => m.rssAfter - m.rssBefore) / denominator,
+      heapPerJobReplica: perJobReplica(nodes, (m) => m.heapAfter - m.heapBefore),
+      rssPerJobReplica: perJobReplica(nodes, (m) => m.rssAfter - m.rssBefore),
     };
-    for (const m of nodes)
-      log(
-        `    ${m.nodeId}: heap ${mib(m.heapBefore)} → ${mib(m.heapAfter)} MiB, rss ${mib(m.rssBefore)} → ${mib(m.rssAfter)} MiB` +
-          ` (after: V8 heap pages ${mib(m.heapTotalAfter)} MiB, array buffers ${mib(m.arrayBuffersAfter)} MiB,` +
-          ` the rest ${mib(m.rssAfter - m.heapTotalAfter - m.arrayBuffersAfter)} MiB: code, stacks, LevelDB, allocator)`,
-      );
     log(
       `  memory per job per replica (${replicasPerJob} replicas/job${memory.gcForced ? '' : ', NO forced GC'}): ` +
         `heap ${fmt(memory.heapPerJobReplica)} B, rss ${fmt(memory.rssPerJobReplica)} B`,
     );
+    const settleMs = opts.settleMs ?? 0;
+    if (settleMs > 0) {
+      // Nothing runs on the cluster meanwhile: what a node keeps once a burst is over.
+      await sleep(settleMs);
+      const settledNodes = nodesAt(await memoryOf(cluster));
+      logNodes(settledNodes);
+      memory = {
+        ...memory,
+        settled: {
+          afterMs: settleMs,
+          nodes: settledNodes,
+          heapPerJobReplica: perJobReplica(settledNodes, (m) => m.heapAfter - m.heapBefore),
+          rssPerJobReplica: perJobReplica(settledNodes, (m) => m.rssAfter - m.rssBefore),
+        },
+      };
+      log(
+        `  after ${fmt(settleMs / 1000)} s idle: heap ${fmt(memory.settled!.heapPerJobReplica)} B, ` +
+          `rss ${fmt(memory.settled!.rssPerJobReplica)} B per job per replica`,
+      );
+    }
     // A graceful stop lets `TICKRAFT_NODE_ARGS=--cpu-prof` write the nodes' profiles.
     await Promise.all(cluster.nodes.map((n) => n.term()));
     return {

@@ -6,7 +6,8 @@
  * The gap is the store's own cost (keys, encoding, checks, mirrors); since store layout 2 the
  * store writes one log record per group and commit where the ceiling writes one key per entry, so
  * it can beat it. (3) Reopen: how fast open() loads and validates a store of that size. Each
- * case runs for a fixed time on a fresh database in os.tmpdir(), removed at the end.
+ * case runs for a fixed time on a fresh database in os.tmpdir(), removed at the end. (4) Catch-up
+ * reads, below.
  */
 import { ClassicLevel } from 'classic-level';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -137,6 +138,46 @@ async function reopenRate(dir: string): Promise<{ entries: number; ms: number }>
   return { entries, ms };
 }
 
+/**
+ * (4) Catch-up reads: what a leader pays to send a lagging follower its missing entries, read as
+ * Raft's appends do (entries(lo, last + 1, 1 MiB) from the first index to the last), from the
+ * in-memory tail (a tail as large as the log) and from LevelDB (a tail of 0 bytes), on one group
+ * of CATCH_UP_ENTRIES entries of CATCH_UP_ENTRY_BYTES (a registration's create-jobs entries are
+ * about 3 KB).
+ */
+const CATCH_UP_ENTRIES = 20_000;
+const CATCH_UP_ENTRY_BYTES = 3000;
+
+async function catchUpReads(dir: string): Promise<{ memoryMs: number; diskMs: number }> {
+  const store = await NodeStore.open(dir);
+  await store.createGroup(1, undefined);
+  const data = new Uint8Array(CATCH_UP_ENTRY_BYTES).fill(7);
+  for (let lo = 1; lo <= CATCH_UP_ENTRIES; lo += 40) {
+    const entries: Entry[] = [];
+    for (let i = lo; i < lo + 40; i++) entries.push({ index: i, term: 1, type: 'normal', data });
+    await store.commit([
+      { groupId: 1, entries, hardState: { term: 1, vote: '', commit: lo + 39 } },
+    ]);
+  }
+  await store.close();
+  const readAll = async (logTailBytesMax: number): Promise<number> => {
+    const s = await NodeStore.open(dir, { logTailBytesMax });
+    const g = s.group(1)!;
+    const start = performance.now();
+    let bytes = 0;
+    for (let lo = g.firstIndex(); lo <= g.lastIndex();) {
+      const ents = g.entries(lo, g.lastIndex() + 1, 1024 * 1024)!;
+      for (const e of ents) bytes += e.data.length;
+      lo += ents.length;
+    }
+    const ms = performance.now() - start;
+    if (bytes !== CATCH_UP_ENTRIES * CATCH_UP_ENTRY_BYTES) throw new Error(`read ${bytes} bytes`);
+    await s.close();
+    return ms;
+  };
+  return { memoryMs: await readAll(2 ** 40), diskMs: await readAll(0) };
+}
+
 const fmt = (n: number, digits = 0): string =>
   n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
@@ -171,6 +212,13 @@ try {
   console.log(
     `reopen of the last store: ${fmt(open.entries)} live entries in ${GROUPS} groups loaded and ` +
       `validated in ${fmt(open.ms, 1)} ms (${fmt(open.entries / (open.ms / 1000))} entries/s)`,
+  );
+  const c = await catchUpReads(join(root, 'catch-up'));
+  const mb = (CATCH_UP_ENTRIES * CATCH_UP_ENTRY_BYTES) / 2 ** 20;
+  console.log(
+    `catch-up reads of ${fmt(CATCH_UP_ENTRIES)} entries (${fmt(mb, 1)} MiB) in 1 MiB appends: ` +
+      `from memory ${fmt(c.memoryMs, 1)} ms, from LevelDB ${fmt(c.diskMs, 1)} ms ` +
+      `(${fmt(mb / (c.diskMs / 1000))} MiB/s)`,
   );
 } finally {
   rmSync(root, { recursive: true, force: true });

@@ -6,6 +6,7 @@
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
 import type { NodeId } from '../raft/messages.js';
+import { LOG_TAIL_BYTES_MAX_DEFAULT } from '../storage/group-log.js';
 
 export interface NodeOptions {
   /** This node's id, e.g. n1. Required. */
@@ -30,6 +31,11 @@ export interface NodeOptions {
   snapshotEntries?: number;
   /** Applied entry bytes between snapshots of a group. @default 67108864 (64 MiB) */
   snapshotBytes?: number;
+  /**
+   * Bytes of log entries each group keeps in memory; older committed entries are read from
+   * LevelDB when a lagging follower or a restart needs them. @default 1048576 (1 MiB)
+   */
+  logTailBytes?: number;
   /** Idle ticks before a data group quiesces (stops heartbeating); 0 never. @default 20 */
   quiesceTicks?: number;
   /** How long SIGTERM may take to hand leaderships over before exiting anyway. @default 5000 */
@@ -93,6 +99,7 @@ export interface CompiledNodeConfig {
   readonly raft: CompiledRaftConfig;
   readonly snapshotEveryEntries: number;
   readonly snapshotEveryBytes: number;
+  readonly logTailBytesMax: number;
   readonly shutdownTimeoutMs: number;
   /** Job count above which the meta leader splits a data group; 0 = never automatically. */
   readonly splitJobs: number;
@@ -122,6 +129,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   snapshotEntries: '--snapshot-entries',
   quiesceTicks: '--quiesce-ticks',
   snapshotBytes: '--snapshot-bytes',
+  logTailBytes: '--log-tail-bytes',
   shutdownTimeoutMs: '--shutdown-timeout-ms',
   lookAheadMs: '--look-ahead-ms',
   misfireThresholdMs: '--misfire-threshold-ms',
@@ -201,6 +209,12 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     1024,
     2 ** 40,
   );
+  const logTailBytesMax = int(
+    'logTailBytes',
+    options.logTailBytes ?? LOG_TAIL_BYTES_MAX_DEFAULT,
+    0,
+    2 ** 40,
+  );
   const quiesceTicks = int('quiesceTicks', options.quiesceTicks ?? 20, 0, 1_000_000);
   const snapshotEveryEntries = int(
     'snapshotEntries',
@@ -243,6 +257,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     }),
     snapshotEveryEntries,
     snapshotEveryBytes,
+    logTailBytesMax,
     shutdownTimeoutMs,
     splitJobs,
     splitFireRate,

@@ -75,6 +75,12 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     )
     .addOption(
       new Option(
+        '--log-tail-bytes <n>',
+        'log entry bytes each group keeps in memory; older ones are read from disk (default 1048576)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
         '--quiesce-ticks <n>',
         'idle ticks before a data group quiesces; 0 never (default 20)',
       ).argParser(int),

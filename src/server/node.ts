@@ -73,7 +73,7 @@ export class TickraftNode {
   async start(onFatal: (err: unknown) => void): Promise<void> {
     this.fatal = onFatal;
     const cfg = this.config;
-    this.store = await NodeStore.open(cfg.dataDir);
+    this.store = await NodeStore.open(cfg.dataDir, { logTailBytesMax: cfg.logTailBytesMax });
     // Seeded from the node id and the clock: election jitter only needs to differ across nodes.
     const rand = new SeededRand(hashString(cfg.id) ^ (Date.now() & 0xffffffff));
     this.host = new MultiRaftHost({

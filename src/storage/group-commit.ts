@@ -203,7 +203,7 @@ function putSnapshot(sink: BatchSink, mirror: GroupMirror, snap: Snapshot): void
     const lo = c * SNAPSHOT_CHUNK_BYTES_MAX;
     sink.put(snapshotChunkKey(groupId, c), snap.data.subarray(lo, lo + SNAPSHOT_CHUNK_BYTES_MAX));
   }
-  const oldChunkCount = snapshotChunkCount(mirror.snapshot()!.data.byteLength);
+  const oldChunkCount = snapshotChunkCount(mirror.snapshotDataBytes());
   for (let c = chunkCount; c < oldChunkCount; c++) sink.del(snapshotChunkKey(groupId, c));
 }
 

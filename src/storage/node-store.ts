@@ -1,7 +1,9 @@
 /**
  * NodeStore: one LevelDB database per node holding the Raft state of every group it hosts.
  *
- * Reads are synchronous and served from per-group mirrors (group-log.ts), loaded at open.
+ * Reads are synchronous and served from per-group mirrors (group-log.ts), loaded at open; what a
+ * mirror does not keep in memory (old log entries, snapshot data) it reads with LevelDB's
+ * synchronous get (store-reader.ts).
  * Writes go through one internal queue, so commit, saveSnapshot, createGroup and deleteGroup
  * never interleave even when a caller does not await; each is one chained batch written with
  * `sync: true` (classic-level does not sync by default), and the mirrors change only after that
@@ -26,6 +28,7 @@ import {
 import { GroupMirror, type GroupLog } from './group-log.js';
 import { formatKey, groupKey, groupRanges, isGroupId } from './keys.js';
 import { loadGroups, type RecordSource } from './recovery.js';
+import { StoreReader } from './store-reader.js';
 import {
   STORE_LAYOUT,
   STORE_LAYOUTS_READ,
@@ -52,6 +55,15 @@ export interface CommitStats {
   readonly fsyncMs: number;
 }
 
+export interface NodeStoreOptions {
+  /**
+   * Bytes of log entries each group keeps in memory; older committed entries are read from
+   * LevelDB when a lagging follower or a restart needs them (group-log.ts).
+   * @default LOG_TAIL_BYTES_MAX_DEFAULT (1 MiB)
+   */
+  readonly logTailBytesMax?: number;
+}
+
 export interface CreateGroupOptions {
   readonly voters: readonly NodeId[];
   readonly learners?: readonly NodeId[];
@@ -69,12 +81,15 @@ const ITERATE_BATCH = 1000;
  * compaction, keys of all groups interleave in every flushed table, and with the defaults the
  * background compaction alone cost 4-5.6 µs of CPU per entry written, more than the rest of the
  * write path (16 groups × 35 entries per synced batch, 50,000-entry logs). A 64 MiB memtable and
- * 32 MiB tables bring it to under 3 µs. The price is memory (up to two memtables, ~128 MiB) and a
- * longer log replay when the database opens; durability is unchanged (every batch is synced to
- * LevelDB's log before the write resolves).
+ * 32 MiB tables brought it to under 3 µs when every entry was a key of its own. Since a commit
+ * writes one record per group (log-record.ts), LevelDB sees a few keys per commit, and a 16 MiB
+ * memtable costs the same CPU per entry as 64 MiB (bench/storage.ts: 16.1-17.3, 4.8, 1.6-1.7,
+ * 0.7-0.8, 0.45 µs at 1-256 entries per group and batch, either size) while a node holds up to
+ * two memtables: 32 MiB instead of 128 MiB of RSS. Durability is unchanged (every batch is synced
+ * to LevelDB's log before the write resolves).
  */
 const LEVELDB_OPTIONS = {
-  writeBufferSize: 64 * 1024 * 1024,
+  writeBufferSize: 16 * 1024 * 1024,
   maxFileSize: 32 * 1024 * 1024,
 } as const;
 
@@ -109,16 +124,26 @@ export class NodeStore {
   readonly dir: string;
   private readonly db: Db;
   private readonly groups: Map<number, GroupMirror>;
+  private readonly reader: StoreReader;
+  private readonly logTailBytesMax: number | undefined;
   /** The tail of the write queue; it never rejects (failures go to the caller's promise). */
   private tail: Promise<void> = Promise.resolve();
   private failure: StorageError | undefined = undefined;
   private isClosing = false;
   private isClosed = false;
 
-  private constructor(dir: string, db: Db, groups: Map<number, GroupMirror>) {
+  private constructor(
+    dir: string,
+    db: Db,
+    groups: Map<number, GroupMirror>,
+    reader: StoreReader,
+    logTailBytesMax: number | undefined,
+  ) {
     this.dir = dir;
     this.db = db;
     this.groups = groups;
+    this.reader = reader;
+    this.logTailBytesMax = logTailBytesMax;
   }
 
   /**
@@ -126,7 +151,12 @@ export class NodeStore {
    * any group's state is damaged, STORAGE_IO when LevelDB cannot open the directory (another
    * process holds it, permissions), STORAGE_UNSUPPORTED_FORMAT for a foreign database.
    */
-  static async open(dir: string): Promise<NodeStore> {
+  static async open(dir: string, options: NodeStoreOptions = {}): Promise<NodeStore> {
+    const tailBytesMax = options.logTailBytesMax;
+    assert(
+      tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0),
+      `logTailBytesMax ${tailBytesMax} is not a byte count`,
+    );
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(dir, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -139,8 +169,9 @@ export class NodeStore {
     }
     try {
       await ensureFormat(db, dir);
-      const groups = await loadGroups(iterate(db));
-      return new NodeStore(dir, db, groups);
+      const reader = new StoreReader(db, dir);
+      const groups = await loadGroups(iterate(db), reader, tailBytesMax);
+      return new NodeStore(dir, db, groups, reader, tailBytesMax);
     } catch (err) {
       // Release the directory lock so the caller (or a test) can inspect or reopen it.
       try {
@@ -178,7 +209,12 @@ export class NodeStore {
             ? undefined
             : { voters: [...bootstrap.voters], learners: [...(bootstrap.learners ?? [])] },
       };
-      const mirror = GroupMirror.empty(groupId, record.bootstrap);
+      const mirror = GroupMirror.empty(
+        groupId,
+        record.bootstrap,
+        this.reader,
+        this.logTailBytesMax,
+      );
       const batch = this.db.batch();
       try {
         batch.put(
@@ -323,11 +359,15 @@ export class NodeStore {
       assert(!this.isClosed, `${what} after the node store was closed`);
       if (this.failure !== undefined) throw this.failure;
       try {
+        // Until op has written and changed the mirrors, reads see the database as it was.
+        this.reader.pin();
         return await op();
       } catch (err) {
         if (err instanceof AssertionError) throw err;
         this.failure = err instanceof StorageError ? err : ioError(what, this.dir, err);
         throw this.failure;
+      } finally {
+        await this.reader.unpin();
       }
     });
     this.tail = run.then(

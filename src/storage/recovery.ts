@@ -12,6 +12,7 @@ import { StorageError } from './errors.js';
 import { EMPTY_SNAPSHOT, GroupMirror, snapshotChunkCount } from './group-log.js';
 import { SNAPSHOT_CHUNK_BYTES_MAX, decodeKey, describeKey } from './keys.js';
 import { decodeLogRecord } from './log-record.js';
+import type { GroupReader } from './store-reader.js';
 import {
   decodeGroupRecord,
   decodeHardState,
@@ -27,7 +28,8 @@ interface Loading {
   record?: GroupRecord;
   hardState?: HardState;
   meta?: SnapshotMetaRecord;
-  chunks: Uint8Array[];
+  /** Byte length of each snapshot chunk read (the data itself is read again when needed). */
+  chunkBytes: number[];
   entries: Entry[];
   /** The first index of each log record read, ascending. */
   starts: number[];
@@ -60,12 +62,16 @@ function decodeAt<T>(key: Uint8Array, value: Uint8Array, dec: (b: Uint8Array) =>
 }
 
 /** Loads every group; throws STORAGE_CORRUPT at the first damage found. */
-export async function loadGroups(source: RecordSource): Promise<Map<number, GroupMirror>> {
+export async function loadGroups(
+  source: RecordSource,
+  reader: GroupReader,
+  tailBytesMax?: number,
+): Promise<Map<number, GroupMirror>> {
   const loading = new Map<number, Loading>();
   const at = (groupId: number): Loading => {
     let l = loading.get(groupId);
     if (l === undefined) {
-      l = { chunks: [], entries: [], starts: [] };
+      l = { chunkBytes: [], entries: [], starts: [] };
       loading.set(groupId, l);
     }
     return l;
@@ -95,12 +101,12 @@ export async function loadGroups(source: RecordSource): Promise<Map<number, Grou
           break;
         case 'snapshot-chunk': {
           const l = at(k.groupId);
-          if (k.chunk !== l.chunks.length) {
-            corrupt(k.groupId, `snapshot chunk ${l.chunks.length} is missing`, {
-              chunk: l.chunks.length,
+          if (k.chunk !== l.chunkBytes.length) {
+            corrupt(k.groupId, `snapshot chunk ${l.chunkBytes.length} is missing`, {
+              chunk: l.chunkBytes.length,
             });
           }
-          l.chunks.push(value);
+          l.chunkBytes.push(value.byteLength);
           break;
         }
         case 'log': {
@@ -134,45 +140,53 @@ export async function loadGroups(source: RecordSource): Promise<Map<number, Grou
   }
 
   const groups = new Map<number, GroupMirror>();
-  for (const [groupId, l] of loading) groups.set(groupId, buildGroup(groupId, l));
+  for (const [groupId, l] of loading) {
+    groups.set(groupId, buildGroup(groupId, l, reader, tailBytesMax));
+  }
   return groups;
 }
 
-function assembleSnapshotData(groupId: number, meta: SnapshotMetaRecord, chunks: Uint8Array[]) {
-  if (chunks.length !== meta.chunkCount || meta.chunkCount !== snapshotChunkCount(meta.dataBytes)) {
+/** Checks the chunks' sizes against the meta; returns the data's byte length. */
+function checkSnapshotChunks(groupId: number, meta: SnapshotMetaRecord, chunkBytes: number[]) {
+  if (
+    chunkBytes.length !== meta.chunkCount ||
+    meta.chunkCount !== snapshotChunkCount(meta.dataBytes)
+  ) {
     corrupt(
       groupId,
-      `snapshot ${meta.meta.index} has ${chunks.length} chunks, its meta says ${meta.chunkCount} ` +
+      `snapshot ${meta.meta.index} has ${chunkBytes.length} chunks, its meta says ${meta.chunkCount} ` +
         `for ${meta.dataBytes} bytes`,
       { index: meta.meta.index },
     );
   }
-  const data = new Uint8Array(meta.dataBytes);
   let offset = 0;
-  for (const [c, chunk] of chunks.entries()) {
+  for (const [c, bytes] of chunkBytes.entries()) {
     const expected = Math.min(SNAPSHOT_CHUNK_BYTES_MAX, meta.dataBytes - offset);
-    if (chunk.byteLength !== expected) {
-      corrupt(groupId, `snapshot chunk ${c} has ${chunk.byteLength} bytes, not ${expected}`, {
+    if (bytes !== expected) {
+      corrupt(groupId, `snapshot chunk ${c} has ${bytes} bytes, not ${expected}`, {
         index: meta.meta.index,
         chunk: c,
       });
     }
-    data.set(chunk, offset);
-    offset += chunk.byteLength;
+    offset += bytes;
   }
-  return data;
+  return meta.dataBytes;
 }
 
-function buildGroup(groupId: number, l: Loading): GroupMirror {
+function buildGroup(
+  groupId: number,
+  l: Loading,
+  reader: GroupReader,
+  tailBytesMax: number | undefined,
+): GroupMirror {
   if (l.record === undefined) corrupt(groupId, 'has stored state but no group record');
-  if (l.meta === undefined && l.chunks.length > 0) {
+  if (l.meta === undefined && l.chunkBytes.length > 0) {
     corrupt(groupId, 'has snapshot chunks but no snapshot meta');
   }
-  const snapshot =
-    l.meta === undefined
-      ? EMPTY_SNAPSHOT
-      : { meta: l.meta.meta, data: assembleSnapshotData(groupId, l.meta, l.chunks) };
-  const snapIndex = snapshot.meta.index;
+  const snapshotMeta = l.meta === undefined ? EMPTY_SNAPSHOT.meta : l.meta.meta;
+  const snapshotDataBytes =
+    l.meta === undefined ? 0 : checkSnapshotChunks(groupId, l.meta, l.chunkBytes);
+  const snapIndex = snapshotMeta.index;
 
   const first = l.entries[0];
   if (first !== undefined && first.index !== snapIndex + 1) {
@@ -185,7 +199,7 @@ function buildGroup(groupId: number, l: Loading): GroupMirror {
       { index },
     );
   }
-  let prevTerm = snapshot.meta.term;
+  let prevTerm = snapshotMeta.term;
   for (const e of l.entries) {
     if (e.term < prevTerm) {
       corrupt(groupId, `log entry ${e.index} has term ${e.term}, below ${prevTerm} before it`, {
@@ -204,10 +218,11 @@ function buildGroup(groupId: number, l: Loading): GroupMirror {
       { index: hardState.commit },
     );
   }
-  return new GroupMirror(groupId, l.record.bootstrap, {
-    snapshot,
-    entries: l.entries,
-    recordStarts: l.starts,
-    hardState,
-  });
+  return new GroupMirror(
+    groupId,
+    l.record.bootstrap,
+    { snapshotMeta, snapshotDataBytes, entries: l.entries, recordStarts: l.starts, hardState },
+    reader,
+    tailBytesMax,
+  );
 }

@@ -2,7 +2,7 @@
 // simulator cannot show. Writers put unique keys through the leaders while nodes are killed with
 // SIGKILL and restarted; afterwards every acknowledged key must be readable, with its value,
 // through every node's own replica (reads are ReadIndex on that node). Also: catch-up by
-// snapshot, a graceful SIGTERM, a damaged data directory, and bad flags.
+// snapshot, catch-up and restart with the log read back from disk, a graceful SIGTERM, a damaged data directory, and bad flags.
 import t, { type Test } from 'tap';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -128,6 +128,31 @@ t.test('a follower kept down past compaction catches up by snapshot', async (t) 
   }, 30_000);
   t.ok(st.snapshotsInstalled > 0, `n3 installed ${st.snapshotsInstalled} snapshots`);
   await assertAllPresent(t, down, writers.acked);
+});
+
+t.test('with no log tail in memory, a follower kept down catches up from disk', async (t) => {
+  // --log-tail-bytes 0: every committed record but the last of each group lives only in
+  // LevelDB, so the leaders read n3's missing entries back from disk (no snapshot is due), and
+  // every restarted node replays its log from disk.
+  const cluster = await withCluster(t, { groups: 4, extraArgs: ['--log-tail-bytes', '0'] });
+  const down = cluster.node('n3');
+  await down.kill9();
+  const writers = startWriters(cluster, 8, 'd');
+  await eventually(() => {
+    if (writers.acked.size < 1200)
+      return Promise.reject(new Error(`only ${writers.acked.size} writes`));
+    return Promise.resolve();
+  }, 60_000);
+  await writers.stop();
+  down.start();
+  await cluster.waitReady(30_000);
+  await assertAllPresent(t, down, writers.acked);
+  const st = await down.status();
+  t.equal(st.snapshotsInstalled, 0, 'n3 caught up by entries, not by a snapshot');
+  await Promise.all(cluster.nodes.map((n) => n.kill9()));
+  cluster.startAll();
+  await cluster.waitReady(60_000);
+  for (const n of cluster.nodes) await assertAllPresent(t, n, writers.acked);
 });
 
 t.test('SIGTERM hands leaderships over and exits 0', async (t) => {

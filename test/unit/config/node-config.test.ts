@@ -21,6 +21,8 @@ t.test('defaults', (t) => {
   t.ok(Object.isFrozen(c));
   t.same([...c.peerRoutes], [], 'no peer routes: peers are dialled where they advertise');
   t.equal(c.splitJobs, 1_000_000);
+  t.equal(c.logTailBytesMax, 1024 * 1024, 'each group keeps 1 MiB of its log in memory');
+  t.equal(compileNodeOptions({ ...base, logTailBytes: 0 }).logTailBytesMax, 0, 'or none');
   t.equal(c.splitFireRate, 0, 'no split by fire rate unless asked');
   t.equal(compileNodeOptions({ ...base, splitFireRate: 2.5 }).splitFireRate, 2.5);
   t.end();
@@ -91,6 +93,8 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
   ],
   ['route entry', { ...base, peerRoute: 'n2=nowhere' }, '--peer-route', /host:port/],
   ['route twice', { ...base, peerRoute: 'n2=a:1,n2=a:2' }, '--peer-route', /twice/],
+  ['log tail negative', { ...base, logTailBytes: -1 }, '--log-tail-bytes', /integer in/],
+  ['log tail fraction', { ...base, logTailBytes: 0.5 }, '--log-tail-bytes', /integer in/],
   ['split jobs negative', { ...base, splitJobs: -1 }, '--split-jobs', /integer in/],
   ['split fire rate negative', { ...base, splitFireRate: -1 }, '--split-fire-rate', /fires\/s/],
   ['split fire rate NaN', { ...base, splitFireRate: NaN }, '--split-fire-rate', /fires\/s/],

@@ -6,11 +6,14 @@
 // step picks a random subset of groups and a random legal change per group, applies it to the
 // oracles and, as ONE group commit, to the store; every few steps the store is closed and
 // reopened from disk; after every step all groups are compared. On failure the seed and step
-// are in the assertion message.
+// are in the assertion message. It runs twice: with the default in-memory log tail, and with a
+// tail of 0 bytes, where every committed record but the last is evicted and read back from
+// LevelDB (group-log.ts), through compactions that rewrite and delete evicted records.
 import t, { type Test } from 'tap';
 import { SeededRand } from '../../../src/base/rand.js';
 import { MemoryLogStorage } from '../../../src/raft/log-storage.js';
 import type { ConfState, Entry, HardState, Snapshot } from '../../../src/raft/messages.js';
+import type { GroupMirror } from '../../../src/storage/group-log.js';
 import type { GroupLog, GroupUpdate, NodeStore } from '../../../src/storage/node-store.js';
 import { hashBytes, openStore, scratchDir } from './helpers.js';
 
@@ -158,47 +161,63 @@ function compareAll(t: Test, store: NodeStore, models: Map<number, Model>, where
   }
 }
 
-t.test(
-  'NodeStore answers as MemoryLogStorage through random Raft writes and reopens',
-  async (t) => {
-    for (const seed of SEEDS) {
-      const rand = new SeededRand(seed);
-      const dir = scratchDir(t);
-      let store = await openStore(t, dir);
-      const models = new Map<number, Model>();
-      for (const id of GROUPS) {
-        await store.createGroup(id, undefined);
-        models.set(id, { oracle: new MemoryLogStorage(), term: 1 });
+for (const [what, options] of [
+  ['the default log tail', {}],
+  ['no log tail in memory', { logTailBytesMax: 0 }],
+] as const) {
+  t.test(
+    `NodeStore answers as MemoryLogStorage through random Raft writes and reopens (${what})`,
+    async (t) => {
+      for (const seed of SEEDS) {
+        const rand = new SeededRand(seed);
+        const dir = scratchDir(t);
+        let store = await openStore(t, dir, options);
+        const models = new Map<number, Model>();
+        for (const id of GROUPS) {
+          await store.createGroup(id, undefined);
+          models.set(id, { oracle: new MemoryLogStorage(), term: 1 });
+        }
+        let commits = 0;
+        let evictedSteps = 0;
+        for (let step = 0; step < STEPS; step++) {
+          const updates: GroupUpdate[] = [];
+          const snapshots: [number, Snapshot][] = [];
+          for (const [id, m] of models) {
+            if (!rand.chance(0.6)) continue;
+            const s = planStep(rand, m, id);
+            if (s.update) updates.push(s.update);
+            if (s.snapshot) snapshots.push([id, s.snapshot]);
+          }
+          if (updates.length > 0) {
+            await store.commit(updates);
+            commits++;
+          }
+          for (const [id, snap] of snapshots) await store.saveSnapshot(id, snap);
+          if (rand.chance(0.1)) {
+            await store.close();
+            store = await openStore(t, dir, options);
+            compareAll(t, store, models, `seed ${seed} step ${step} after reopen`);
+          } else {
+            compareAll(t, store, models, `seed ${seed} step ${step}`);
+          }
+          for (const id of GROUPS) {
+            const g = store.group(id) as GroupMirror;
+            if (g.tailEntryCount() < g.lastIndex() - g.firstIndex() + 1) evictedSteps++;
+          }
+        }
+        await store.close();
+        store = await openStore(t, dir, options);
+        compareAll(t, store, models, `seed ${seed} final reopen`);
+        t.ok(commits > STEPS / 2, `seed ${seed}: ${commits} group commits`);
+        const shapes = [...models.values()].map((m) => m.oracle.firstIndex() > 1);
+        t.ok(shapes.some(Boolean), `seed ${seed}: some group was compacted`);
+        if (options.logTailBytesMax === 0) {
+          t.ok(
+            evictedSteps > STEPS,
+            `seed ${seed}: entries read from disk in ${evictedSteps} checks`,
+          );
+        }
       }
-      let commits = 0;
-      for (let step = 0; step < STEPS; step++) {
-        const updates: GroupUpdate[] = [];
-        const snapshots: [number, Snapshot][] = [];
-        for (const [id, m] of models) {
-          if (!rand.chance(0.6)) continue;
-          const s = planStep(rand, m, id);
-          if (s.update) updates.push(s.update);
-          if (s.snapshot) snapshots.push([id, s.snapshot]);
-        }
-        if (updates.length > 0) {
-          await store.commit(updates);
-          commits++;
-        }
-        for (const [id, snap] of snapshots) await store.saveSnapshot(id, snap);
-        if (rand.chance(0.1)) {
-          await store.close();
-          store = await openStore(t, dir);
-          compareAll(t, store, models, `seed ${seed} step ${step} after reopen`);
-        } else {
-          compareAll(t, store, models, `seed ${seed} step ${step}`);
-        }
-      }
-      await store.close();
-      store = await openStore(t, dir);
-      compareAll(t, store, models, `seed ${seed} final reopen`);
-      t.ok(commits > STEPS / 2, `seed ${seed}: ${commits} group commits`);
-      const shapes = [...models.values()].map((m) => m.oracle.firstIndex() > 1);
-      t.ok(shapes.some(Boolean), `seed ${seed}: some group was compacted`);
-    }
-  },
-);
+    },
+  );
+}

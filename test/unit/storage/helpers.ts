@@ -7,7 +7,7 @@
 import { ClassicLevel } from 'classic-level';
 import type { Entry, HardState } from '../../../src/raft/messages.js';
 import type { GroupLog } from '../../../src/storage/group-log.js';
-import { NodeStore } from '../../../src/storage/node-store.js';
+import { NodeStore, type NodeStoreOptions } from '../../../src/storage/node-store.js';
 import { tempDir, type Teardown } from '../../helpers/temp-dir.js';
 
 /** The groups and entry size crash-writer.ts writes; durability.test.ts checks them. */
@@ -42,8 +42,12 @@ export function scratchDir(t: Teardown): string {
   return tempDir(t, 'storage');
 }
 
-export async function openStore(t: Teardown, dir: string): Promise<NodeStore> {
-  const store = await NodeStore.open(dir);
+export async function openStore(
+  t: Teardown,
+  dir: string,
+  options: NodeStoreOptions = {},
+): Promise<NodeStore> {
+  const store = await NodeStore.open(dir, options);
   t.teardown(() => store.close());
   return store;
 }

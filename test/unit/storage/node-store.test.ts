@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import { AssertionError } from '../../../src/base/assert.js';
 import { bootstrapEntries } from '../../../src/raft/bootstrap.js';
 import type { ConfState, Snapshot } from '../../../src/raft/messages.js';
+import type { GroupMirror } from '../../../src/storage/group-log.js';
 import { SNAPSHOT_CHUNK_BYTES_MAX, decodeKey } from '../../../src/storage/keys.js';
 import { NodeStore } from '../../../src/storage/node-store.js';
 import {
@@ -152,7 +153,9 @@ t.test('saveSnapshot compacts; multi-MiB data is chunked and comes back', async 
   const g = mustGroup(store, 4);
   t.same([g.firstIndex(), g.lastIndex(), g.term(12), g.term(11)], [13, 20, 2, undefined]);
   t.equal(g.entries(12, 14, Infinity), undefined, 'compacted entries are gone');
-  t.equal(g.snapshot(), snap);
+  t.same(g.snapshot()?.meta, snap.meta);
+  t.equal(hashBytes(g.snapshot()!.data), hashBytes(snap.data), 'the data is read back from disk');
+  const before = dumpGroup(g);
 
   await store.close();
   const raw = await openRaw(t, dir);
@@ -170,7 +173,7 @@ t.test('saveSnapshot compacts; multi-MiB data is chunked and comes back', async 
   t.same([back.firstIndex(), back.lastIndex(), back.term(12)], [13, 20, 2]);
   t.same(back.snapshot()?.meta, snap.meta);
   t.equal(hashBytes(back.snapshot()!.data), hashBytes(snap.data));
-  t.same(dumpGroup(back), dumpGroup(g));
+  t.same(dumpGroup(back), before);
 
   // A smaller later snapshot leaves no stale chunks behind.
   await again.saveSnapshot(4, snapshotOf(14, 2, 10, 6));
@@ -192,7 +195,7 @@ t.test('saveSnapshot at or below the stored snapshot writes nothing', async (t) 
   await store.saveSnapshot(1, snap);
   await store.saveSnapshot(1, snapshotOf(5, 1, 100, 2));
   await store.saveSnapshot(1, snapshotOf(8, 1, 100, 3));
-  t.equal(mustGroup(store, 1).snapshot(), snap);
+  t.same(mustGroup(store, 1).snapshot(), snap);
   t.equal(mustGroup(store, 1).firstIndex(), 9);
 });
 
@@ -222,6 +225,7 @@ t.test('a follower installing a snapshot by commit replaces its whole log', asyn
   );
   t.same(g.hardState(), hs(3, 20, 'n2'));
   t.same(g.initialState().confState, cs);
+  const before = dumpGroup(g);
   await store.close();
 
   const raw = await openRaw(t, dir);
@@ -235,7 +239,7 @@ t.test('a follower installing a snapshot by commit replaces its whole log', asyn
   );
   await raw.close();
   const again = await openStore(t, dir);
-  t.same(dumpGroup(mustGroup(again, 1)), dumpGroup(g));
+  t.same(dumpGroup(mustGroup(again, 1)), before);
 });
 
 t.test('deleteGroup leaves no key of that group and the others intact', async (t) => {
@@ -370,3 +374,99 @@ t.test('a failed write makes the store refuse every later write with STORAGE_IO'
   await store.close();
   t.pass('close still resolves');
 });
+
+t.test('a group keeps a bounded tail in memory and reads older entries back', async (t) => {
+  const dir = scratchDir(t);
+  // 2 KiB of tail: records of 4 entries of 300 bytes each are evicted once committed.
+  const store = await openStore(t, dir, { logTailBytesMax: 2048 });
+  await store.createGroup(1, undefined);
+  // Terms 1, 2, 3: four records each of entries 1..16, 17..32, then 33..40 in two records.
+  const termOf = (i: number): number => 1 + ((i - 1) >> 4);
+  const written = Array.from({ length: 40 }, (_, k) => ent(k + 1, termOf(k + 1), 300));
+  for (let r = 0; r < 10; r++) {
+    const lo = 1 + r * 4;
+    await store.commit([
+      { groupId: 1, entries: written.slice(lo - 1, lo + 3), hardState: hs(3, lo + 1) },
+    ]);
+  }
+  const g = mustGroup(store, 1) as GroupMirror;
+  t.ok(g.tailEntryCount() < 40, `${g.tailEntryCount()} of 40 entries held in memory`);
+  t.same([g.firstIndex(), g.lastIndex()], [1, 40]);
+  t.same(
+    g.entries(1, 41, Infinity)!.map((e) => [e.index, e.term, hashBytes(e.data)]),
+    written.map((e) => [e.index, e.term, hashBytes(e.data)]),
+    'every entry reads back, the evicted ones from LevelDB',
+  );
+  t.same(
+    g.entries(3, 41, 1000)!.map((e) => e.index),
+    [3, 4, 5],
+    'the byte bound holds across the evicted part',
+  );
+  t.same(
+    [g.term(0), g.term(1), g.term(16), g.term(17), g.term(40), g.term(41)],
+    [0, 1, 1, 2, 3, undefined],
+  );
+  // Uncommitted entries stay in memory (a conflicting append may still replace them).
+  await store.commit([{ groupId: 1, entries: ents(41, 48, 3, 300), hardState: hs(3, 40) }]);
+  t.ok(g.tailEntryCount() >= 8, 'the uncommitted record is held');
+  await store.commit([{ groupId: 1, entries: ents(45, 46, 4, 300), hardState: hs(4, 40) }]);
+  t.equal(g.lastIndex(), 46);
+  const before = dumpGroup(g);
+  await store.close();
+  const again = await openStore(t, dir, { logTailBytesMax: 2048 });
+  t.same(dumpGroup(mustGroup(again, 1)), before, 'a reopened store answers the same');
+});
+
+t.test(
+  'between a compaction reaching the disk and the mirror, reads see the old log',
+  async (t) => {
+    const store = await openStore(t, scratchDir(t), { logTailBytesMax: 0 });
+    await store.createGroup(1, undefined);
+    for (let r = 0; r < 8; r++) {
+      const lo = 1 + r * 4;
+      await store.commit([
+        { groupId: 1, entries: ents(lo, lo + 3, 1, 500), hardState: hs(1, lo + 3) },
+      ]);
+    }
+    const bytes = 3 * SNAPSHOT_CHUNK_BYTES_MAX;
+    await store.saveSnapshot(1, snapshotOf(2, 1, bytes, 1));
+    const g = mustGroup(store, 1);
+    const read = () => ({
+      first: g.firstIndex(),
+      entries: g.entries(g.firstIndex(), 33, Infinity)!.map((e) => hashBytes(e.data)),
+      snapshot: hashBytes(g.snapshot()!.data),
+    });
+    const want = (first: number, seed: number) => ({
+      first,
+      entries: ents(first, 32, 1, 500).map((e) => hashBytes(e.data)),
+      snapshot: hashBytes(snapshotOf(first - 1, 1, bytes, seed).data),
+    });
+    t.same(read(), want(3, 1));
+
+    // Fault injection (a private field): the next batch's write resolves only when the test says,
+    // after LevelDB has applied it. The new snapshot deletes the records from 1 to 9, rewrites
+    // 9..12 as 11..12 and replaces every chunk; until the mirror changes, a read must not see it.
+    const db = (store as unknown as { db: { batch(): { write(o: unknown): Promise<void> } } }).db;
+    const realBatch = db.batch.bind(db);
+    let release = (): void => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let written = (): void => {};
+    const onDisk = new Promise<void>((resolve) => (written = resolve));
+    db.batch = () => {
+      const batch = realBatch();
+      const realWrite = batch.write.bind(batch);
+      batch.write = async (options) => {
+        await realWrite(options);
+        written();
+        await gate;
+      };
+      return batch;
+    };
+    const write = store.saveSnapshot(1, snapshotOf(10, 1, bytes, 11));
+    await onDisk;
+    t.same(read(), want(3, 1), 'written but not yet in the mirror: the old log and snapshot');
+    release();
+    await write;
+    t.same(read(), want(11, 11), 'and the new ones once the mirror changed');
+  },
+);

@@ -196,7 +196,7 @@ export class NodeMetrics {
     };
     schedGauge(
       'tickraft_planning_wheel_entries',
-      'Jobs with a next slot in the planning wheel (due-index), per group',
+      'Jobs with a next slot (the planning index: in its wheel when due within ~41 s, else found by its scan of the job table), per group',
       (g) => g.planningWheel,
     );
     schedGauge(

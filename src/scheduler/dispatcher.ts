@@ -183,11 +183,14 @@ export class GroupDispatcher {
     this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
     this.resultsPerEntry = options.resultsPerEntry ?? 1024;
     this.retryAt = options.retryAt;
-    this.index = new DueIndex({
-      lookAheadMs: this.lookAheadMs,
-      startMs: options.startMs,
-      tickMs: options.tickMs ?? 10,
-    });
+    this.index = new DueIndex(
+      {
+        lookAheadMs: this.lookAheadMs,
+        startMs: options.startMs,
+        tickMs: options.tickMs ?? 10,
+      },
+      sm.jobs,
+    );
     this.rebuild();
   }
 

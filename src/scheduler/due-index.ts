@@ -3,9 +3,13 @@
  * - the planning wheel: each job with a next slot, due `lookAheadMs` before that slot;
  * - the dispatch wheel: each SCHEDULED run of a job that is not paused, due at its dueAtMs
  *   (its slot, or its retry time).
- * Both are TimingWheels: far slots sit in their ordered index until the horizon reaches them.
+ * The dispatch wheel is a TimingWheel: far slots sit in its ordered index until the horizon
+ * reaches them. The planning side holds only the jobs due within the horizon and finds the
+ * others in the job table as the horizon reaches them (PlanningIndex).
  * The index follows the state machine through takeTouched(), so an apply costs O(touched).
  */
+import type { JobTable } from './job-table.js';
+import { PlanningIndex } from './planning-index.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 import { TimingWheel } from './timing-wheel.js';
 
@@ -17,12 +21,16 @@ export interface DueIndexOptions {
 }
 
 export class DueIndex {
-  readonly planning: TimingWheel;
+  readonly planning: PlanningIndex;
   readonly dispatch: TimingWheel;
 
-  constructor(readonly options: DueIndexOptions) {
+  /** `jobs` is the table of the state machine the index follows. */
+  constructor(
+    readonly options: DueIndexOptions,
+    jobs: JobTable,
+  ) {
     const wheel = { startMs: options.startMs, tickMs: options.tickMs ?? 10 };
-    this.planning = new TimingWheel(wheel);
+    this.planning = new PlanningIndex({ ...wheel, lookAheadMs: options.lookAheadMs }, jobs);
     this.dispatch = new TimingWheel(wheel);
   }
 
@@ -41,7 +49,7 @@ export class DueIndex {
     for (const id of jobIds) {
       const next = sm.jobs.nextFireOrMissing(id);
       if (typeof next === 'number') {
-        this.planning.schedule(id, next - this.options.lookAheadMs);
+        this.planning.schedule(id, next);
       } else {
         this.planning.cancel(id);
         if (next === null) missing?.push(id);

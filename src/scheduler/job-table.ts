@@ -145,6 +145,8 @@ export class JobTable {
   private readonly createdAtMs = new NumberColumn();
   private readonly updatedAtMs = new NumberColumn();
   private readonly nextFireAtMs = new NumberColumn();
+  /** Jobs whose next slot is defined (the planning index's size). */
+  private withNextFire = 0;
   private readonly lastToken = new NumberColumn();
   private readonly remaining = new NumberColumn();
   private readonly finishedAtMs = new NumberColumn();
@@ -155,6 +157,30 @@ export class JobTable {
 
   has(id: string): boolean {
     return this.rows.has(id);
+  }
+
+  /** Jobs that have a next slot. */
+  get withNextFireCount(): number {
+    return this.withNextFire;
+  }
+
+  /**
+   * Calls `f` for every job whose next slot is in [fromMs, toMs), in table order. A pass reads
+   * one number per job and allocates nothing: the planning index finds the slots coming into
+   * its horizon this way instead of holding an entry per job.
+   */
+  scanNextFire(fromMs: number, toMs: number, f: (id: string, nextFireAtMs: number) => void): void {
+    for (const [id, row] of this.rows) {
+      const next = this.nextFireAtMs.get(row);
+      if (next !== undefined && next >= fromMs && next < toMs) f(id, next);
+    }
+  }
+
+  private setNext(row: number, nextFireAtMs: number | undefined): void {
+    const was = this.nextFireAtMs.get(row) !== undefined;
+    const is = nextFireAtMs !== undefined;
+    if (was !== is) this.withNextFire += is ? 1 : -1;
+    this.nextFireAtMs.set(row, nextFireAtMs);
   }
 
   /** A copy of the job as it is now. */
@@ -198,7 +224,7 @@ export class JobTable {
     this.paused.set(row, st.paused ? 1 : 0);
     this.createdAtMs.set(row, st.createdAtMs);
     this.updatedAtMs.set(row, st.updatedAtMs);
-    this.nextFireAtMs.set(row, st.nextFireAtMs);
+    this.setNext(row, st.nextFireAtMs);
     this.lastToken.set(row, st.lastToken);
     this.remaining.set(row, st.remaining);
     this.finishedAtMs.set(row, st.finishedAtMs);
@@ -228,7 +254,7 @@ export class JobTable {
     this.paused.set(row, 0);
     this.createdAtMs.set(row, atMs);
     this.updatedAtMs.set(row, atMs);
-    this.nextFireAtMs.set(row, nextFireAtMs);
+    this.setNext(row, nextFireAtMs);
     this.lastToken.set(row, 0);
     this.remaining.set(row, remaining);
     this.finishedAtMs.set(row, undefined);
@@ -239,6 +265,7 @@ export class JobTable {
     const row = this.rows.get(id);
     if (row === undefined) return false;
     this.rows.delete(id);
+    this.setNext(row, undefined);
     // Drop the references so that the collector can free what only this job used.
     this.spec.set(row, undefined);
     this.name.set(row, undefined);
@@ -250,6 +277,7 @@ export class JobTable {
     this.rows.clear();
     this.freeRows.length = 0;
     this.rowCount = 0;
+    this.withNextFire = 0;
     for (const c of [this.spec, this.name, this.version, this.paused]) c.clear();
     for (const c of [
       this.anchorMs,
@@ -387,7 +415,7 @@ export class JobTable {
   }
 
   setNextFire(id: string, nextFireAtMs: number | undefined): void {
-    this.nextFireAtMs.set(this.rowOf(id), nextFireAtMs);
+    this.setNext(this.rowOf(id), nextFireAtMs);
   }
 
   setRemaining(id: string, remaining: number | undefined): void {

@@ -41,7 +41,7 @@ t.test('the index follows the state machine command by command', (t) => {
   let mismatches = 0;
   for (let seed = 1; seed <= 30; seed++) {
     const sm = new SchedulerStateMachine();
-    const idx = new DueIndex({ lookAheadMs: LOOK_AHEAD, startMs: T0 });
+    const idx = new DueIndex({ lookAheadMs: LOOK_AHEAD, startMs: T0 }, sm.jobs);
     for (const [i, c] of randomCommands(seed, 300).entries()) {
       sm.apply({ term: 1, index: i + 1, type: 'normal', data: encodeSchedulerCommand(c) });
       idx.sync(sm);
@@ -56,7 +56,7 @@ t.test('the index follows the state machine command by command', (t) => {
     }
     const restored = new SchedulerStateMachine();
     restored.restore(sm.snapshot());
-    const fresh = new DueIndex({ lookAheadMs: LOOK_AHEAD, startMs: T0 });
+    const fresh = new DueIndex({ lookAheadMs: LOOK_AHEAD, startMs: T0 }, restored.jobs);
     fresh.sync(restored);
     if (JSON.stringify(actual(restored, fresh)) !== JSON.stringify(expected(sm))) mismatches++;
   }

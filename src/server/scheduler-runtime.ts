@@ -74,6 +74,9 @@ interface GroupRuntime {
   readonly fireRate: FireRateMeter;
   /** The group's children at the last step: a split applied since resets the meter. */
   children: number;
+  /** ownerOf(groupId, ownerTerm), built once per term rather than once per attempt. */
+  owner: string;
+  ownerTerm: number;
 }
 
 interface HandOver {
@@ -128,6 +131,8 @@ export class SchedulerRuntime {
       ledTerm: 0,
       fireRate: new FireRateMeter(clock.nowMs()),
       children: sm.childIds.length,
+      owner: ownerOf(groupId, 0),
+      ownerTerm: 0,
     });
     this.groupOrder = [...this.groups.values()];
     return dispatcher;
@@ -190,7 +195,11 @@ export class SchedulerRuntime {
     this.stepping = true;
     try {
       const nowMs = this.opts.clock.nowMs();
-      const budget = Math.max(0, DELIVERY_QUEUE_TARGET - this.opts.runner.queuedCount);
+      const queued = this.opts.runner.queuedCount;
+      const budget = Math.max(0, DELIVERY_QUEUE_TARGET - queued);
+      // Deliveries wait to be sent (in the runner's queue, or due and not handed out yet at the
+      // last step): the groups hold their attempt results back meanwhile (resultHoldMs).
+      const sending = queued > 0 || this.backlogAtLastStep;
       let left = budget;
       let backlog = false;
       const order = this.groupOrder;
@@ -198,9 +207,10 @@ export class SchedulerRuntime {
       this.rotation = n === 0 ? 0 : (this.rotation + 1) % n;
       for (let i = 0; i < n; i++) {
         const g = order[(this.rotation + i) % n]!;
-        left -= this.stepGroup(g, nowMs, left);
+        left -= this.stepGroup(g, nowMs, left, sending);
         if (g.ledTerm !== 0 && g.dispatcher.dispatchBacklog > 0) backlog = true;
       }
+      this.backlogAtLastStep = backlog;
       // Budget used up with room in the queue (it is what the runner lacks): go on at the next
       // turn. With the queue full the runner's own completions turn the loop (stepAfterTurn).
       if (backlog && budget > 0 && left === 0) this.scheduleFollowUp();
@@ -212,6 +222,9 @@ export class SchedulerRuntime {
     }
   }
 
+  /** Some group led here had due runs it could not hand out yet at the last stepAll(). */
+  private backlogAtLastStep = false;
+
   private scheduleFollowUp(): void {
     if (this.followUp) return;
     this.followUp = true;
@@ -221,8 +234,11 @@ export class SchedulerRuntime {
     });
   }
 
-  /** Steps one group, handing out at most `budget` runs; returns how many it handed out. */
-  private stepGroup(g: GroupRuntime, nowMs: number, budget: number): number {
+  /**
+   * Steps one group, handing out at most `budget` runs; returns how many it handed out.
+   * `sending`: deliveries wait to be sent on this node, so results may be held back.
+   */
+  private stepGroup(g: GroupRuntime, nowMs: number, budget: number, sending: boolean): number {
     const replica = this.opts.host.groups.get(g.groupId);
     if (!replica) return 0;
     g.dispatcher.afterApply();
@@ -250,7 +266,7 @@ export class SchedulerRuntime {
     if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
     g.children = children;
     g.ledTerm = term;
-    const step = g.dispatcher.step(nowMs, leadership, budget);
+    const step = g.dispatcher.step(nowMs, leadership, budget, sending);
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
@@ -278,9 +294,15 @@ export class SchedulerRuntime {
    * reused for a millisecond: thousands of attempts start per second during a spike.
    */
   mayStart(owner: string, request?: DeliveryRequest): StartVerdict {
-    const slash = owner.indexOf('/');
-    const groupId = Number(owner.slice(0, slash));
-    const term = Number(owner.slice(slash + 1));
+    // Asked once per attempt: the owner's parts are parsed once per owner, not per attempt.
+    let parsed = this.owners.get(owner);
+    if (parsed === undefined) {
+      const slash = owner.indexOf('/');
+      parsed = { groupId: Number(owner.slice(0, slash)), term: Number(owner.slice(slash + 1)) };
+      if (this.owners.size >= 4096) this.owners.clear();
+      this.owners.set(owner, parsed);
+    }
+    const { groupId, term } = parsed;
     const replica = this.opts.host.groups.get(groupId);
     if (replica?.isLeader !== true || replica.node.raft.term !== term) return 'drop';
     // A pause or delete applied while the attempt waited in the delivery queue wins.
@@ -296,6 +318,8 @@ export class SchedulerRuntime {
   }
 
   private readonly leaseCache = new Map<number, { term: number; atMs: number; holds: boolean }>();
+  /** Owners (group/term) seen by mayStart, parsed; a few per group over a node's life. */
+  private readonly owners = new Map<string, { readonly groupId: number; readonly term: number }>();
 
   private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {
     this.stats.proposed += commands.length;
@@ -319,7 +343,11 @@ export class SchedulerRuntime {
     const nowMs = this.opts.clock.nowMs();
     if (order.attempt === 1) g.fireRate.record(order.slotMs);
     observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs);
-    this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
+    if (g.ownerTerm !== order.term) {
+      g.owner = ownerOf(g.groupId, order.term);
+      g.ownerTerm = order.term;
+    }
+    this.opts.runner.submit(g.owner, order, (report: AttemptReport) => {
       this.stats.results++;
       if (report.code === 'DELIVERY_NOT_STARTED') {
         observer?.deliveryFinished(

@@ -197,9 +197,9 @@ export class SchedulerRuntime {
       const nowMs = this.opts.clock.nowMs();
       const queued = this.opts.runner.queuedCount;
       const budget = Math.max(0, DELIVERY_QUEUE_TARGET - queued);
-      // Deliveries wait to be sent (in the runner's queue, or due and not handed out yet at the
-      // last step): the groups hold their attempt results back meanwhile (resultHoldMs).
-      const sending = queued > 0 || this.backlogAtLastStep;
+      // Deliveries wait to be sent (in the runner, in a pool waiting for a socket, or due and
+      // not handed out yet at the last step): the groups hold their results back meanwhile.
+      const sending = this.backlogAtLastStep || this.opts.runner.waitingCount > 0;
       let left = budget;
       let backlog = false;
       const order = this.groupOrder;

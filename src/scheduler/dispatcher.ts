@@ -115,6 +115,20 @@ export interface DispatchStep {
 
 export type ProposalFate = 'committed' | 'dropped' | 'unknown';
 
+/** How the runtime lets a step propose attempt results. */
+export interface ResultRelease {
+  /** Deliveries wait to be sent on this node: hold results back (at most resultHoldMs). */
+  readonly hold: boolean;
+  /**
+   * Most results this step may propose (the node's share left for this step), so that the
+   * results held by many groups do not reach the log, and every replica's apply, at once.
+   */
+  readonly max: number;
+}
+
+/** No holding, no cap: every result is proposed at the step after its attempt ended. */
+export const RELEASE_ALL: ResultRelease = { hold: false, max: Number.POSITIVE_INFINITY };
+
 /** A run this leader has authorised and not yet seen resolved in applied state. */
 type InFlight =
   /** at-most-once: attempt-started proposed, waiting for it to apply. */
@@ -328,15 +342,16 @@ export class GroupDispatcher {
    * leader: any leader state of an earlier term is dropped and its ids go back to the wheels.
    * `maxDeliveries` caps this step's at-least-once hand-outs (never above `deliveriesPerStep`):
    * the runtime hands a spike out in chunks, the rest stays queued for the next step.
-   * `holdResults` says the runtime still has deliveries waiting to be sent: attempt results
+   * `results.hold` says the runtime still has deliveries waiting to be sent: attempt results
    * are then held back (at most `resultHoldMs`, at most `resultsPerEntry` of them) and
-   * proposed together once the backlog is gone; while draining they go out at once.
+   * proposed together once the backlog is gone; while draining they go out without waiting.
+   * At most `results.max` are proposed in one step; the rest wait for the next.
    */
   step(
     nowMs: number,
     leadership: Leadership | undefined,
     maxDeliveries: number = this.deliveriesPerStep,
-    holdResults = false,
+    results: ResultRelease = RELEASE_ALL,
   ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
@@ -375,20 +390,21 @@ export class GroupDispatcher {
       }
     }
     if (ls.outbox.length > 0 || ls.heldResults.length > 0)
-      this.flushOutbox(ls, nowMs, out.proposals, holdResults && !this.draining);
+      this.flushOutbox(ls, nowMs, out.proposals, results.hold && !this.draining, results.max);
     return out;
   }
 
   /**
    * The outbox as proposals, attempt results coalesced into few entries. With `hold`, results
    * stay back until `resultsPerEntry` of them fill an entry or the oldest has waited
-   * `resultHoldMs`; what remains of a full entry's worth waits on.
+   * `resultHoldMs`; what remains of a full entry's worth waits on. At most `max` leave.
    */
   private flushOutbox(
     ls: TermState,
     nowMs: number,
     proposals: SchedulerCommand[],
     hold: boolean,
+    max: number,
   ): void {
     const held = ls.heldResults;
     for (const c of ls.outbox.splice(0)) {
@@ -399,10 +415,10 @@ export class GroupDispatcher {
       ls.resultsHeldSinceMs ??= nowMs;
       const expired = nowMs - ls.resultsHeldSinceMs >= this.resultHoldMs;
       // Under a hold only full entries leave (until the oldest result's time is up).
-      const take =
-        !hold || expired
-          ? held.length
-          : held.length - (held.length % this.resultsPerEntry);
+      const take = Math.min(
+        Math.max(0, max),
+        !hold || expired ? held.length : held.length - (held.length % this.resultsPerEntry),
+      );
       for (let i = 0; i < take; i += this.resultsPerEntry) {
         const results = held.slice(i, Math.min(take, i + this.resultsPerEntry));
         proposals.push(

@@ -27,6 +27,7 @@ import {
   type DispatcherOptions,
   type Leadership,
   type ProposalFate,
+  type ResultRelease,
 } from '../scheduler/dispatcher.js';
 import { FireRateMeter } from '../scheduler/fire-rate.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -99,6 +100,14 @@ export interface SchedulerRuntimeStats {
  * for 5,000), and the rest follows at the next loop turns while the runner sends.
  */
 export const DELIVERY_QUEUE_TARGET = 512;
+
+/**
+ * Attempt results a node proposes per step, over all its groups. Results held during a spike
+ * are released together (the backlog ends, or their time is up); without a cap a dozen groups
+ * would each log a full entry at once, and every replica would apply them all in one loop
+ * turn, long enough to delay heartbeats on a loaded machine.
+ */
+export const RESULTS_PER_STEP = 1024;
 
 export class SchedulerRuntime {
   private readonly groups = new Map<number, GroupRuntime>();
@@ -201,13 +210,16 @@ export class SchedulerRuntime {
       // not handed out yet at the last step): the groups hold their results back meanwhile.
       const sending = this.backlogAtLastStep || this.opts.runner.waitingCount > 0;
       let left = budget;
+      let resultsLeft = RESULTS_PER_STEP;
       let backlog = false;
       const order = this.groupOrder;
       const n = order.length;
       this.rotation = n === 0 ? 0 : (this.rotation + 1) % n;
       for (let i = 0; i < n; i++) {
         const g = order[(this.rotation + i) % n]!;
-        left -= this.stepGroup(g, nowMs, left, sending);
+        const stepped = this.stepGroup(g, nowMs, left, { hold: sending, max: resultsLeft });
+        left -= stepped.handedOut;
+        resultsLeft -= stepped.results;
         if (g.ledTerm !== 0 && g.dispatcher.dispatchBacklog > 0) backlog = true;
       }
       this.backlogAtLastStep = backlog;
@@ -235,12 +247,17 @@ export class SchedulerRuntime {
   }
 
   /**
-   * Steps one group, handing out at most `budget` runs; returns how many it handed out.
-   * `sending`: deliveries wait to be sent on this node, so results may be held back.
+   * Steps one group, handing out at most `budget` runs and proposing results as `results`
+   * allows; returns how many runs it handed out and how many results it proposed.
    */
-  private stepGroup(g: GroupRuntime, nowMs: number, budget: number, sending: boolean): number {
+  private stepGroup(
+    g: GroupRuntime,
+    nowMs: number,
+    budget: number,
+    results: ResultRelease,
+  ): { handedOut: number; results: number } {
     const replica = this.opts.host.groups.get(g.groupId);
-    if (!replica) return 0;
+    if (!replica) return NOTHING_STEPPED;
     g.dispatcher.afterApply();
     let leadership: Leadership | undefined;
     if (replica.isLeader) {
@@ -266,11 +283,19 @@ export class SchedulerRuntime {
     if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
     g.children = children;
     g.ledTerm = term;
-    const step = g.dispatcher.step(nowMs, leadership, budget, sending);
+    const step = g.dispatcher.step(nowMs, leadership, budget, results);
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
-    return Math.min(budget, step.deliveries.length);
+    let proposedResults = 0;
+    for (const c of step.proposals) {
+      if (c.op === 'attempt-result') proposedResults++;
+      else if (c.op === 'attempt-results') proposedResults += c.results.length;
+    }
+    return {
+      handedOut: Math.min(budget, step.deliveries.length),
+      results: proposedResults,
+    };
   }
 
   /**
@@ -450,6 +475,8 @@ export class SchedulerRuntime {
     }
   }
 }
+
+const NOTHING_STEPPED = { handedOut: 0, results: 0 } as const;
 
 function ownerOf(groupId: number, term: number): string {
   return `${groupId}/${term}`;

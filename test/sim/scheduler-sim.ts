@@ -709,7 +709,10 @@ export class SchedulerSim {
     const leadership = isLeader
       ? { term: r.term, leaseValid: n.node.isLeaseValid(), caughtUp: n.lastAppliedTerm === r.term }
       : undefined;
-    const s = app.d.step(now, leadership, undefined, this.hasPendingDelivery(n));
+    const s = app.d.step(now, leadership, undefined, {
+      hold: this.hasPendingDelivery(n),
+      max: Number.POSITIVE_INFINITY,
+    });
     for (const c of s.proposals) this.proposeFromDispatcher(n, c, r.term);
     for (const o of s.deliveries) this.sendDelivery(n, o);
     const dr = app.drain;

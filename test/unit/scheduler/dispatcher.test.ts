@@ -22,8 +22,9 @@ class Harness {
   fate: ProposalFate = 'committed';
   readonly proposed: SchedulerCommand[] = [];
   readonly delivered: DeliveryOrder[] = [];
-  /** The runtime's `holdResults`: deliveries wait to be sent. */
+  /** The runtime's ResultRelease: deliveries wait to be sent; results per step. */
   holdResults = false;
+  resultMax = Number.POSITIVE_INFINITY;
 
   constructor(private readonly extra: { resultHoldMs?: number; resultsPerEntry?: number } = {}) {
     this.d = this.newDispatcher();
@@ -61,7 +62,7 @@ class Harness {
       nowMs,
       this.leader ? { term: this.term, leaseValid: this.lease, caughtUp: true } : undefined,
       maxDeliveries,
-      this.holdResults,
+      { hold: this.holdResults, max: this.resultMax },
     );
     for (const p of s.proposals) {
       this.proposed.push(p);
@@ -728,3 +729,22 @@ t.test(
     t.end();
   },
 );
+
+t.test('a step proposes at most the results the runtime allows; the rest follow', (t) => {
+  const h = new Harness({ resultHoldMs: 500 });
+  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  for (const o of h.delivered) h.succeed(o, SLOT + 10);
+  h.proposed.length = 0;
+  h.resultMax = 4;
+  h.step(SLOT + 10);
+  const first = h.proposed[0];
+  t.equal(first?.op === 'attempt-results' ? first.results.length : 0, 4, 'four in this step');
+  h.step(SLOT + 11);
+  t.same(h.ops(), ['attempt-results', 'attempt-results'], 'the other two at the next');
+  t.ok([...h.sm.runs.values()].every((r) => r.status === 'SUCCEEDED'));
+  h.resultMax = 0;
+  t.same(h.step(SLOT + 12).proposals, [], 'nothing held: nothing to propose');
+  t.end();
+});

@@ -44,6 +44,12 @@ export interface NodeOptions {
   lookAheadMs?: number;
   /** A slot later than this (ms) counts as misfired and goes through the job's misfire policy. @default 5000 */
   misfireThresholdMs?: number;
+  /**
+   * Longest a leader holds attempt results back while deliveries wait to be sent (a spike), to
+   * log them as few large entries once the backlog is gone; 0 logs each step's results at once.
+   * @default 500
+   */
+  resultHoldMs?: number;
   /** A data group holding more jobs than this is split in two (range split); 0 never. @default 1000000 */
   splitJobs?: number;
   /**
@@ -81,6 +87,7 @@ export interface DeliveryConfig {
 export interface SchedulerConfig {
   readonly lookAheadMs: number;
   readonly misfireThresholdMs: number;
+  readonly resultHoldMs: number;
 }
 
 export interface HostPort {
@@ -133,6 +140,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   shutdownTimeoutMs: '--shutdown-timeout-ms',
   lookAheadMs: '--look-ahead-ms',
   misfireThresholdMs: '--misfire-threshold-ms',
+  resultHoldMs: '--result-hold-ms',
   splitJobs: '--split-jobs',
   splitFireRate: '--split-fire-rate',
   webhookConnections: '--webhook-connections',
@@ -230,6 +238,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     0,
     86_400_000,
   );
+  const resultHoldMs = int('resultHoldMs', options.resultHoldMs ?? 500, 0, 10_000);
   const splitJobs = int('splitJobs', options.splitJobs ?? 1_000_000, 0, 1_000_000_000);
   const splitFireRate = checkSplitFireRate(options.splitFireRate ?? 0, bad);
   const connectionsPerOrigin = int(
@@ -261,7 +270,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     shutdownTimeoutMs,
     splitJobs,
     splitFireRate,
-    scheduler: { lookAheadMs, misfireThresholdMs },
+    scheduler: { lookAheadMs, misfireThresholdMs, resultHoldMs },
     delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
     metricsListen,
     join,

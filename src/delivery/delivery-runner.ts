@@ -106,6 +106,14 @@ export class DeliveryRunner {
     return this.queue.queuedCount;
   }
 
+  /**
+   * Attempts that wait to be sent: queued here, told to wait for a fresh lease, or lent a pool
+   * whose connections are all busy (they wait for a socket inside undici).
+   */
+  get waitingCount(): number {
+    return this.queue.queuedCount + this.waiting.length + this.options.pools.waitingCount;
+  }
+
   /** Queues one attempt; `onDone` is called exactly once, asynchronously or at once. */
   submit(owner: string, request: DeliveryRequest, onDone: DeliveryCallback): void {
     this.stats.submitted++;

@@ -130,7 +130,7 @@ class PoolLease implements OriginLease {
 
   constructor(
     private readonly entry: Entry,
-    private readonly clock: Clock,
+    private readonly pools: OriginPools,
   ) {}
 
   get pool(): Dispatcher {
@@ -140,8 +140,7 @@ class PoolLease implements OriginLease {
   release(): void {
     assert(!this.isReleased, `origin lease for ${this.entry.origin} released twice`);
     this.isReleased = true;
-    this.entry.inflightCount--;
-    this.entry.lastUsedMs = this.clock.monotonicMs();
+    this.pools.released(this.entry);
   }
 }
 
@@ -154,6 +153,7 @@ export class OriginPools {
   private isClosed = false;
   private retiredCount = 0;
   private closeFailureCount = 0;
+  private waiting = 0;
 
   constructor(options: OriginPoolsOptions = {}) {
     this.options = compileOriginPoolsOptions(options);
@@ -186,8 +186,24 @@ export class OriginPools {
     }
     this.entries.set(origin, entry);
     entry.inflightCount++;
+    if (entry.inflightCount > this.options.connectionsPerOrigin) this.waiting++;
     entry.lastUsedMs = this.options.clock.monotonicMs();
-    return new PoolLease(entry, this.options.clock);
+    return new PoolLease(entry, this);
+  }
+
+  /** A lease of `entry` ended (PoolLease.release). */
+  released(entry: Entry): void {
+    if (entry.inflightCount > this.options.connectionsPerOrigin) this.waiting--;
+    entry.inflightCount--;
+    entry.lastUsedMs = this.options.clock.monotonicMs();
+  }
+
+  /**
+   * Requests lent a pool beyond its origin's connections: they wait inside undici's pool for a
+   * socket. Kept as a count (not summed over the pools) since the runtime asks at every step.
+   */
+  get waitingCount(): number {
+    return this.waiting;
   }
 
   /** Closes pools with nothing in flight for idleCloseMs; returns how many. */

@@ -80,6 +80,13 @@ export interface DispatcherOptions {
   readonly deliveriesPerStep?: number;
   /** Attempt results per attempt-results entry. @default 1024 */
   readonly resultsPerEntry?: number;
+  /**
+   * Longest an attempt result may be held back while the runtime reports a delivery backlog
+   * (step's `holdResults`): results then go to the log as few large entries instead of one
+   * small entry per step, so that proposing, replicating, storing and applying them on every
+   * replica competes less with the sends still queued. 0 never holds. @default 0
+   */
+  readonly resultHoldMs?: number;
   /** Resolution of the wheels. @default 10 */
   readonly tickMs?: number;
   /** Where the wheels start (the runtime's clock when the replica is created). */
@@ -107,6 +114,20 @@ export interface DispatchStep {
 }
 
 export type ProposalFate = 'committed' | 'dropped' | 'unknown';
+
+/** How the runtime lets a step propose attempt results. */
+export interface ResultRelease {
+  /** Deliveries wait to be sent on this node: hold results back (at most resultHoldMs). */
+  readonly hold: boolean;
+  /**
+   * Most results this step may propose (the node's share left for this step), so that the
+   * results held by many groups do not reach the log, and every replica's apply, at once.
+   */
+  readonly max: number;
+}
+
+/** No holding, no cap: every result is proposed at the step after its attempt ended. */
+export const RELEASE_ALL: ResultRelease = { hold: false, max: Number.POSITIVE_INFINITY };
 
 /** A run this leader has authorised and not yet seen resolved in applied state. */
 type InFlight =
@@ -149,6 +170,13 @@ interface TermState {
   readonly readyOrders: DeliveryOrder[];
   /** Commands to propose at the next step. */
   readonly outbox: SchedulerCommand[];
+  /**
+   * Attempt results held back while deliveries are queued (resultHoldMs), oldest first. They
+   * are in no log: a leader change loses them, like results of attempts still in flight.
+   */
+  readonly heldResults: AttemptResultCommand[];
+  /** When the oldest held result was held; undefined when none is. */
+  resultsHeldSinceMs: number | undefined;
   /** Commands proposed and not settled. */
   unsettled: number;
   /** The earlier terms' DISPATCHED runs have been marked (or the mark is proposed). */
@@ -163,6 +191,7 @@ export class GroupDispatcher {
   private readonly intentsPerStep: number;
   private readonly deliveriesPerStep: number;
   private readonly resultsPerEntry: number;
+  private readonly resultHoldMs: number;
   private readonly retryAt: RetryPlanner;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
@@ -182,6 +211,7 @@ export class GroupDispatcher {
     this.intentsPerStep = options.intentsPerStep ?? 8192;
     this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
     this.resultsPerEntry = options.resultsPerEntry ?? 1024;
+    this.resultHoldMs = options.resultHoldMs ?? 0;
     this.retryAt = options.retryAt;
     this.index = new DueIndex(
       {
@@ -314,11 +344,16 @@ export class GroupDispatcher {
    * leader: any leader state of an earlier term is dropped and its ids go back to the wheels.
    * `maxDeliveries` caps this step's at-least-once hand-outs (never above `deliveriesPerStep`):
    * the runtime hands a spike out in chunks, the rest stays queued for the next step.
+   * `results.hold` says the runtime still has deliveries waiting to be sent: attempt results
+   * are then held back (at most `resultHoldMs`, at most `resultsPerEntry` of them) and
+   * proposed together once the backlog is gone; while draining they go out without waiting.
+   * At most `results.max` are proposed in one step; the rest wait for the next.
    */
   step(
     nowMs: number,
     leadership: Leadership | undefined,
     maxDeliveries: number = this.deliveriesPerStep,
+    results: ResultRelease = RELEASE_ALL,
   ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
@@ -356,26 +391,45 @@ export class GroupDispatcher {
         );
       }
     }
-    if (ls.outbox.length > 0) this.flushOutbox(ls, nowMs, out.proposals);
+    if (ls.outbox.length > 0 || ls.heldResults.length > 0)
+      this.flushOutbox(ls, nowMs, out.proposals, results.hold && !this.draining, results.max);
     return out;
   }
 
-  /** The outbox as proposals, the attempt results of the step coalesced into few entries. */
-  private flushOutbox(ls: TermState, nowMs: number, proposals: SchedulerCommand[]): void {
-    let results: AttemptResultCommand[] = [];
+  /**
+   * The outbox as proposals, attempt results coalesced into few entries. With `hold`, results
+   * stay back until `resultsPerEntry` of them fill an entry or the oldest has waited
+   * `resultHoldMs`; what remains of a full entry's worth waits on. At most `max` leave.
+   */
+  private flushOutbox(
+    ls: TermState,
+    nowMs: number,
+    proposals: SchedulerCommand[],
+    hold: boolean,
+    max: number,
+  ): void {
+    const held = ls.heldResults;
     for (const c of ls.outbox.splice(0)) {
-      if (c.op !== 'attempt-result') {
-        proposals.push(c);
-        continue;
-      }
-      results.push(c);
-      if (results.length >= this.resultsPerEntry) {
-        proposals.push({ op: 'attempt-results', atMs: nowMs, results });
-        results = [];
-      }
+      if (c.op === 'attempt-result') held.push(c);
+      else proposals.push(c);
     }
-    if (results.length === 1) proposals.push(results[0]!);
-    else if (results.length > 1) proposals.push({ op: 'attempt-results', atMs: nowMs, results });
+    if (held.length > 0) {
+      ls.resultsHeldSinceMs ??= nowMs;
+      const expired = nowMs - ls.resultsHeldSinceMs >= this.resultHoldMs;
+      // Under a hold only full entries leave (until the oldest result's time is up).
+      const take = Math.min(
+        Math.max(0, max),
+        !hold || expired ? held.length : held.length - (held.length % this.resultsPerEntry),
+      );
+      for (let i = 0; i < take; i += this.resultsPerEntry) {
+        const results = held.slice(i, Math.min(take, i + this.resultsPerEntry));
+        proposals.push(
+          results.length === 1 ? results[0]! : { op: 'attempt-results', atMs: nowMs, results },
+        );
+      }
+      held.splice(0, take);
+      if (held.length === 0) ls.resultsHeldSinceMs = undefined;
+    }
     ls.unsettled += proposals.length;
   }
 
@@ -743,7 +797,12 @@ export class GroupDispatcher {
     const ls = this.leader;
     if (!this.draining) return false;
     if (!ls) return true;
-    return ls.inFlight.size === 0 && ls.unsettled === 0 && ls.outbox.length === 0;
+    return (
+      ls.inFlight.size === 0 &&
+      ls.unsettled === 0 &&
+      ls.outbox.length === 0 &&
+      ls.heldResults.length === 0
+    );
   }
 
   /** Drops the leader's memory; every id it held goes back to the wheels from applied state. */
@@ -771,6 +830,8 @@ function newTermState(term: number): TermState {
     issued: new Map(),
     readyOrders: [],
     outbox: [],
+    heldResults: [],
+    resultsHeldSinceMs: undefined,
     unsettled: 0,
     recovered: false,
   };

@@ -395,9 +395,10 @@ export class JobTable {
     return row === undefined ? undefined : this.spec.get(row);
   }
 
-  lastTokenOf(id: string): number | undefined {
+  /** Raises the job's last token to `token` if it is higher; no-op when there is no job. */
+  raiseLastToken(id: string, token: number): void {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : this.lastToken.must(row);
+    if (row !== undefined && token > this.lastToken.must(row)) this.lastToken.set(row, token);
   }
 
   // Field access for the state machine: by id, for a job that must exist.

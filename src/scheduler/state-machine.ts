@@ -683,8 +683,7 @@ export class SchedulerStateMachine {
     const run = this.runs.get(c.fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
     // Single fields, not a copy of the job: a spike applies thousands of results per entry.
-    const lastToken = this.jobs.lastTokenOf(run.jobId);
-    if (lastToken !== undefined && c.token > lastToken) this.jobs.setLastToken(run.jobId, c.token);
+    this.jobs.raiseLastToken(run.jobId, c.token);
     const spec = this.jobs.specOf(run.jobId);
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);

@@ -104,6 +104,12 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     )
     .addOption(
       new Option(
+        '--result-hold-ms <ms>',
+        'hold attempt results back at most this long while deliveries wait, to log them in few entries; 0 never (default 500)',
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
         '--split-jobs <n>',
         'split a data group in two once it holds more jobs than this; 0 never (default 1000000)',
       ).argParser(int),

@@ -124,6 +124,7 @@ export class TickraftNode {
       dispatcher: {
         lookAheadMs: cfg.scheduler.lookAheadMs,
         misfireThresholdMs: cfg.scheduler.misfireThresholdMs,
+        resultHoldMs: cfg.scheduler.resultHoldMs,
       },
       onError: (err) => this.die(err),
       observer: this.metrics,

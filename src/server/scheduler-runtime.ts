@@ -27,6 +27,7 @@ import {
   type DispatcherOptions,
   type Leadership,
   type ProposalFate,
+  type ResultRelease,
 } from '../scheduler/dispatcher.js';
 import { FireRateMeter } from '../scheduler/fire-rate.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -74,6 +75,9 @@ interface GroupRuntime {
   readonly fireRate: FireRateMeter;
   /** The group's children at the last step: a split applied since resets the meter. */
   children: number;
+  /** ownerOf(groupId, ownerTerm), built once per term rather than once per attempt. */
+  owner: string;
+  ownerTerm: number;
 }
 
 interface HandOver {
@@ -96,6 +100,14 @@ export interface SchedulerRuntimeStats {
  * for 5,000), and the rest follows at the next loop turns while the runner sends.
  */
 export const DELIVERY_QUEUE_TARGET = 512;
+
+/**
+ * Attempt results a node proposes per step, over all its groups. Results held during a spike
+ * are released together (the backlog ends, or their time is up); without a cap a dozen groups
+ * would each log a full entry at once, and every replica would apply them all in one loop
+ * turn, long enough to delay heartbeats on a loaded machine.
+ */
+export const RESULTS_PER_STEP = 1024;
 
 export class SchedulerRuntime {
   private readonly groups = new Map<number, GroupRuntime>();
@@ -128,6 +140,8 @@ export class SchedulerRuntime {
       ledTerm: 0,
       fireRate: new FireRateMeter(clock.nowMs()),
       children: sm.childIds.length,
+      owner: ownerOf(groupId, 0),
+      ownerTerm: 0,
     });
     this.groupOrder = [...this.groups.values()];
     return dispatcher;
@@ -190,17 +204,25 @@ export class SchedulerRuntime {
     this.stepping = true;
     try {
       const nowMs = this.opts.clock.nowMs();
-      const budget = Math.max(0, DELIVERY_QUEUE_TARGET - this.opts.runner.queuedCount);
+      const queued = this.opts.runner.queuedCount;
+      const budget = Math.max(0, DELIVERY_QUEUE_TARGET - queued);
+      // Deliveries wait to be sent (in the runner, in a pool waiting for a socket, or due and
+      // not handed out yet at the last step): the groups hold their results back meanwhile.
+      const sending = this.backlogAtLastStep || this.opts.runner.waitingCount > 0;
       let left = budget;
+      let resultsLeft = RESULTS_PER_STEP;
       let backlog = false;
       const order = this.groupOrder;
       const n = order.length;
       this.rotation = n === 0 ? 0 : (this.rotation + 1) % n;
       for (let i = 0; i < n; i++) {
         const g = order[(this.rotation + i) % n]!;
-        left -= this.stepGroup(g, nowMs, left);
+        const stepped = this.stepGroup(g, nowMs, left, { hold: sending, max: resultsLeft });
+        left -= stepped.handedOut;
+        resultsLeft -= stepped.results;
         if (g.ledTerm !== 0 && g.dispatcher.dispatchBacklog > 0) backlog = true;
       }
+      this.backlogAtLastStep = backlog;
       // Budget used up with room in the queue (it is what the runner lacks): go on at the next
       // turn. With the queue full the runner's own completions turn the loop (stepAfterTurn).
       if (backlog && budget > 0 && left === 0) this.scheduleFollowUp();
@@ -212,6 +234,9 @@ export class SchedulerRuntime {
     }
   }
 
+  /** Some group led here had due runs it could not hand out yet at the last stepAll(). */
+  private backlogAtLastStep = false;
+
   private scheduleFollowUp(): void {
     if (this.followUp) return;
     this.followUp = true;
@@ -221,10 +246,18 @@ export class SchedulerRuntime {
     });
   }
 
-  /** Steps one group, handing out at most `budget` runs; returns how many it handed out. */
-  private stepGroup(g: GroupRuntime, nowMs: number, budget: number): number {
+  /**
+   * Steps one group, handing out at most `budget` runs and proposing results as `results`
+   * allows; returns how many runs it handed out and how many results it proposed.
+   */
+  private stepGroup(
+    g: GroupRuntime,
+    nowMs: number,
+    budget: number,
+    results: ResultRelease,
+  ): { handedOut: number; results: number } {
     const replica = this.opts.host.groups.get(g.groupId);
-    if (!replica) return 0;
+    if (!replica) return NOTHING_STEPPED;
     g.dispatcher.afterApply();
     let leadership: Leadership | undefined;
     if (replica.isLeader) {
@@ -250,11 +283,19 @@ export class SchedulerRuntime {
     if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
     g.children = children;
     g.ledTerm = term;
-    const step = g.dispatcher.step(nowMs, leadership, budget);
+    const step = g.dispatcher.step(nowMs, leadership, budget, results);
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
-    return Math.min(budget, step.deliveries.length);
+    let proposedResults = 0;
+    for (const c of step.proposals) {
+      if (c.op === 'attempt-result') proposedResults++;
+      else if (c.op === 'attempt-results') proposedResults += c.results.length;
+    }
+    return {
+      handedOut: Math.min(budget, step.deliveries.length),
+      results: proposedResults,
+    };
   }
 
   /**
@@ -278,9 +319,15 @@ export class SchedulerRuntime {
    * reused for a millisecond: thousands of attempts start per second during a spike.
    */
   mayStart(owner: string, request?: DeliveryRequest): StartVerdict {
-    const slash = owner.indexOf('/');
-    const groupId = Number(owner.slice(0, slash));
-    const term = Number(owner.slice(slash + 1));
+    // Asked once per attempt: the owner's parts are parsed once per owner, not per attempt.
+    let parsed = this.owners.get(owner);
+    if (parsed === undefined) {
+      const slash = owner.indexOf('/');
+      parsed = { groupId: Number(owner.slice(0, slash)), term: Number(owner.slice(slash + 1)) };
+      if (this.owners.size >= 4096) this.owners.clear();
+      this.owners.set(owner, parsed);
+    }
+    const { groupId, term } = parsed;
     const replica = this.opts.host.groups.get(groupId);
     if (replica?.isLeader !== true || replica.node.raft.term !== term) return 'drop';
     // A pause or delete applied while the attempt waited in the delivery queue wins.
@@ -296,6 +343,8 @@ export class SchedulerRuntime {
   }
 
   private readonly leaseCache = new Map<number, { term: number; atMs: number; holds: boolean }>();
+  /** Owners (group/term) seen by mayStart, parsed; a few per group over a node's life. */
+  private readonly owners = new Map<string, { readonly groupId: number; readonly term: number }>();
 
   private propose(g: GroupRuntime, commands: SchedulerCommand[], term: number): void {
     this.stats.proposed += commands.length;
@@ -319,7 +368,11 @@ export class SchedulerRuntime {
     const nowMs = this.opts.clock.nowMs();
     if (order.attempt === 1) g.fireRate.record(order.slotMs);
     observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs);
-    this.opts.runner.submit(ownerOf(g.groupId, order.term), order, (report: AttemptReport) => {
+    if (g.ownerTerm !== order.term) {
+      g.owner = ownerOf(g.groupId, order.term);
+      g.ownerTerm = order.term;
+    }
+    this.opts.runner.submit(g.owner, order, (report: AttemptReport) => {
       this.stats.results++;
       if (report.code === 'DELIVERY_NOT_STARTED') {
         observer?.deliveryFinished(
@@ -422,6 +475,8 @@ export class SchedulerRuntime {
     }
   }
 }
+
+const NOTHING_STEPPED = { handedOut: 0, results: 0 } as const;
 
 function ownerOf(groupId: number, term: number): string {
   return `${groupId}/${term}`;

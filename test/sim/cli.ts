@@ -1,7 +1,9 @@
 /**
  * `npm run sim -- --seeds N [--from S]` runs N seeds; `npm run sim -- --seed S` replays one and
  * prints its fault counts and the tail of its trace. Exit code 1 on any violation.
- * `--scheduler` runs the scheduler simulation (scheduler-sim.ts) instead of the KV one.
+ * `--scheduler` runs the scheduler simulation (scheduler-sim.ts) instead of the KV one;
+ * `--result-hold-ms MS` lets its leaders hold attempt results back while their sends are
+ * unanswered (the dispatcher's resultHoldMs).
  */
 import { parseArgs } from 'node:util';
 import { checkSimHistory } from './history-check.js';
@@ -17,11 +19,15 @@ const { values } = parseArgs({
     verbose: { type: 'boolean', default: false },
     scheduler: { type: 'boolean', default: false },
     tail: { type: 'string' },
+    'result-hold-ms': { type: 'string' },
   },
 });
 
 function runScheduler(): void {
-  const safety = values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {};
+  const safety = {
+    ...(values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {}),
+    ...(values['result-hold-ms'] ? { resultHoldMs: Number(values['result-hold-ms']) } : {}),
+  };
   const tail = Number(values.tail ?? '80');
   const show = (res: SchedSimResult): void => {
     console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);

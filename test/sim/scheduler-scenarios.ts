@@ -29,8 +29,14 @@ export interface ScenarioOutcome {
   readonly run: Run | undefined;
 }
 
-function calm(seed: number, voters = 3): SchedulerSim {
-  const sim = new SchedulerSim({ seed, calm: true, traceTail: 300, profile: { voters } });
+function calm(seed: number, voters = 3, resultHoldMs = 0): SchedulerSim {
+  const sim = new SchedulerSim({
+    seed,
+    calm: true,
+    traceTail: 300,
+    profile: { voters },
+    resultHoldMs,
+  });
   sim.start();
   for (let i = 0; i < 300 && !sim.leader(); i++) sim.runUntil(sim.nowMs + 10);
   if (!sim.leader()) throw new Error('scenario: no leader');
@@ -42,8 +48,9 @@ function scenario(
   seed: number,
   body: (sim: SchedulerSim, aim: (fireId: string, victim: NodeId, term: number) => void) => void,
   voters = 3,
+  resultHoldMs = 0,
 ): ScenarioOutcome {
-  const sim = calm(seed, voters);
+  const sim = calm(seed, voters, resultHoldMs);
   let fireId: string | undefined;
   let victim: NodeId | undefined;
   let victimTerm = 0;
@@ -168,7 +175,7 @@ export function deposedLeaderStillRunning(seed: number): ScenarioOutcome & {
 }
 
 /** Row 6: graceful transfers under load. Expect: no fire id received twice. */
-export function gracefulTransfers(seed: number, transfers = 6): ScenarioOutcome {
+export function gracefulTransfers(seed: number, transfers = 6, resultHoldMs = 0): ScenarioOutcome {
   return scenario(
     seed,
     (sim) => {
@@ -184,6 +191,7 @@ export function gracefulTransfers(seed: number, transfers = 6): ScenarioOutcome 
       sim.runUntil(sim.nowMs + 2000);
     },
     5,
+    resultHoldMs,
   );
 }
 

@@ -122,6 +122,12 @@ export interface SchedulerSimOptions {
   readonly profile?: Partial<SchedFaultProfile>;
   /** Readable trace lines kept for a failure report. @default 80 */
   readonly traceTail?: number;
+  /**
+   * The dispatchers' resultHoldMs: a leader holds attempt results back while a delivery it
+   * sent is unanswered (the runtime's delivery backlog). @default 0 (never; the traces of the
+   * seeds recorded before it stay as they were)
+   */
+  readonly resultHoldMs?: number;
   /** Test seam: replaces the dispatcher (e.g. one with a known bug). */
   readonly makeDispatcher?: (sm: SchedulerStateMachine, startMs: number) => GroupDispatcher;
 }
@@ -537,6 +543,7 @@ export class SchedulerSim {
           startMs: start,
           lookAheadMs: LOOK_AHEAD_MS,
           misfireThresholdMs: MISFIRE_THRESHOLD_MS,
+          resultHoldMs: this.opts.resultHoldMs ?? 0,
           retryAt: (job, attempt, slot, now, retryAfter) =>
             planRetry(job.retry, attempt, slot, now, retryAfter, retryRand),
         }));
@@ -702,7 +709,10 @@ export class SchedulerSim {
     const leadership = isLeader
       ? { term: r.term, leaseValid: n.node.isLeaseValid(), caughtUp: n.lastAppliedTerm === r.term }
       : undefined;
-    const s = app.d.step(now, leadership);
+    const s = app.d.step(now, leadership, undefined, {
+      hold: this.hasPendingDelivery(n),
+      max: Number.POSITIVE_INFINITY,
+    });
     for (const c of s.proposals) this.proposeFromDispatcher(n, c, r.term);
     for (const o of s.deliveries) this.sendDelivery(n, o);
     const dr = app.drain;
@@ -766,6 +776,13 @@ export class SchedulerSim {
 
   // -------------------------------------------------------------------------------------
   // Webhooks: sender side
+
+  /** A delivery this node sent is unanswered: the runtime would hold results back. */
+  private hasPendingDelivery(n: SNode): boolean {
+    if ((this.opts.resultHoldMs ?? 0) === 0) return false;
+    for (const id of this.pendingDelivery) if (this.sent.get(id)?.node === n.id) return true;
+    return false;
+  }
 
   private sendDelivery(n: SNode, o: DeliveryOrder): void {
     const id = this.nextDeliveryId++;

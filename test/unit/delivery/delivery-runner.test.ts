@@ -68,6 +68,7 @@ t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
   t.equal(reports.A.length, 0, 'none of A has ended');
   t.equal(sinkA.received.length, 4, 'A holds only its own share (4 in flight)');
   t.equal(runner.queuedCount, 46, "the rest of A waits in A's own lane");
+  t.equal(runner.waitingCount, 46, 'waiting to be sent: the queued ones (A has its 4 sockets)');
 });
 
 t.test('tenant weights share one connection to a shared origin 3 : 1', async (t) => {

@@ -43,6 +43,7 @@ t.test('connections to one origin stay within the bound', async (t) => {
   await eventually(() => held.length === 3, 5000, 'three requests held by the receiver');
   t.equal(sink.openConnectionCount(), 3, 'three sockets for ten concurrent requests');
   t.equal(pools.stats().inflightCount, 10);
+  t.equal(pools.waitingCount, 7, 'seven wait for a socket (the runtime holds results then)');
   // Answer everything as it arrives; the queued seven go over the same three sockets.
   const answerAll = setInterval(() => {
     for (const res of held.splice(0)) res.end('ok');
@@ -50,6 +51,7 @@ t.test('connections to one origin stay within the bound', async (t) => {
   const statuses = await Promise.all(requests);
   clearInterval(answerAll);
   t.strictSame(new Set(statuses), new Set([200]));
+  t.equal(pools.waitingCount, 0, 'none waits once all answered');
   t.equal(sink.connectionCount(), 3, 'no socket beyond the bound was ever opened');
   t.strictSame(pools.stats(), {
     originCount: 1,

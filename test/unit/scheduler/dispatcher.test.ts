@@ -22,13 +22,17 @@ class Harness {
   fate: ProposalFate = 'committed';
   readonly proposed: SchedulerCommand[] = [];
   readonly delivered: DeliveryOrder[] = [];
+  /** The runtime's ResultRelease: deliveries wait to be sent; results per step. */
+  holdResults = false;
+  resultMax = Number.POSITIVE_INFINITY;
 
-  constructor() {
+  constructor(private readonly extra: { resultHoldMs?: number; resultsPerEntry?: number } = {}) {
     this.d = this.newDispatcher();
   }
 
   newDispatcher(): GroupDispatcher {
     return new GroupDispatcher(this.sm, {
+      ...this.extra,
       startMs: T0,
       lookAheadMs: 3000,
       misfireThresholdMs: 5000,
@@ -58,6 +62,7 @@ class Harness {
       nowMs,
       this.leader ? { term: this.term, leaseValid: this.lease, caughtUp: true } : undefined,
       maxDeliveries,
+      { hold: this.holdResults, max: this.resultMax },
     );
     for (const p of s.proposals) {
       this.proposed.push(p);
@@ -620,5 +625,126 @@ t.test('overdue slots are settled before an update, a pause, a resume or a delet
   e.apply({ op: 'fire-intents', atMs: now, term: 1, intents: [stale] });
   t.equal(e.sm.runsOf('j1').length, 0, 'a settle of an older version records nothing');
   t.equal(e.d.overdueIntent('j1', SLOT), undefined, 'nothing overdue: no intent');
+  t.end();
+});
+
+// During a spike the leader holds attempt results back while deliveries wait (resultHoldMs), so
+// that they reach the log as a few large entries instead of competing with the sends.
+t.test('results held while deliveries wait go to the log together', (t) => {
+  const h = new Harness({ resultHoldMs: 500 });
+  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  t.equal(h.delivered.length, 6);
+  h.holdResults = true;
+  for (const o of h.delivered) h.succeed(o, SLOT + 10);
+  h.proposed.length = 0;
+  h.step(SLOT + 10);
+  h.step(SLOT + 300);
+  t.same(h.ops(), [], 'nothing proposed while deliveries wait');
+  t.ok(
+    h.delivered.every((o) => h.sm.runs.get(o.fireId)?.status === 'SCHEDULED'),
+    'the runs are not settled yet',
+  );
+  t.same(h.step(SLOT + 301).deliveries, [], 'a held result is no reason to send again');
+  h.holdResults = false;
+  h.step(SLOT + 302);
+  t.same(h.ops(), ['attempt-results'], 'one entry once the backlog is gone');
+  t.ok(h.delivered.every((o) => h.sm.runs.get(o.fireId)?.status === 'SUCCEEDED'));
+  t.equal(h.d.inFlightCount, 0);
+  t.end();
+});
+
+t.test('held results leave after resultHoldMs, or when they fill an entry', (t) => {
+  const h = new Harness({ resultHoldMs: 500, resultsPerEntry: 4 });
+  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  h.holdResults = true;
+  h.proposed.length = 0;
+  h.succeed(h.delivered[0]!, SLOT + 10);
+  h.step(SLOT + 10);
+  t.same(h.ops(), [], 'one result is held');
+  for (const o of h.delivered.slice(1)) h.succeed(o, SLOT + 20);
+  h.step(SLOT + 20);
+  t.same(h.ops(), ['attempt-results'], 'a full entry leaves at once');
+  const first = h.proposed[0]!;
+  t.equal(first.op === 'attempt-results' ? first.results.length : 0, 4, 'of resultsPerEntry');
+  h.step(SLOT + 509);
+  t.equal(h.proposed.length, 1, 'the other two wait on');
+  h.step(SLOT + 510);
+  t.same(h.ops(), ['attempt-results', 'attempt-results'], 'until the oldest waited 500 ms');
+  t.equal(h.sm.runs.size, 6);
+  t.ok([...h.sm.runs.values()].every((r) => r.status === 'SUCCEEDED'));
+  t.end();
+});
+
+t.test('a drain proposes held results at once and is not drained before they commit', (t) => {
+  const h = new Harness({ resultHoldMs: 500 });
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  h.holdResults = true;
+  h.fate = 'unknown';
+  h.succeed(h.delivered[0]!, SLOT + 10);
+  h.step(SLOT + 10);
+  h.d.beginDrain();
+  t.notOk(h.d.isDrained, 'a held result keeps the group from draining');
+  h.proposed.length = 0;
+  h.step(SLOT + 11);
+  t.same(h.ops(), ['attempt-result'], 'proposed at once while draining');
+  t.notOk(h.d.isDrained, 'its fate was unknown: it is proposed again');
+  h.fate = 'committed';
+  h.step(SLOT + 12);
+  t.ok(h.d.isDrained);
+  t.equal(h.sm.runs.get(h.delivered[0]!.fireId)?.status, 'SUCCEEDED');
+  t.end();
+});
+
+t.test(
+  'a leader change loses held results: at-least-once goes out again, at-most-once is UNKNOWN',
+  (t) => {
+    const h = new Harness({ resultHoldMs: 500 });
+    h.create('most', SLOT, { delivery: 'at_most_once' });
+    h.create('least', SLOT);
+    h.step(SLOT - 2_000);
+    h.step(SLOT);
+    h.step(SLOT + 1);
+    t.equal(h.delivered.length, 2, 'both sent in term 1');
+    h.holdResults = true;
+    for (const o of h.delivered) h.succeed(o, SLOT + 10);
+    h.step(SLOT + 10);
+    const first = h.delivered.find((o) => o.jobId === 'least')!;
+    // The leader dies holding both results; another replica (same applied state) leads.
+    h.term = 2;
+    h.d = h.newDispatcher();
+    h.holdResults = false;
+    h.proposed.length = 0;
+    h.step(SLOT + 2_000);
+    t.equal(h.sm.runs.get(`most:${SLOT}`)?.status, 'UNKNOWN', 'at-most-once never sent again');
+    const again = h.delivered.filter((o) => o.jobId === 'least');
+    t.equal(again.length, 2, 'at-least-once sent again');
+    t.equal(again[1]!.fireId, first.fireId, 'same fire id');
+    t.ok(again[1]!.token > first.token, 'higher token');
+    t.end();
+  },
+);
+
+t.test('a step proposes at most the results the runtime allows; the rest follow', (t) => {
+  const h = new Harness({ resultHoldMs: 500 });
+  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  for (const o of h.delivered) h.succeed(o, SLOT + 10);
+  h.proposed.length = 0;
+  h.resultMax = 4;
+  h.step(SLOT + 10);
+  const first = h.proposed[0];
+  t.equal(first?.op === 'attempt-results' ? first.results.length : 0, 4, 'four in this step');
+  h.step(SLOT + 11);
+  t.same(h.ops(), ['attempt-results', 'attempt-results'], 'the other two at the next');
+  t.ok([...h.sm.runs.values()].every((r) => r.status === 'SUCCEEDED'));
+  h.resultMax = 0;
+  t.same(h.step(SLOT + 12).proposals, [], 'nothing held: nothing to propose');
   t.end();
 });

@@ -43,6 +43,22 @@ function startWriters(cluster: ProcCluster, n: number, prefix: string): Writers 
   };
 }
 
+/** Eight writers until at least `count` puts were acknowledged; then stopped. */
+async function writeAcked(
+  cluster: ProcCluster,
+  prefix: string,
+  count: number,
+): Promise<ReadonlyMap<string, string>> {
+  const writers = startWriters(cluster, 8, prefix);
+  await eventually(() => {
+    if (writers.acked.size < count)
+      return Promise.reject(new Error(`only ${writers.acked.size} writes`));
+    return Promise.resolve();
+  }, 60_000);
+  await writers.stop();
+  return writers.acked;
+}
+
 /** Every acknowledged key is present with its value when read through `node`. */
 async function assertAllPresent(
   t: Test,
@@ -112,13 +128,7 @@ t.test('a follower kept down past compaction catches up by snapshot', async (t) 
   const cluster = await withCluster(t, { groups: 4, extraArgs: ['--snapshot-entries', '50'] });
   const down = cluster.node('n3');
   await down.kill9();
-  const writers = startWriters(cluster, 8, 'c');
-  await eventually(() => {
-    if (writers.acked.size < 1200)
-      return Promise.reject(new Error(`only ${writers.acked.size} writes`));
-    return Promise.resolve();
-  }, 60_000);
-  await writers.stop();
+  const acked = await writeAcked(cluster, 'c', 1200);
   down.start();
   await cluster.waitReady(30_000);
   const st = await eventually(async () => {
@@ -127,7 +137,7 @@ t.test('a follower kept down past compaction catches up by snapshot', async (t) 
     return s;
   }, 30_000);
   t.ok(st.snapshotsInstalled > 0, `n3 installed ${st.snapshotsInstalled} snapshots`);
-  await assertAllPresent(t, down, writers.acked);
+  await assertAllPresent(t, down, acked);
 });
 
 t.test('with no log tail in memory, a follower kept down catches up from disk', async (t) => {
@@ -137,22 +147,16 @@ t.test('with no log tail in memory, a follower kept down catches up from disk', 
   const cluster = await withCluster(t, { groups: 4, extraArgs: ['--log-tail-bytes', '0'] });
   const down = cluster.node('n3');
   await down.kill9();
-  const writers = startWriters(cluster, 8, 'd');
-  await eventually(() => {
-    if (writers.acked.size < 1200)
-      return Promise.reject(new Error(`only ${writers.acked.size} writes`));
-    return Promise.resolve();
-  }, 60_000);
-  await writers.stop();
+  const acked = await writeAcked(cluster, 'd', 1200);
   down.start();
   await cluster.waitReady(30_000);
-  await assertAllPresent(t, down, writers.acked);
+  await assertAllPresent(t, down, acked);
   const st = await down.status();
   t.equal(st.snapshotsInstalled, 0, 'n3 caught up by entries, not by a snapshot');
   await Promise.all(cluster.nodes.map((n) => n.kill9()));
   cluster.startAll();
   await cluster.waitReady(60_000);
-  for (const n of cluster.nodes) await assertAllPresent(t, n, writers.acked);
+  for (const n of cluster.nodes) await assertAllPresent(t, n, acked);
 });
 
 t.test('SIGTERM hands leaderships over and exits 0', async (t) => {

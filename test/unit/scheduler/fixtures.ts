@@ -154,3 +154,19 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
   }
   return out;
 }
+
+/**
+ * The naive oracle the due-time structures are checked against (timing wheel, planning index):
+ * a map of key → due time, scanned and sorted on every advance.
+ */
+export class DueOracle {
+  readonly due = new Map<string, number>();
+  advance(now: number): { key: string; dueMs: number }[] {
+    const out = [...this.due.entries()]
+      .filter(([, d]) => d <= now)
+      .map(([key, dueMs]) => ({ key, dueMs }))
+      .sort((a, b) => a.dueMs - b.dueMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    for (const it of out) this.due.delete(it.key);
+    return out;
+  }
+}

@@ -9,6 +9,7 @@ import { SeededRand } from '../../../src/base/rand.js';
 import { JobTable } from '../../../src/scheduler/job-table.js';
 import { PlanningIndex } from '../../../src/scheduler/planning-index.js';
 import { Retained } from '../../../src/scheduler/retained.js';
+import { DueOracle as Oracle } from './fixtures.js';
 
 const T = Date.UTC(2026, 2, 1);
 const LOOK = 3000;
@@ -18,18 +19,6 @@ const spec = new Retained().spec(
     T,
   ).spec,
 );
-
-class Oracle {
-  readonly due = new Map<string, number>();
-  advance(now: number): { key: string; dueMs: number }[] {
-    const out = [...this.due.entries()]
-      .filter(([, d]) => d <= now)
-      .map(([key, dueMs]) => ({ key, dueMs }))
-      .sort((a, b) => a.dueMs - b.dueMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    for (const it of out) this.due.delete(it.key);
-    return out;
-  }
-}
 
 t.test('matches the oracle on seeded random operations', (t) => {
   let mismatches = 0;

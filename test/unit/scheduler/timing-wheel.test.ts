@@ -4,18 +4,7 @@
 import t from 'tap';
 import { SeededRand } from '../../../src/base/rand.js';
 import { TimingWheel } from '../../../src/scheduler/timing-wheel.js';
-
-class Oracle {
-  readonly due = new Map<string, number>();
-  advance(now: number): { key: string; dueMs: number }[] {
-    const out = [...this.due.entries()]
-      .filter(([, d]) => d <= now)
-      .map(([key, dueMs]) => ({ key, dueMs }))
-      .sort((a, b) => a.dueMs - b.dueMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    for (const it of out) this.due.delete(it.key);
-    return out;
-  }
-}
+import { DueOracle as Oracle } from './fixtures.js';
 
 t.test('matches the oracle on seeded random operations', (t) => {
   let mismatches = 0;

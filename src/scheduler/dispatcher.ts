@@ -89,6 +89,11 @@ export interface DispatcherOptions {
   readonly resultHoldMs?: number;
   /** Resolution of the wheels. @default 10 */
   readonly tickMs?: number;
+  /**
+   * Offsets this group's scans of the job table for the planning index (PlanningIndex
+   * scanPhaseMs), so that the groups of a node do not all scan in the same step. @default 0
+   */
+  readonly planningScanPhaseMs?: number;
   /** Where the wheels start (the runtime's clock when the replica is created). */
   readonly startMs: number;
   /**
@@ -218,6 +223,9 @@ export class GroupDispatcher {
         lookAheadMs: this.lookAheadMs,
         startMs: options.startMs,
         tickMs: options.tickMs ?? 10,
+        ...(options.planningScanPhaseMs !== undefined && {
+          scanPhaseMs: options.planningScanPhaseMs,
+        }),
       },
       sm.jobs,
     );

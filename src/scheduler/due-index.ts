@@ -18,6 +18,8 @@ export interface DueIndexOptions {
   /** Time the wheels start at (the runtime's clock when the replica is created). */
   readonly startMs: number;
   readonly tickMs?: number;
+  /** PlanningIndexOptions.scanPhaseMs. */
+  readonly scanPhaseMs?: number;
 }
 
 export class DueIndex {
@@ -30,7 +32,14 @@ export class DueIndex {
     jobs: JobTable,
   ) {
     const wheel = { startMs: options.startMs, tickMs: options.tickMs ?? 10 };
-    this.planning = new PlanningIndex({ ...wheel, lookAheadMs: options.lookAheadMs }, jobs);
+    this.planning = new PlanningIndex(
+      {
+        ...wheel,
+        lookAheadMs: options.lookAheadMs,
+        ...(options.scanPhaseMs !== undefined && { scanPhaseMs: options.scanPhaseMs }),
+      },
+      jobs,
+    );
     this.dispatch = new TimingWheel(wheel);
   }
 

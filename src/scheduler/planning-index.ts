@@ -19,6 +19,11 @@ export interface PlanningIndexOptions {
   readonly startMs: number;
   readonly tickMs?: number;
   readonly bucketCount?: number;
+  /**
+   * How much shorter the first scan's window is (0 up to half the horizon): groups of one node
+   * given different phases scan at different times rather than all in the same step. @default 0
+   */
+  readonly scanPhaseMs?: number;
 }
 
 export class PlanningIndex {
@@ -27,6 +32,8 @@ export class PlanningIndex {
   private readonly spanMs: number;
   /** Jobs due before this are in the wheel; from it on, in the column until a scan. */
   private scannedToMs: number;
+  /** Taken off the first scan's window only (see scanPhaseMs). */
+  private phaseMs: number;
 
   constructor(
     options: PlanningIndexOptions,
@@ -40,6 +47,11 @@ export class PlanningIndex {
     this.lookAheadMs = options.lookAheadMs;
     this.spanMs = this.wheel.tickMs * this.wheel.bucketCount;
     this.scannedToMs = Math.floor(options.startMs / this.wheel.tickMs) * this.wheel.tickMs;
+    const phase = options.scanPhaseMs ?? 0;
+    this.phaseMs = Math.max(
+      0,
+      Math.min(this.spanMs / 2, Math.floor(phase / this.wheel.tickMs) * this.wheel.tickMs),
+    );
   }
 
   /** Jobs with a next slot (those the leader took out to plan included). */
@@ -83,7 +95,11 @@ export class PlanningIndex {
   /** Every job due at or before `nowMs`, in (due, id) order, handed out once each. */
   advance(nowMs: number): { key: string; dueMs: number }[] {
     if (nowMs + this.spanMs / 2 >= this.scannedToMs) {
-      const toMs = Math.floor(nowMs / this.wheel.tickMs) * this.wheel.tickMs + this.spanMs;
+      const toMs = Math.max(
+        this.scannedToMs,
+        Math.floor(nowMs / this.wheel.tickMs) * this.wheel.tickMs + this.spanMs - this.phaseMs,
+      );
+      this.phaseMs = 0;
       const look = this.lookAheadMs;
       this.jobs.scanNextFire(this.scannedToMs + look, toMs + look, (id, next) =>
         this.wheel.schedule(id, next - look),

@@ -109,6 +109,12 @@ export const DELIVERY_QUEUE_TARGET = 512;
  */
 export const RESULTS_PER_STEP = 1024;
 
+/**
+ * Between the planning-index scans of consecutive group ids (a prime number of ms, so that the
+ * phases of a node's groups, taken modulo 20 s, spread instead of repeating).
+ */
+const PLANNING_SCAN_PHASE_STEP_MS = 1_291;
+
 export class SchedulerRuntime {
   private readonly groups = new Map<number, GroupRuntime>();
   /** The groups in the order stepAll() visits them; it starts one further at each step. */
@@ -128,6 +134,8 @@ export class SchedulerRuntime {
     const rand = this.opts.rand;
     const dispatcher = new GroupDispatcher(sm.scheduler, {
       ...this.opts.dispatcher,
+      // The groups' scans of their job tables for the planning index spread over ~20 s.
+      planningScanPhaseMs: (groupId * PLANNING_SCAN_PHASE_STEP_MS) % 20_000,
       startMs: clock.nowMs(),
       retryAt: (job, attempt, slotMs, nowMs, retryAfterMs) =>
         planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),

@@ -28,8 +28,12 @@ t.test('matches the oracle on seeded random operations', (t) => {
     const tickMs = 1 + r.int(20);
     const bucketCount = 2 + r.int(64);
     const jobs = new JobTable();
-    const idx = new PlanningIndex({ lookAheadMs: LOOK, startMs: start, tickMs, bucketCount }, jobs);
     const horizon = tickMs * bucketCount;
+    const scanPhaseMs = r.int(horizon);
+    const idx = new PlanningIndex(
+      { lookAheadMs: LOOK, startMs: start, tickMs, bucketCount, scanPhaseMs },
+      jobs,
+    );
     const oracle = new Oracle();
     let now = start;
     const report = (what: string, got: unknown, want: unknown): void => {

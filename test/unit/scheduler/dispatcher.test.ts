@@ -628,13 +628,19 @@ t.test('overdue slots are settled before an update, a pause, a resume or a delet
   t.end();
 });
 
+/** A leader holding results up to 500 ms, with `jobs` one-off jobs handed out at their slot. */
+function heldAtSlot(jobs: number): Harness {
+  const h = new Harness({ resultHoldMs: 500 });
+  for (let i = 0; i < jobs; i++) h.create(`j${i}`, SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  return h;
+}
+
 // During a spike the leader holds attempt results back while deliveries wait (resultHoldMs), so
 // that they reach the log as a few large entries instead of competing with the sends.
 t.test('results held while deliveries wait go to the log together', (t) => {
-  const h = new Harness({ resultHoldMs: 500 });
-  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
-  h.step(SLOT - 2_000);
-  h.step(SLOT);
+  const h = heldAtSlot(6);
   t.equal(h.delivered.length, 6);
   h.holdResults = true;
   for (const o of h.delivered) h.succeed(o, SLOT + 10);
@@ -731,10 +737,7 @@ t.test(
 );
 
 t.test('a step proposes at most the results the runtime allows; the rest follow', (t) => {
-  const h = new Harness({ resultHoldMs: 500 });
-  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
-  h.step(SLOT - 2_000);
-  h.step(SLOT);
+  const h = heldAtSlot(6);
   for (const o of h.delivered) h.succeed(o, SLOT + 10);
   h.proposed.length = 0;
   h.resultMax = 4;

@@ -106,7 +106,7 @@ export class Router {
           );
         return await this.forward<T>(address, method, request, ctx, groupId);
       } catch (err) {
-        if (last || ctx.forwarded || !retryable(err)) throw err;
+        if (last || ctx.forwarded || !retryable(err)) throw asRelayed(err, groupId);
         if (codeOf(err) === 'ROUTE_STALE' && this.node.host.groups.has(META_GROUP_ID))
           await this.node.host.read(META_GROUP_ID).catch(() => undefined);
         await sleep(Math.min(RETRY_PAUSE_MS, Math.max(0, ctx.deadlineMs - Date.now())));
@@ -208,6 +208,21 @@ export class Router {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }
+}
+
+/**
+ * What the caller is told when forwarding failed. A leader's node that did not answer (its
+ * connection refused or dropped) becomes GROUP_NO_LEADER: relayed as it came, gRPC's "no
+ * connection established" would tell the caller that its own request never left, when an
+ * earlier attempt may have reached the leader and been applied (a leader killed mid-call).
+ */
+export function asRelayed(err: unknown, groupId: number): unknown {
+  if (isServiceError(err) && err.code === grpc.status.UNAVAILABLE && codeOf(err) === undefined)
+    return new GroupUnavailableError(
+      groupId,
+      "its leader's node did not answer; a request forwarded to it may have been applied",
+    );
+  return err;
 }
 
 /** The leader a forwarded call's "not the leader" answer names. */

@@ -17,7 +17,7 @@
  * matching wall time, so its cost depends on the number of segments crossed (two a year in DST
  * zones), never on the number of minutes.
  */
-import { assert, assertNever } from '../base/assert.js';
+import { assertionFailed, assertNever } from '../base/assert.js';
 import { DAY_MS, HOUR_MS, SECOND_MS } from './civil.js';
 import { nextMatchingWallMs } from './cron-table.js';
 import type { CronSchedule, IntervalSchedule, Schedule } from './parse.js';
@@ -58,7 +58,31 @@ function isDstLikeOverlap(deltaMs: number): boolean {
   return deltaMs < 0 && -deltaMs <= DST_LIKE_CHANGE_MS_MAX;
 }
 
+/**
+ * The last answer found per compiled cron schedule. A schedule is a fixed set of slots, so when
+ * nextFire(a) = s, every t in [a, s) has the answer s too: jobs sharing a compiled schedule
+ * (a bulk registration's first slots, thousands of jobs due at the same :00) ask that question
+ * again and again. Only found slots are kept: "none within the horizon" depends on where the
+ * search starts. A cache of the set's own function, so it never changes an answer.
+ */
+const lastAnswers = new WeakMap<CronSchedule, { afterMs: number; slotMs: number }>();
+
 function nextCronFire(schedule: CronSchedule, afterMs: number): number | undefined {
+  const last = lastAnswers.get(schedule);
+  if (last !== undefined && afterMs >= last.afterMs && afterMs < last.slotMs) return last.slotMs;
+  const slotMs = searchCronFire(schedule, afterMs);
+  if (slotMs !== undefined) {
+    if (last === undefined) lastAnswers.set(schedule, { afterMs, slotMs });
+    else {
+      last.afterMs = afterMs;
+      last.slotMs = slotMs;
+    }
+  }
+  return slotMs;
+}
+
+/** nextFire of a cron schedule without the cache of last answers (exported for its test). */
+export function searchCronFire(schedule: CronSchedule, afterMs: number): number | undefined {
   // Cron slots fall on whole seconds: start at the first whole second strictly after afterMs.
   let cursorMs = Math.max(Math.floor(afterMs / SECOND_MS) * SECOND_MS + SECOND_MS, SLOT_MS_MIN);
   const horizonMs = Math.min(cursorMs + SEARCH_HORIZON_MS, SLOT_MS_MAX);
@@ -106,7 +130,8 @@ function nextIntervalFire(schedule: IntervalSchedule, afterMs: number): number |
 
 /** The smallest slot of `schedule` strictly after `afterMs` (UTC ms), or undefined if none. */
 export function nextFire(schedule: Schedule, afterMs: number): number | undefined {
-  assert(Number.isFinite(afterMs), `afterMs must be a finite number of UTC ms, got ${afterMs}`);
+  if (!Number.isFinite(afterMs))
+    assertionFailed(`afterMs must be a finite number of UTC ms, got ${afterMs}`);
   switch (schedule.kind) {
     case 'cron':
       return nextCronFire(schedule, afterMs);
@@ -121,7 +146,8 @@ export function nextFire(schedule: Schedule, afterMs: number): number | undefine
 
 /** The `count` smallest slots strictly after `afterMs`, ascending (fewer when the set ends). */
 export function nextFires(schedule: Schedule, afterMs: number, count: number): number[] {
-  assert(Number.isSafeInteger(count) && count >= 0, `count must be a whole number, got ${count}`);
+  if (!(Number.isSafeInteger(count) && count >= 0))
+    assertionFailed(`count must be a whole number, got ${count}`);
   const slots: number[] = [];
   let cursorMs = afterMs;
   while (slots.length < count) {

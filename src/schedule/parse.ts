@@ -377,19 +377,30 @@ export const SCHEDULE_CACHE_MAX = 4096;
  * Compiled cron and `at` schedules by zone and text. They depend on nothing else, are frozen and
  * are never written to, so jobs that share a schedule (bulk registration, the dispatcher's copy)
  * share one compiled value and skip the parse. Intervals depend on their anchor: not cached.
- * Full, it drops its oldest entry: a bound, not a policy.
+ * Full, it starts again empty: a bound, not a policy.
  */
-const compiled = new Map<string, ParseScheduleResult & { ok: true }>();
+const compiled = new Map<string, Map<string, ParseScheduleResult & { ok: true }>>();
+let compiledCount = 0;
 
 /** Parses and compiles; never throws on bad input (see parseSchedule for the throwing form). */
 export function tryParseSchedule(text: string, options: ParseScheduleOptions): ParseScheduleResult {
-  const key = `${options.timezone}\u0000${text}`;
-  const hit = compiled.get(key);
+  // By zone, then by text: no key string is built per call (bulk registration asks per job).
+  let byText = compiled.get(options.timezone);
+  const hit = byText?.get(text);
   if (hit !== undefined) return hit;
   const result = parseUncached(text, options);
   if (result.ok && result.schedule.kind !== 'interval') {
-    if (compiled.size >= SCHEDULE_CACHE_MAX) compiled.delete(compiled.keys().next().value!);
-    compiled.set(key, Object.freeze(result));
+    if (compiledCount >= SCHEDULE_CACHE_MAX) {
+      compiled.clear();
+      compiledCount = 0;
+      byText = undefined;
+    }
+    if (byText === undefined) {
+      byText = new Map<string, ParseScheduleResult & { ok: true }>();
+      compiled.set(options.timezone, byText);
+    }
+    byText.set(text, Object.freeze(result));
+    compiledCount++;
   }
   return result;
 }

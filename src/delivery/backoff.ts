@@ -9,7 +9,7 @@
  * outage, the retries of thousands of runs that failed together spread evenly over the window
  * instead of arriving as a second spike.
  */
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import type { FieldViolation } from '../base/errors.js';
 import type { Rand } from '../base/rand.js';
 import type { RetryPolicy } from '../scheduler/model.js';
@@ -19,7 +19,8 @@ import type { RetryPolicy } from '../scheduler/model.js';
  * min(maxBackoffMs, initialBackoffMs × multiplier^(attempt − 1)), floored to whole ms.
  */
 export function backoffCeilingMs(policy: RetryPolicy, attempt: number): number {
-  assert(Number.isSafeInteger(attempt) && attempt >= 1, `attempt must be ≥ 1, got ${attempt}`);
+  if (!(Number.isSafeInteger(attempt) && attempt >= 1))
+    assertionFailed(`attempt must be ≥ 1, got ${attempt}`);
   // The power overflows to Infinity for large attempts, which min() then caps.
   const grown = policy.initialBackoffMs * Math.pow(policy.multiplier, attempt - 1);
   return Math.floor(Math.min(policy.maxBackoffMs, grown));
@@ -53,15 +54,12 @@ export function planRetry(
   retryAfterMs: number | undefined,
   rand: Rand,
 ): number | undefined {
-  assert(
-    validateRetryPolicy(policy).length === 0,
-    `invalid retry policy ${JSON.stringify(policy)}`,
-  );
-  assert(Number.isSafeInteger(attempt) && attempt >= 1, `attempt must be ≥ 1, got ${attempt}`);
-  assert(
-    retryAfterMs === undefined || (Number.isFinite(retryAfterMs) && retryAfterMs >= 0),
-    `retryAfterMs must be a finite number ≥ 0, got ${retryAfterMs}`,
-  );
+  if (validateRetryPolicy(policy).length !== 0)
+    assertionFailed(`invalid retry policy ${JSON.stringify(policy)}`);
+  if (!(Number.isSafeInteger(attempt) && attempt >= 1))
+    assertionFailed(`attempt must be ≥ 1, got ${attempt}`);
+  if (!(retryAfterMs === undefined || (Number.isFinite(retryAfterMs) && retryAfterMs >= 0)))
+    assertionFailed(`retryAfterMs must be a finite number ≥ 0, got ${retryAfterMs}`);
   if (attempt >= policy.maxAttempts) return undefined;
   const deadlineMs = slotMs + policy.maxAgeMs;
   if (nowMs > deadlineMs) return undefined;

@@ -26,7 +26,7 @@
  * Reaching or leaving a cap moves the affected lanes or levels in or out of the rings, in time
  * linear in the lanes of that origin (or levels of that tenant).
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { MinHeap } from '../base/min-heap.js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { INVALID_OPTIONS } from './errors.js';
@@ -163,18 +163,18 @@ export class FairQueue<T extends FairItem> {
 
   /** Queues an item, or says why not; a full queue is back-pressure, never growth. */
   push(item: T): PushResult {
-    assert(
+    if (!(
       Number.isSafeInteger(item.priority) &&
-        item.priority >= 0 &&
-        item.priority < this.options.priorityCount,
-      `priority must be an integer in [0, ${this.options.priorityCount}), got ${item.priority}`,
-    );
+      item.priority >= 0 &&
+      item.priority < this.options.priorityCount
+    ))
+      assertionFailed(
+        `priority must be an integer in [0, ${this.options.priorityCount}), got ${item.priority}`,
+      );
     assert(!this.states.has(item), 'item pushed twice (each push needs its own object)');
     const weight = item.weight ?? 1;
-    assert(
-      Number.isSafeInteger(weight) && weight >= 1 && weight <= WEIGHT_MAX,
-      `weight must be an integer in [1, ${WEIGHT_MAX}], got ${weight}`,
-    );
+    if (!(Number.isSafeInteger(weight) && weight >= 1 && weight <= WEIGHT_MAX))
+      assertionFailed(`weight must be an integer in [1, ${WEIGHT_MAX}], got ${weight}`);
     if (this.queued >= this.options.queuedMax) return 'full';
     const tenant = this.tenantState(item.tenant);
     tenant.weight = weight;

@@ -12,7 +12,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { DeliveryError, INVALID_OPTIONS } from './errors.js';
@@ -138,7 +138,7 @@ class PoolLease implements OriginLease {
   }
 
   release(): void {
-    assert(!this.isReleased, `origin lease for ${this.entry.origin} released twice`);
+    if (!!this.isReleased) assertionFailed(`origin lease for ${this.entry.origin} released twice`);
     this.isReleased = true;
     this.pools.released(this.entry);
   }
@@ -282,7 +282,8 @@ export class OriginPools {
   }
 
   private retire(entry: Entry): void {
-    assert(entry.inflightCount === 0 || this.isClosed, `retiring busy pool ${entry.origin}`);
+    if (!(entry.inflightCount === 0 || this.isClosed))
+      assertionFailed(`retiring busy pool ${entry.origin}`);
     this.entries.delete(entry.origin);
     if (!this.isClosed) this.retiredCount++;
     const closed: Promise<void> = entry.pool

@@ -8,7 +8,7 @@
  * decoded once into SigningKeys; a tenant's keys are reused for every attempt.
  */
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { INVALID_SECRET } from './errors.js';
 
@@ -94,10 +94,8 @@ function signOne(key: KeyObject, content: SignedContent, timestamp: string): str
 
 /** The `webhook-signature` value: `v1,<sig>` per key, space-separated. */
 export function signWebhook(content: SignedContent, signing: SigningKeys): string {
-  assert(
-    Number.isSafeInteger(content.timestampSec) && content.timestampSec >= 0,
-    `timestampSec must be whole seconds ≥ 0, got ${content.timestampSec}`,
-  );
+  if (!(Number.isSafeInteger(content.timestampSec) && content.timestampSec >= 0))
+    assertionFailed(`timestampSec must be whole seconds ≥ 0, got ${content.timestampSec}`);
   const timestamp = String(content.timestampSec);
   const [first, second] = signing.keys;
   assert(first !== undefined, 'signing keys are never empty');

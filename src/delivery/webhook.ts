@@ -13,7 +13,7 @@
  * the job's own headers, which may not use any of these names.
  */
 import type { Dispatcher } from 'undici';
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import type { FieldViolation } from '../base/errors.js';
 import { formatInstant } from '../schedule/civil.js';
@@ -263,7 +263,8 @@ export function buildWebhookRequest(
   attempt: WebhookAttempt,
 ): { ok: true; request: WebhookRequest } | { ok: false; violations: FieldViolation[] } {
   const { job } = attempt;
-  assert(Number.isSafeInteger(attempt.slotMs), `slotMs must be an integer, got ${attempt.slotMs}`);
+  if (!Number.isSafeInteger(attempt.slotMs))
+    assertionFailed(`slotMs must be an integer, got ${attempt.slotMs}`);
   assert(Number.isSafeInteger(attempt.attempt) && attempt.attempt >= 1, 'attempt must be ≥ 1');
   assert(Number.isSafeInteger(attempt.token) && attempt.token >= 0, 'token must be ≥ 0');
   const { violations, url, payload } = checkWebhookJobOnce(job);

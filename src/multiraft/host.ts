@@ -7,7 +7,7 @@
  * has grown past its bound. While a turn awaits the disk, inbound work only queues, so no
  * replica is stepped between its ready() and advance() (the persist-before-send contract).
  */
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import type { Clock } from '../base/clock.js';
 import type { SeededRand } from '../base/rand.js';
 import type { CompiledRaftConfig } from '../raft/config.js';
@@ -138,7 +138,7 @@ export class MultiRaftHost {
 
   private attach(groupId: number): GroupReplica {
     const log = this.opts.store.group(groupId);
-    assert(log !== undefined, `group ${groupId} has no storage`);
+    if (log === undefined) assertionFailed(`group ${groupId} has no storage`);
     const g = new GroupReplica(
       groupId,
       this.nodeId,
@@ -364,10 +364,8 @@ export class MultiRaftHost {
     if (this.groups.has(s.groupId)) return;
     const store = this.opts.store;
     const cs = parent.node.raft.confState;
-    assert(
-      cs.votersOutgoing.length === 0,
-      `group ${parent.groupId} split while its configuration is joint`,
-    );
+    if (cs.votersOutgoing.length !== 0)
+      assertionFailed(`group ${parent.groupId} split while its configuration is joint`);
     if (store.group(s.groupId) === undefined) await store.createGroup(s.groupId, undefined);
     if (store.group(s.groupId)!.lastIndex() < s.index) {
       const snapshot: Snapshot = {
@@ -437,7 +435,8 @@ export class MultiRaftHost {
       if (!due) continue;
       const index = g.appliedIndex;
       const term = g.log.term(index) ?? g.node.raft.log.term(index);
-      assert(term !== undefined, `group ${g.groupId}: no term for applied index ${index}`);
+      if (term === undefined)
+        assertionFailed(`group ${g.groupId}: no term for applied index ${index}`);
       const snapshot: Snapshot = {
         meta: { index, term, confState: g.node.raft.confState },
         data: g.stateMachine.snapshot(),

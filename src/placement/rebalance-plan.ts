@@ -15,7 +15,7 @@
  * and at most one per group; a wave starts when the previous one is done. Ties are broken by
  * node id and group id, so the same layout always gives the same plan on every node.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import type { NodeId } from '../raft/messages.js';
 
 export interface PlanMember {
@@ -87,7 +87,8 @@ export function planRebalance(input: RebalanceInput): RebalancePlan {
   const groups: SimGroup[] = [...input.groups]
     .sort((a, b) => a.id - b.id)
     .map((g) => {
-      assert(new Set(g.replicas).size === g.replicas.length, `group ${g.id} repeats a replica`);
+      if (new Set(g.replicas).size !== g.replicas.length)
+        assertionFailed(`group ${g.id} repeats a replica`);
       return { id: g.id, replicas: [...g.replicas], leader: g.leader };
     });
   const sim = new Layout(active, groups);
@@ -224,9 +225,10 @@ class Layout {
   }
 
   move(g: SimGroup, from: NodeId, to: NodeId): void {
-    assert(this.isActive(to), `move target ${to} is not an active node`);
-    assert(!g.replicas.includes(to), `group ${g.id} already has a replica on ${to}`);
-    assert(from === '' || g.replicas.includes(from), `group ${g.id} has no replica on ${from}`);
+    if (!this.isActive(to)) assertionFailed(`move target ${to} is not an active node`);
+    if (!!g.replicas.includes(to)) assertionFailed(`group ${g.id} already has a replica on ${to}`);
+    if (!(from === '' || g.replicas.includes(from)))
+      assertionFailed(`group ${g.id} has no replica on ${from}`);
     g.replicas.push(to);
     this.bump(this.replicas, to, 1);
     if (from === '') return;

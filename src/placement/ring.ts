@@ -2,7 +2,7 @@
  * The hash ring: contiguous ranges of the 32-bit space, each owned by one group. Ranges are
  * half-open [start, end) with end up to 2^32, so that together they cover the ring exactly.
  */
-import { assert, assertionFailed } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 
 export const RING_SIZE = 2 ** 32;
 
@@ -14,7 +14,8 @@ export interface RingRange {
 
 /** Splits the ring into `count` near-equal ranges for groups firstGroupId, firstGroupId+1, … */
 export function splitRing(count: number, firstGroupId: number): RingRange[] {
-  assert(Number.isSafeInteger(count) && count >= 1, `group count must be >= 1, got ${count}`);
+  if (!(Number.isSafeInteger(count) && count >= 1))
+    assertionFailed(`group count must be >= 1, got ${count}`);
   const out: RingRange[] = [];
   for (let i = 0; i < count; i++) {
     out.push({

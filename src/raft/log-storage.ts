@@ -6,7 +6,7 @@
  * Invariant: the log held by storage is [firstIndex, lastIndex]; the entry at firstIndex - 1 is
  * the last one covered by the snapshot, and term(firstIndex - 1) answers with its term.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { bootstrapEntries, bootstrapHardState } from './bootstrap.js';
 import {
   EMPTY_CONF_STATE,
@@ -92,7 +92,8 @@ export class MemoryLogStorage implements LogStorage {
 
   entries(lo: number, hi: number, maxBytes: number): Entry[] | undefined {
     if (lo <= this.offset) return undefined;
-    assert(hi <= this.lastIndex() + 1, `entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
+    if (!(hi <= this.lastIndex() + 1))
+      assertionFailed(`entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
     return takeWithinBytes(this.ents, lo - this.offset, hi - this.offset, maxBytes);
   }
 
@@ -112,11 +113,10 @@ export class MemoryLogStorage implements LogStorage {
   append(entries: readonly Entry[]): void {
     if (entries.length === 0) return;
     const first = entries[0]!.index;
-    assert(first > this.offset, `append at ${first} at or below the snapshot ${this.offset}`);
-    assert(
-      first <= this.lastIndex() + 1,
-      `append at ${first} leaves a gap after ${this.lastIndex()}`,
-    );
+    if (!(first > this.offset))
+      assertionFailed(`append at ${first} at or below the snapshot ${this.offset}`);
+    if (!(first <= this.lastIndex() + 1))
+      assertionFailed(`append at ${first} leaves a gap after ${this.lastIndex()}`);
     this.ents.length = first - this.offset;
     for (const e of entries) this.ents.push(e);
   }
@@ -132,10 +132,8 @@ export class MemoryLogStorage implements LogStorage {
 
   /** Records a snapshot of the state machine at `index` (which must be applied) and compacts. */
   createSnapshot(index: number, confState: ConfState, data: Uint8Array): Snapshot {
-    assert(
-      index > this.offset && index <= this.lastIndex(),
-      `snapshot index ${index} out of range`,
-    );
+    if (!(index > this.offset && index <= this.lastIndex()))
+      assertionFailed(`snapshot index ${index} out of range`);
     const term = this.term(index)!;
     this.snap = { meta: { index, term, confState }, data };
     this.compact(index);
@@ -145,7 +143,8 @@ export class MemoryLogStorage implements LogStorage {
   /** Drops entries before `index`; the entry at `index` becomes the dummy. */
   compact(index: number): void {
     if (index <= this.offset) return;
-    assert(index <= this.lastIndex(), `compact ${index} past last index ${this.lastIndex()}`);
+    if (!(index <= this.lastIndex()))
+      assertionFailed(`compact ${index} past last index ${this.lastIndex()}`);
     const e = this.ents[index - this.offset]!;
     this.ents = [
       { term: e.term, index: e.index, type: 'normal', data: new Uint8Array() },

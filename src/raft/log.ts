@@ -92,10 +92,8 @@ export class RaftLog {
     const lastNew = index + entries.length;
     const conflict = this.findConflict(entries);
     if (conflict !== 0) {
-      assert(
-        conflict > this.committed,
-        `entry ${conflict} conflicts with committed ${this.committed}`,
-      );
+      if (!(conflict > this.committed))
+        assertionFailed(`entry ${conflict} conflicts with committed ${this.committed}`);
       this.append(entries.slice(conflict - (index + 1)));
     }
     this.commitTo(Math.min(commit, lastNew));
@@ -127,10 +125,8 @@ export class RaftLog {
   append(entries: readonly Entry[]): number {
     if (entries.length === 0) return this.lastIndex();
     const first = entries[0]!.index;
-    assert(
-      first - 1 >= this.committed,
-      `append at ${first} would truncate committed ${this.committed}`,
-    );
+    if (!(first - 1 >= this.committed))
+      assertionFailed(`append at ${first} would truncate committed ${this.committed}`);
     const end = this.unstableOffset + this.unstableEntries.length;
     if (first === end) {
       for (const e of entries) this.unstableEntries.push(e);
@@ -147,7 +143,8 @@ export class RaftLog {
 
   commitTo(index: number): void {
     if (index <= this.committed) return;
-    assert(index <= this.lastIndex(), `commit ${index} beyond last index ${this.lastIndex()}`);
+    if (!(index <= this.lastIndex()))
+      assertionFailed(`commit ${index} beyond last index ${this.lastIndex()}`);
     this.committed = index;
   }
 
@@ -155,7 +152,8 @@ export class RaftLog {
   slice(lo: number, hi: number, maxBytes: number): Entry[] | undefined {
     if (lo >= hi) return [];
     if (lo < this.firstIndex()) return undefined;
-    assert(hi <= this.lastIndex() + 1, `slice(${lo}, ${hi}) beyond last index ${this.lastIndex()}`);
+    if (!(hi <= this.lastIndex() + 1))
+      assertionFailed(`slice(${lo}, ${hi}) beyond last index ${this.lastIndex()}`);
     const out: Entry[] = [];
     let bytes = 0;
     const stableHi = Math.min(hi, this.unstableOffset);
@@ -184,7 +182,8 @@ export class RaftLog {
     const hi = this.committed + 1;
     if (lo >= hi) return [];
     const ents = this.slice(lo, hi, maxBytes);
-    assert(ents !== undefined, `committed entries [${lo}, ${hi}) must not be compacted`);
+    if (ents === undefined)
+      assertionFailed(`committed entries [${lo}, ${hi}) must not be compacted`);
     return ents;
   }
 

@@ -16,7 +16,7 @@
  * without waiting, with votes that ignore leases), and so does any TimeoutNow sent less than an
  * election timeout ago. Without check-quorum there is no lease.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import type { Rand } from '../base/rand.js';
 import type { CompiledRaftConfig } from './config.js';
 import {
@@ -153,10 +153,10 @@ export class Raft {
   }
 
   private loadHardState(hs: HardState): void {
-    assert(
-      hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex(),
-      `hard state commit ${hs.commit} out of [${this.log.committed}, ${this.log.lastIndex()}]`,
-    );
+    if (!(hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex()))
+      assertionFailed(
+        `hard state commit ${hs.commit} out of [${this.log.committed}, ${this.log.lastIndex()}]`,
+      );
     this.term = hs.term;
     this.vote = hs.vote;
     this.log.committed = hs.commit;
@@ -268,7 +268,8 @@ export class Raft {
   }
 
   private becomeLeader(): void {
-    assert(this.role === 'candidate', `only a candidate becomes leader (was ${this.role})`);
+    if (this.role !== 'candidate')
+      assertionFailed(`only a candidate becomes leader (was ${this.role})`);
     this.reset(this.term);
     this.role = 'leader';
     this.lead = this.id;
@@ -288,7 +289,8 @@ export class Raft {
    * cost one heartbeat, not `n`.
    */
   tick(n = 1): void {
-    assert(Number.isSafeInteger(n) && n >= 1, `tick count must be a positive integer, got ${n}`);
+    if (!(Number.isSafeInteger(n) && n >= 1))
+      assertionFailed(`tick count must be a positive integer, got ${n}`);
     if (n > 1) {
       const skipped = n - 1;
       this.ticks += skipped;
@@ -448,7 +450,7 @@ export class Raft {
   // Step: term handling in one place, then per role
 
   step(m: Message): void {
-    assert(m.to === this.id, `message for ${m.to} stepped into ${this.id}`);
+    if (m.to !== this.id) assertionFailed(`message for ${m.to} stepped into ${this.id}`);
     if (m.term > this.term) {
       if (m.type === 'vote' || m.type === 'pre-vote') {
         const force = m.context === TRANSFER_CONTEXT;
@@ -533,7 +535,7 @@ export class Raft {
       case 'app':
       case 'heartbeat':
       case 'snap':
-        assert(false, `leader ${this.id} got ${m.type} from ${m.from} in its own term ${m.term}`);
+        assertionFailed(`leader ${this.id} got ${m.type} from ${m.from} in its own term ${m.term}`);
         break;
       default:
         // Late vote responses, read-index-resp, timeout-now: nothing to do for a leader.
@@ -1098,7 +1100,8 @@ export class Raft {
     const cc = decodeConfChange(e.data);
     const next = applyConfChange(this.confState, cc);
     // Invariant: a committed change was valid against the config it follows on every replica.
-    assert(next.ok, `committed conf change at ${e.index} invalid: ${next.ok ? '' : next.reason}`);
+    if (!next.ok)
+      assertionFailed(`committed conf change at ${e.index} invalid: ${next.ok ? '' : next.reason}`);
     this.setConfState(next.confState);
     if (this.role !== 'leader') return;
     if (!this.isVoter(this.id)) {

@@ -3,7 +3,7 @@
  * step(), propose*(), readIndex(), transferLeader(); output is one Ready at a time, acknowledged
  * with advance(). See ready.ts for the order in which a Ready must be handled.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import type { Rand } from '../base/rand.js';
 import { compileRaftOptions, type CompiledRaftConfig, type RaftOptions } from './config.js';
 import type { LogStorage } from './log-storage.js';
@@ -60,7 +60,7 @@ export class RawNode {
   }
 
   private assertIdle(what: string): void {
-    assert(this.inFlight === undefined, `${what} between ready() and advance()`);
+    if (this.inFlight !== undefined) assertionFailed(`${what} between ready() and advance()`);
   }
 
   /** Advances `n` ticks (all elapsed ticks after a stall; see Raft.tick). */

@@ -4,12 +4,13 @@
  * floor of term T is T × 2^24, so one leader may authorise 2^24 attempts per job per term
  * before it would reach the next term's floor (asserted).
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 
 export const TOKENS_PER_TERM = 2 ** 24;
 
 export function termFloor(term: number): number {
-  assert(Number.isSafeInteger(term) && term >= 1, `term must be a positive integer, got ${term}`);
+  if (!(Number.isSafeInteger(term) && term >= 1))
+    assertionFailed(`term must be a positive integer, got ${term}`);
   return term * TOKENS_PER_TERM;
 }
 
@@ -17,7 +18,8 @@ export function termFloor(term: number): number {
 export function nextToken(lastToken: number, term: number): number {
   const floor = termFloor(term);
   const token = Math.max(lastToken + 1, floor);
-  assert(token < floor + TOKENS_PER_TERM, `job exhausted the tokens of term ${term}`);
+  if (!(token < floor + TOKENS_PER_TERM))
+    assertionFailed(`job exhausted the tokens of term ${term}`);
   assert(Number.isSafeInteger(token), 'fencing token beyond 2^53');
   return token;
 }

@@ -12,7 +12,7 @@
  * keeps a job across later commands (an attempt in flight, an API reply) holds what it read.
  * Only the state machine writes, through the setters.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import type { Job } from './model.js';
 import type { SharedSpec } from './retained.js';
 
@@ -405,7 +405,7 @@ export class JobTable {
 
   private rowOf(id: string): number {
     const row = this.rows.get(id);
-    assert(row !== undefined, `job ${id} is not in the table`);
+    if (row === undefined) assertionFailed(`job ${id} is not in the table`);
     return row;
   }
 

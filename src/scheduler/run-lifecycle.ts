@@ -3,7 +3,7 @@
  * machine (every replica would make it, so it would not diverge, but it would break what the
  * checkers hold the cluster to), hence an assertion.
  */
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import type { RunStatus } from './model.js';
 
 const LEGAL: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
@@ -25,5 +25,5 @@ export function canTransition(from: RunStatus, to: RunStatus): boolean {
 }
 
 export function assertTransition(from: RunStatus, to: RunStatus): void {
-  assert(canTransition(from, to), `illegal run transition ${from} → ${to}`);
+  if (!canTransition(from, to)) assertionFailed(`illegal run transition ${from} → ${to}`);
 }

@@ -7,7 +7,7 @@
  * Keys are unique: scheduling a key again moves it. advance(now) returns every key due at or
  * before `now`, ordered by due time then by key, each exactly once.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { FarIndex } from './far-index.js';
 
 interface Item {
@@ -106,7 +106,7 @@ export class TimingWheel {
   }
 
   schedule(key: string, dueMs: number): void {
-    assert(Number.isFinite(dueMs), `due time of ${key} must be finite`);
+    if (!Number.isFinite(dueMs)) assertionFailed(`due time of ${key} must be finite`);
     this.cancel(key);
     const offset = dueMs - this.baseMs;
     if (this.baseMs + offset === dueMs) this.dueOf.set(key, offset);

@@ -9,7 +9,7 @@
  * [mid, end) and keeps their state, exactly as it was at that index, as the initial snapshot
  * of the child group, which the host creates on this node (takeSpawns).
  */
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import { CODEC_VERSION, decode, encode } from '../base/codec.js';
 import type { GroupSpawn, GroupStateMachine } from '../multiraft/group-replica.js';
 import { hashShardKey } from '../placement/hash.js';
@@ -133,7 +133,7 @@ export class DataGroupStateMachine implements GroupStateMachine {
       children?: number[];
     };
     // Snapshots are written by this module only; another version is a bug or a newer build.
-    assert(s.v === 1 || s.v === 2, `unknown data group snapshot version ${s.v}`);
+    if (!(s.v === 1 || s.v === 2)) assertionFailed(`unknown data group snapshot version ${s.v}`);
     this.kv.restore(s.kv);
     this.scheduler.restore(s.scheduler);
     this.children = [...(s.children ?? [])];

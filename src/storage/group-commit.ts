@@ -12,7 +12,7 @@
  * one that holds i after its start; a compaction to i deletes the records at or below i and
  * rewrites the one that straddles i. The mirror keeps the record starts that make this possible.
  */
-import { assert, assertionFailed } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import type { Entry, HardState, Snapshot } from '../raft/messages.js';
 import { snapshotChunkCount, type GroupMirror } from './group-log.js';
 import {
@@ -146,7 +146,7 @@ function putRecords(
     starts.push(first);
     if (check && r === 0) checkRecord(groupId, value, entries, lo, hi);
   }
-  assert(at === total, `group ${groupId}: log records took ${at} bytes, not ${total}`);
+  if (at !== total) assertionFailed(`group ${groupId}: log records took ${at} bytes, not ${total}`);
   return starts;
 }
 
@@ -161,10 +161,10 @@ function checkRecord(
   const back = decodeLogRecord(record);
   let same = back.length === hi - lo;
   for (let k = 0; same && k < back.length; k++) same = sameEntry(back[k]!, entries[lo + k]!);
-  assert(
-    same,
-    `group ${groupId}: the log record from ${entries[lo]!.index} does not decode to what was encoded`,
-  );
+  if (!same)
+    assertionFailed(
+      `group ${groupId}: the log record from ${entries[lo]!.index} does not decode to what was encoded`,
+    );
 }
 
 /**
@@ -180,10 +180,10 @@ function rewriteRecord(
 ): void {
   const written = putRecords(sink, mirror.groupId, mirror.storedEntries(lo, hi), checks.entry);
   checks.entry = false;
-  assert(
-    written.length === 1 && written[0] === lo,
-    `group ${mirror.groupId}: rewriting entries ${lo}..${hi - 1} took ${written.length} records`,
-  );
+  if (!(written.length === 1 && written[0] === lo))
+    assertionFailed(
+      `group ${mirror.groupId}: rewriting entries ${lo}..${hi - 1} took ${written.length} records`,
+    );
 }
 
 /** Queues snapshot meta and data chunks, and deletes chunks of the old snapshot past the new. */
@@ -241,7 +241,8 @@ export function planGroupUpdate(
   const snap = u.snapshot;
   if (snap !== undefined) {
     const idx = snap.meta.index;
-    assert(idx >= snapIndex, `group ${g}: snapshot ${idx} is older than the stored ${snapIndex}`);
+    if (!(idx >= snapIndex))
+      assertionFailed(`group ${g}: snapshot ${idx} is older than the stored ${snapIndex}`);
     deleteRecords(sink, g, starts, 0, starts.length);
     putSnapshot(sink, mirror, snap);
     snapIndex = idx;
@@ -254,10 +255,10 @@ export function planGroupUpdate(
   let newStarts: number[] = [];
   if (entries.length > 0) {
     const first = entries[0]!.index;
-    assert(
-      first > snapIndex && first <= last + 1,
-      `group ${g}: entries from ${first} do not attach to the log (${snapIndex}, ${last}]`,
-    );
+    if (!(first > snapIndex && first <= last + 1))
+      assertionFailed(
+        `group ${g}: entries from ${first} do not attach to the log (${snapIndex}, ${last}]`,
+      );
     let prevTerm = termAt(first - 1)!;
     for (let k = 0; k < entries.length; k++) {
       const e = entries[k]!;
@@ -276,10 +277,10 @@ export function planGroupUpdate(
       prevTerm = e.term;
     }
     const newLast = first + entries.length - 1;
-    assert(
-      replaced || newLast >= Math.min(stored.commit, last),
-      `group ${g}: writing ${first}..${newLast} truncates committed entries (commit ${stored.commit})`,
-    );
+    if (!(replaced || newLast >= Math.min(stored.commit, last)))
+      assertionFailed(
+        `group ${g}: writing ${first}..${newLast} truncates committed entries (commit ${stored.commit})`,
+      );
     if (!replaced && first <= last) {
       // A conflicting tail: every record from `first` on is deleted (one that starts exactly
       // there is overwritten by the new record instead), and one that holds `first` after its
@@ -305,10 +306,8 @@ export function planGroupUpdate(
   if (hs !== undefined) putHardState(sink, g, hs, checks);
   // Invariant (checked again at open): the durable commit lies in [snapshot index, last index].
   const commit = (hs ?? stored).commit;
-  assert(
-    commit >= snapIndex && commit <= last,
-    `group ${g}: hard state commit ${commit} outside [${snapIndex}, ${last}]`,
-  );
+  if (!(commit >= snapIndex && commit <= last))
+    assertionFailed(`group ${g}: hard state commit ${commit} outside [${snapIndex}, ${last}]`);
 
   return () => {
     if (snap !== undefined) mirror.installSnapshot(snap);
@@ -348,16 +347,15 @@ export function planCompaction(
   const g = mirror.groupId;
   const idx = snap.meta.index;
   if (idx < mirror.firstIndex()) return undefined;
-  assert(idx <= mirror.lastIndex(), `group ${g}: snapshot ${idx} past last ${mirror.lastIndex()}`);
-  assert(
-    mirror.term(idx) === snap.meta.term,
-    `group ${g}: snapshot ${idx} has term ${snap.meta.term}, the log has ${mirror.term(idx)}`,
-  );
+  if (!(idx <= mirror.lastIndex()))
+    assertionFailed(`group ${g}: snapshot ${idx} past last ${mirror.lastIndex()}`);
+  if (mirror.term(idx) !== snap.meta.term)
+    assertionFailed(
+      `group ${g}: snapshot ${idx} has term ${snap.meta.term}, the log has ${mirror.term(idx)}`,
+    );
   // Only applied (hence committed) state may be snapshotted.
-  assert(
-    idx <= mirror.hardState().commit,
-    `group ${g}: snapshot ${idx} past commit ${mirror.hardState().commit}`,
-  );
+  if (!(idx <= mirror.hardState().commit))
+    assertionFailed(`group ${g}: snapshot ${idx} past commit ${mirror.hardState().commit}`);
   putSnapshot(sink, mirror, snap);
   // Records wholly at or below idx go; the last of them may hold entries past idx, which are
   // rewritten as a record from idx + 1.

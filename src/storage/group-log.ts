@@ -14,7 +14,7 @@
  * of each, ascending, the first one at firstIndex. A truncation or compaction that falls inside a
  * record has to rewrite it, and deletes name records by their first index.
  */
-import { assert } from '../base/assert.js';
+import { assert, assertionFailed } from '../base/assert.js';
 import { takeWithinBytes, type LogStorage } from '../raft/log-storage.js';
 import {
   EMPTY_CONF_STATE,
@@ -110,12 +110,12 @@ export class GroupMirror implements GroupLog {
     for (const e of this.tail) this.tailBytes += entryBytes(e);
     this.starts = state.recordStarts;
     this.hs = state.hardState;
-    assert(
-      this.tail.length === 0
+    if (
+      !(this.tail.length === 0
         ? this.starts.length === 0
-        : this.starts[0] === this.firstIndex() && this.starts.at(-1)! <= this.lastIndex(),
-      `group ${groupId}: record starts do not cover the log`,
-    );
+        : this.starts[0] === this.firstIndex() && this.starts.at(-1)! <= this.lastIndex())
+    )
+      assertionFailed(`group ${groupId}: record starts do not cover the log`);
     this.maybeEvict();
   }
 
@@ -167,7 +167,8 @@ export class GroupMirror implements GroupLog {
 
   entries(lo: number, hi: number, maxBytes: number): Entry[] | undefined {
     if (lo <= this.snapIndex) return undefined;
-    assert(hi <= this.lastIndex() + 1, `entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
+    if (!(hi <= this.lastIndex() + 1))
+      assertionFailed(`entries(${lo}, ${hi}) past last index ${this.lastIndex()}`);
     if (lo >= this.memFirst) {
       return takeWithinBytes(this.tail, lo - this.memFirst, hi - this.memFirst, maxBytes);
     }
@@ -214,10 +215,10 @@ export class GroupMirror implements GroupLog {
 
   /** The stored entries [lo, hi), which must be in the log (a record being rewritten). */
   storedEntries(lo: number, hi: number): Entry[] {
-    assert(
-      lo > this.snapIndex && hi <= this.lastIndex() + 1 && lo < hi,
-      `storedEntries(${lo}, ${hi}) outside the log (${this.snapIndex}, ${this.lastIndex()}]`,
-    );
+    if (!(lo > this.snapIndex && hi <= this.lastIndex() + 1 && lo < hi))
+      assertionFailed(
+        `storedEntries(${lo}, ${hi}) outside the log (${this.snapIndex}, ${this.lastIndex()}]`,
+      );
     const out = lo < this.memFirst ? [...this.evictedEntries(lo, Math.min(hi, this.memFirst))] : [];
     for (let i = Math.max(lo, this.memFirst); i < hi; i++) out.push(this.tail[i - this.memFirst]!);
     return out;
@@ -240,10 +241,10 @@ export class GroupMirror implements GroupLog {
         this.lastRead = record;
       }
       const end = first + record.length;
-      assert(
-        end === (this.starts[k + 1] ?? end) && end > i,
-        `group ${this.groupId}: record from ${first} holds ${record.length} entries, next starts at ${this.starts[k + 1]}`,
-      );
+      if (!(end === (this.starts[k + 1] ?? end) && end > i))
+        assertionFailed(
+          `group ${this.groupId}: record from ${first} holds ${record.length} entries, next starts at ${this.starts[k + 1]}`,
+        );
       for (; i < hi && i < end; i++) yield record[i - first]!;
       k++;
     }
@@ -268,16 +269,13 @@ export class GroupMirror implements GroupLog {
   append(entries: readonly Entry[], newStarts: readonly number[]): void {
     if (entries.length === 0) return;
     const first = entries[0]!.index;
-    assert(
-      first > this.snapIndex && first <= this.lastIndex() + 1,
-      `append at ${first} outside (${this.snapIndex}, ${this.lastIndex() + 1}]`,
-    );
+    if (!(first > this.snapIndex && first <= this.lastIndex() + 1))
+      assertionFailed(`append at ${first} outside (${this.snapIndex}, ${this.lastIndex() + 1}]`);
     // Only committed entries are evicted, and a committed entry is never replaced.
-    assert(
-      first >= this.memFirst,
-      `append at ${first} replaces evicted entries (< ${this.memFirst})`,
-    );
-    assert(newStarts[0] === first, `records of entries from ${first} start at ${newStarts[0]}`);
+    if (!(first >= this.memFirst))
+      assertionFailed(`append at ${first} replaces evicted entries (< ${this.memFirst})`);
+    if (newStarts[0] !== first)
+      assertionFailed(`records of entries from ${first} start at ${newStarts[0]}`);
     const keep = first - this.memFirst;
     for (let k = keep; k < this.tail.length; k++) this.tailBytes -= entryBytes(this.tail[k]!);
     this.tail.length = keep;
@@ -299,10 +297,8 @@ export class GroupMirror implements GroupLog {
   /** The state machine's snapshot at an index in the log: entries up to it are dropped. */
   compactTo(snap: Snapshot): void {
     const index = snap.meta.index;
-    assert(
-      index > this.snapIndex && index <= this.lastIndex(),
-      `compaction to ${index} outside (${this.snapIndex}, ${this.lastIndex()}]`,
-    );
+    if (!(index > this.snapIndex && index <= this.lastIndex()))
+      assertionFailed(`compaction to ${index} outside (${this.snapIndex}, ${this.lastIndex()}]`);
     this.snapMeta = snap.meta;
     this.snapDataBytes = snap.data.byteLength;
     this.lastRead = undefined;

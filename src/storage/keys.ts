@@ -13,7 +13,7 @@
  * numeric order, so a group's log is one contiguous key range sorted by index, and appends arrive
  * in key order (cheap compaction). Kind bytes are printable letters so that a raw dump of the database is readable.
  */
-import { assert, assertionFailed } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 
 export type GroupKeyKind = 'group' | 'hard-state' | 'log' | 'snapshot-meta' | 'snapshot-chunk';
 export type KeyKind = 'format' | GroupKeyKind;
@@ -105,10 +105,8 @@ export function snapshotMetaKey(groupId: number): Uint8Array {
 }
 
 export function snapshotChunkKey(groupId: number, chunk: number): Uint8Array {
-  assert(
-    Number.isInteger(chunk) && chunk >= 0 && chunk < TWO_POW_32,
-    `snapshot chunk ${chunk} is not a u32`,
-  );
+  if (!(Number.isInteger(chunk) && chunk >= 0 && chunk < TWO_POW_32))
+    assertionFailed(`snapshot chunk ${chunk} is not a u32`);
   const key = prefixed('snapshot-chunk', groupId, CHUNK_KEY_BYTES);
   writeU32(key, PREFIX_BYTES, chunk);
   return key;

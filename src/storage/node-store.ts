@@ -14,7 +14,7 @@
  * with the same STORAGE_IO error, and the node is expected to exit (errors.ts).
  */
 import { ClassicLevel, type ChainedBatch } from 'classic-level';
-import { AssertionError, assert } from '../base/assert.js';
+import { AssertionError, assertionFailed } from '../base/assert.js';
 import { bootstrapEntries, bootstrapHardState } from '../raft/bootstrap.js';
 import type { NodeId, Snapshot } from '../raft/messages.js';
 import { StorageError } from './errors.js';
@@ -153,10 +153,8 @@ export class NodeStore {
    */
   static async open(dir: string, options: NodeStoreOptions = {}): Promise<NodeStore> {
     const tailBytesMax = options.logTailBytesMax;
-    assert(
-      tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0),
-      `logTailBytesMax ${tailBytesMax} is not a byte count`,
-    );
+    if (!(tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0)))
+      assertionFailed(`logTailBytesMax ${tailBytesMax} is not a byte count`);
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(dir, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -201,8 +199,8 @@ export class NodeStore {
    */
   createGroup(groupId: number, bootstrap: CreateGroupOptions | undefined): Promise<GroupLog> {
     return this.enqueue('createGroup', async () => {
-      assert(isGroupId(groupId), `group id ${groupId} is not a u32`);
-      assert(!this.groups.has(groupId), `group ${groupId} already exists`);
+      if (!isGroupId(groupId)) assertionFailed(`group id ${groupId} is not a u32`);
+      if (!!this.groups.has(groupId)) assertionFailed(`group ${groupId} already exists`);
       const record = {
         bootstrap:
           bootstrap === undefined
@@ -264,7 +262,8 @@ export class NodeStore {
       const checks = new PairChecks();
       try {
         for (const u of updates) {
-          assert(!seen.has(u.groupId), `group ${u.groupId} appears twice in one commit`);
+          if (!!seen.has(u.groupId))
+            assertionFailed(`group ${u.groupId} appears twice in one commit`);
           seen.add(u.groupId);
           applies.push(planGroupUpdate(this.mirror(u.groupId), u, sink, checks));
           entryCount += u.entries.length;
@@ -319,7 +318,7 @@ export class NodeStore {
       // Pair assertion: reading the ranges back finds nothing.
       for (const range of groupRanges(groupId)) {
         const left = await this.db.keys({ ...range, limit: 1 }).all();
-        assert(left.length === 0, `group ${groupId} still has keys after deleteGroup`);
+        if (left.length !== 0) assertionFailed(`group ${groupId} still has keys after deleteGroup`);
       }
     });
   }
@@ -345,7 +344,7 @@ export class NodeStore {
 
   private mirror(groupId: number): GroupMirror {
     const m = this.groups.get(groupId);
-    assert(m !== undefined, `group ${groupId} does not exist on this node`);
+    if (m === undefined) assertionFailed(`group ${groupId} does not exist on this node`);
     return m;
   }
 
@@ -356,7 +355,7 @@ export class NodeStore {
    */
   private enqueue<T>(what: string, op: () => Promise<T>): Promise<T> {
     const run = this.tail.then(async () => {
-      assert(!this.isClosed, `${what} after the node store was closed`);
+      if (!!this.isClosed) assertionFailed(`${what} after the node store was closed`);
       if (this.failure !== undefined) throw this.failure;
       try {
         // Until op has written and changed the mirrors, reads see the database as it was.

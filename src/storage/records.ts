@@ -8,7 +8,7 @@
  * entry per record (ENTRY_RECORD_VERSION here, or a msgpack 4-tuple behind CODEC_VERSION), still
  * read as runs of one.
  */
-import { assert, assertNever, assertionFailed } from '../base/assert.js';
+import { assertNever, assertionFailed } from '../base/assert.js';
 import { CODEC_VERSION, CodecError, decode, encode } from '../base/codec.js';
 import { malformed, readVarint, varintBytes, writeVarint, type Varint } from './varint.js';
 import type {
@@ -122,7 +122,8 @@ export function encodeEntryInto(out: Uint8Array, at: number, e: Entry): number {
 export function encodeEntry(e: Entry): Uint8Array {
   const out = new Uint8Array(entryRecordBytes(e));
   const end = encodeEntryInto(out, 0, e);
-  assert(end === out.byteLength, `entry ${e.index}: record size ${end} != ${out.byteLength}`);
+  if (end !== out.byteLength)
+    assertionFailed(`entry ${e.index}: record size ${end} != ${out.byteLength}`);
   return out;
 }
 
@@ -320,6 +321,6 @@ export function encodeChecked<T>(
   same: (a: T, b: T) => boolean,
 ): Uint8Array {
   const bytes = enc(value);
-  assert(same(dec(bytes), value), `${what} does not decode to what was encoded`);
+  if (!same(dec(bytes), value)) assertionFailed(`${what} does not decode to what was encoded`);
   return bytes;
 }

@@ -17,7 +17,7 @@
  * not protobuf is a MalformedFrameError on `(frame)`, a bad value one naming its field (field
  * paths are built only when something is wrong).
  */
-import { assert, assertionFailed } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import type { Entry, EntryType, Message, MessageType, NodeId } from '../raft/messages.js';
 import { MalformedFrameError } from './errors.js';
 
@@ -317,7 +317,7 @@ export function encodeBatchFrameBytes(
     w.varintField(HB_CONTEXT, m.context);
     w.varintField(HB_AFTER_MESSAGES, h.afterMessages);
   }
-  assert(w.pos === size, `batch frame encoded to ${w.pos} bytes, sized ${size}`);
+  if (w.pos !== size) assertionFailed(`batch frame encoded to ${w.pos} bytes, sized ${size}`);
   return w.buf;
 }
 

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import type { MessageTypeDefinition, PackageDefinition } from '@grpc/proto-loader';
-import { assert, assertNever } from '../base/assert.js';
+import { assert, assertionFailed, assertNever } from '../base/assert.js';
 import type {
   ConfState,
   Entry,
@@ -101,7 +101,8 @@ interface Codec<In> {
 
 function codecFor<In extends object>(name: string): Codec<In> {
   const def = packageDefinition[`${PACKAGE}.${name}`];
-  assert(def !== undefined && 'serialize' in def, `proto/raft.proto lacks message ${name}`);
+  if (!(def !== undefined && 'serialize' in def))
+    assertionFailed(`proto/raft.proto lacks message ${name}`);
   const typed = def as MessageTypeDefinition<object, object>;
   return { encode: (value) => typed.serialize(value), decode: (bytes) => typed.deserialize(bytes) };
 }
@@ -110,7 +111,7 @@ function methodPath(method: string): string {
   const service = packageDefinition[`${PACKAGE}.RaftTransport`];
   assert(service !== undefined && !('format' in service), 'proto/raft.proto lacks RaftTransport');
   const def = service[method];
-  assert(def !== undefined, `RaftTransport lacks method ${method}`);
+  if (def === undefined) assertionFailed(`RaftTransport lacks method ${method}`);
   return def.path;
 }
 
@@ -246,12 +247,14 @@ export function estimateFrameOverheadBytes(from: NodeId, to: NodeId): number {
 const U32_MAX = 0xffff_ffff;
 
 function checkU32(value: number, what: string): number {
-  assert(Number.isInteger(value) && value >= 0 && value <= U32_MAX, `${what} not a u32: ${value}`);
+  if (!(Number.isInteger(value) && value >= 0 && value <= U32_MAX))
+    assertionFailed(`${what} not a u32: ${value}`);
   return value;
 }
 
 function checkU64(value: number, what: string): number {
-  assert(Number.isSafeInteger(value) && value >= 0, `${what} not a safe u64: ${value}`);
+  if (!(Number.isSafeInteger(value) && value >= 0))
+    assertionFailed(`${what} not a safe u64: ${value}`);
   return value;
 }
 

@@ -21,7 +21,7 @@
  * returns, reports each proposal's fate with proposalSettled(), performs the deliveries, and
  * reports each with attemptDone(). Nothing here reads a clock, the network or randomness.
  */
-import { assert } from '../base/assert.js';
+import { assertionFailed } from '../base/assert.js';
 import { parseSchedule, type Schedule } from '../schedule/parse.js';
 import type { AttemptResultCommand, FireIntent, SchedulerCommand } from './commands.js';
 import { DueIndex } from './due-index.js';
@@ -268,7 +268,8 @@ export class GroupDispatcher {
 
   /** Brings the derived indexes and the leader's bookkeeping up to date with applied state. */
   afterApply(): void {
-    const { jobs, runs } = this.sm.takeTouched();
+    const { created, jobs, runs } = this.sm.takeTouched();
+    this.index.syncCreated(created);
     if (jobs.length === 0 && runs.length === 0) return;
     const gone: string[] = [];
     this.index.syncJobs(this.sm, jobs, gone);
@@ -864,6 +865,6 @@ export function termOfToken(token: number): number {
 
 function jobIdOfFireId(fireId: string): string {
   const at = fireId.lastIndexOf(':');
-  assert(at > 0, `fire id ${fireId} has no slot`);
+  if (!(at > 0)) assertionFailed(`fire id ${fireId} has no slot`);
   return fireId.slice(0, at);
 }

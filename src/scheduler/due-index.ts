@@ -10,7 +10,7 @@
  */
 import type { JobTable } from './job-table.js';
 import { PlanningIndex } from './planning-index.js';
-import type { SchedulerStateMachine } from './state-machine.js';
+import type { SchedulerStateMachine, Touched } from './state-machine.js';
 import { TimingWheel } from './timing-wheel.js';
 
 export interface DueIndexOptions {
@@ -45,9 +45,16 @@ export class DueIndex {
 
   /** Brings both wheels up to date with what the state machine changed. */
   sync(sm: SchedulerStateMachine): void {
-    const { jobs, runs } = sm.takeTouched();
+    const { created, jobs, runs } = sm.takeTouched();
+    this.syncCreated(created);
     this.syncJobs(sm, jobs);
     this.syncRuns(sm, runs);
+  }
+
+  /** Plans jobs just created (no index held an entry for them): no lookup per job. */
+  syncCreated(created: Touched['created']): void {
+    const { ids, nextMs } = created;
+    for (let i = 0; i < ids.length; i++) this.planning.scheduleNew(ids[i]!, nextMs[i]!);
   }
 
   /**

@@ -79,6 +79,12 @@ export class PlanningIndex {
     return due >= this.scannedToMs ? due : undefined;
   }
 
+  /** schedule() for a job the index holds no entry for (just created): no lookup when far. */
+  scheduleNew(id: string, nextFireAtMs: number): void {
+    const due = nextFireAtMs - this.lookAheadMs;
+    if (due < this.scannedToMs) this.wheel.schedule(id, due);
+  }
+
   /** The job's next slot is `nextFireAtMs` (from applied state). */
   schedule(id: string, nextFireAtMs: number): void {
     const due = nextFireAtMs - this.lookAheadMs;

@@ -7,7 +7,7 @@
  * exceptions, and every replica computes the same result. A throw inside apply means the
  * replicas could diverge, so it is an assertion.
  */
-import { assert, assertNever } from '../base/assert.js';
+import { assert, assertionFailed, assertNever } from '../base/assert.js';
 import { decode, encode } from '../base/codec.js';
 import type { Entry } from '../raft/messages.js';
 import {
@@ -60,6 +60,15 @@ export type ApplyResult =
       readonly duplicateCount?: number;
     }
   | { readonly ok: false; readonly code: SchedulerErrorCode; readonly reason: string };
+
+/** What changed since the last takeTouched(), for the derived indexes. */
+export interface Touched {
+  /** Jobs created with a next slot (ids[i] due at nextMs[i]), not in any index before. */
+  readonly created: { readonly ids: readonly string[]; readonly nextMs: readonly number[] };
+  /** Jobs whose entries may have changed: re-derive them from applied state, after `created`. */
+  readonly jobs: readonly string[];
+  readonly runs: readonly string[];
+}
 
 export interface SchedulerLimits {
   /** Terminal runs kept per job (DEAD runs are kept until replayed or purged). */
@@ -128,6 +137,14 @@ export class SchedulerStateMachine {
   /** Jobs and runs whose derived indexes (planning and dispatch wheels) may need an update. */
   private readonly touchedJobs = new Set<string>();
   private readonly touchedRuns = new Set<string>();
+  /**
+   * Jobs a create-jobs entry added with a next slot, and those slots: the planning index had no
+   * entry for them, so it needs no lookup to learn that (a bulk registration adds thousands per
+   * loop turn, most of them due far beyond the wheel). A later command of the same batch that
+   * changes one of them touches it as well, and touched jobs are re-derived after these.
+   */
+  private createdIds: string[] = [];
+  private createdNextMs: number[] = [];
 
   /**
    * A job whose derived entries may change. The wheels keep the id they are given: a flat copy,
@@ -258,10 +275,18 @@ export class SchedulerStateMachine {
   }
 
   /** The ids touched since the last call (a restore touches everything). */
-  takeTouched(): { jobs: string[]; runs: string[] } {
-    const out = { jobs: [...this.touchedJobs], runs: [...this.touchedRuns] };
+  takeTouched(): Touched {
+    const out: Touched = {
+      created: { ids: this.createdIds, nextMs: this.createdNextMs },
+      jobs: [...this.touchedJobs],
+      runs: [...this.touchedRuns],
+    };
     this.touchedJobs.clear();
     this.touchedRuns.clear();
+    if (this.createdIds.length > 0) {
+      this.createdIds = [];
+      this.createdNextMs = [];
+    }
     return out;
   }
 
@@ -386,7 +411,8 @@ export class SchedulerStateMachine {
       const id = this.keep.flat(c.jobIds[i]!);
       const at = c.specOf[i]!;
       const part = c.specs[at];
-      assert(part !== undefined, `create-jobs: job ${id} names definition ${at}, not in the entry`);
+      if (part === undefined)
+        assertionFailed(`create-jobs: job ${id} names definition ${at}, not in the entry`);
       const name = c.names[i]!;
       const isNew = this.jobs.addNew(
         id,
@@ -407,10 +433,16 @@ export class SchedulerStateMachine {
     for (let i = 0; i < n; i++) {
       if (duplicate?.[i] === 1) continue;
       const id = added[k++]!;
-      this.touchedJobs.add(id);
       const requestId = c.requestIds[i]!;
       if (requestId !== '') this.rememberRequest(this.keep.flat(requestId), id, c.atMs);
-      if ((c.nextFireAtMs[i] ?? undefined) === undefined) this.markFinished(id, c.atMs);
+      const next = c.nextFireAtMs[i] ?? undefined;
+      if (next === undefined) {
+        this.touchedJobs.add(id);
+        this.markFinished(id, c.atMs);
+      } else {
+        this.createdIds.push(id);
+        this.createdNextMs.push(next);
+      }
     }
     return { ok: true, createdCount: added.length, duplicateCount: n - added.length };
   }
@@ -866,7 +898,7 @@ export class SchedulerStateMachine {
       finished: [string, number][];
       appliedCommands: number;
     };
-    assert(s.v === 1 || s.v === 2, `unknown scheduler snapshot version ${s.v}`);
+    if (!(s.v === 1 || s.v === 2)) assertionFailed(`unknown scheduler snapshot version ${s.v}`);
     this.jobs.clear();
     this.runs.clear();
     this.runsByJob.clear();
@@ -888,6 +920,8 @@ export class SchedulerStateMachine {
     for (const r of s.runs) this.runs.set(r.fireId, r);
     this.touchedJobs.clear();
     this.touchedRuns.clear();
+    this.createdIds = [];
+    this.createdNextMs = [];
     for (const id of this.jobs.keys()) this.touchedJobs.add(id);
     for (const id of this.runs.keys()) this.touchedRuns.add(id);
     for (const [k, v] of s.runsByJob) this.runsByJob.set(k, v);

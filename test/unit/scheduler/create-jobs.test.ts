@@ -100,7 +100,10 @@ t.test(
       create('d', { name: 'dee' }),
     ]);
     t.same([...sm.jobs.values()], [...fresh.jobs.values()]);
-    t.same(sm.takeTouched().jobs.sort(), ['a', 'b', 'c', 'd'], 'only created jobs are touched');
+    const touched = sm.takeTouched();
+    t.same([...touched.created.ids].sort(), ['a', 'b', 'c', 'd'], 'only created jobs are noted');
+    t.same(touched.created.nextMs.length, 4, 'each with its next slot');
+    t.same(touched.jobs, [], 'created jobs are not also touched');
     t.end();
   },
 );

@@ -405,7 +405,7 @@ t.test('tenant-jobs: one entry pauses, resumes or deletes every job of one tenan
     'a repeated pause changes nothing',
   );
   t.same(
-    sm.takeTouched().jobs.sort(),
+    [...sm.takeTouched().jobs].sort(),
     ['a1', 'a2'],
     'the dispatcher re-indexes the tenant’s jobs only',
   );

@@ -286,16 +286,36 @@ function sameValue(a: unknown, b: unknown): boolean {
     return true;
   }
   if (Array.isArray(b)) return false;
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
-  if (ka.length !== kb.length) return false;
-  for (let i = 0; i < ka.length; i++) {
-    const k = ka[i]!;
-    if (k !== kb[i]) return false;
-    if (!sameValue((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
-      return false;
+  return sameObject(a as Record<string, unknown>, b as Record<string, unknown>);
+}
+
+/**
+ * Own keys of the objects being compared, a stack shared by the nested calls: this runs for
+ * every job of a CreateJobs call, and Object.keys would allocate two arrays per object.
+ */
+const keyStack: string[] = [];
+let keyTop = 0;
+
+function sameObject(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const base = keyTop;
+  try {
+    for (const k in a) if (Object.hasOwn(a, k)) keyStack[keyTop++] = k;
+    const n = keyTop - base;
+    let i = 0;
+    for (const k in b) {
+      if (!Object.hasOwn(b, k)) continue;
+      if (i === n || keyStack[base + i] !== k) return false;
+      i++;
+    }
+    if (i !== n) return false;
+    for (let j = 0; j < n; j++) {
+      const k = keyStack[base + j]!;
+      if (!sameValue(a[k], b[k])) return false;
+    }
+    return true;
+  } finally {
+    keyTop = base;
   }
-  return true;
 }
 
 /**

@@ -134,21 +134,21 @@ export function checkPackedCreates(
   const firstUse = new Array<number>(c.specs.length).fill(-1);
   for (let i = n - 1; i >= 0; i--) firstUse[c.specOf[i]!] = i;
   const bases = c.specs.map((part, k) => basePart(part, k, firstUse[k]!, c, ctx, prefix, add));
+  // Field names are built only for a violation: most jobs have none (and no closure per job).
+  const field = (i: number, name: string): string => `${prefix}jobs[${i}].${name}`;
   for (let i = 0; i < n; i++) {
-    // Field names are built only for a violation: most jobs have none.
-    const field = (name: string): string => `${prefix}jobs[${i}].${name}`;
     const jobId = c.jobIds[i]!;
-    if (!JOB_ID_PATTERN.test(jobId)) add(field('jobId'), `must match ${JOB_ID_PATTERN.source}`);
+    if (!JOB_ID_PATTERN.test(jobId)) add(field(i, 'jobId'), `must match ${JOB_ID_PATTERN.source}`);
     else if (lookupRange(ctx.ranges, hashShardKey(jobId)).groupId !== ctx.groupId)
-      add(field('jobId'), `is not in group ${ctx.groupId}`);
+      add(field(i, 'jobId'), `is not in group ${ctx.groupId}`);
     if (c.names[i]!.length > NAME_CHARS_MAX)
-      add(field('name'), `must be at most ${NAME_CHARS_MAX} characters`);
+      add(field(i, 'name'), `must be at most ${NAME_CHARS_MAX} characters`);
     if (c.requestIds[i]!.length > ctx.requestIdCharsMax)
-      add(field('requestId'), `must be at most ${ctx.requestIdCharsMax} characters`);
+      add(field(i, 'requestId'), `must be at most ${ctx.requestIdCharsMax} characters`);
     const base = bases[c.specOf[i]!];
     if (base === undefined) continue; // its definition was refused already
     const why = ownFieldsProblem(base, c, i);
-    if (why !== undefined) add(field(why.field), why.reason);
+    if (why !== undefined) add(field(i, why.field), why.reason);
   }
   if (v.length > 0) throw new ValidationError('REQUEST_INVALID', v);
 }

@@ -23,6 +23,11 @@ export interface RegistrationOptions {
   readonly groups: number;
   readonly batch: number;
   readonly inflight: number;
+  /**
+   * Jobs registered (another tenant, same shape) before the measure, on the fresh nodes: a
+   * cluster that has served traffic has its hot paths compiled; 0 measures fresh nodes.
+   */
+  readonly warmupJobs?: number;
   readonly nodeFlags?: readonly string[];
   /**
    * After the measure right after registration, wait this long with the cluster idle and measure
@@ -46,6 +51,8 @@ export interface NodeMemory {
 
 export interface RegistrationResult {
   readonly jobs: number;
+  /** The warm-up before the measure, on fresh nodes (undefined: none). */
+  readonly warmup?: { readonly jobs: number; readonly elapsedMs: number; readonly jobsPerSec: number; readonly clusterCpuUsPerJob: number };
   /** Jobs the API acknowledged as created. */
   readonly created: number;
   /** Calls that failed, with the first few messages. */
@@ -80,13 +87,14 @@ export interface RegistrationResult {
 }
 
 const TENANT = 'bench';
+const WARMUP_TENANT = 'bench-warmup';
 
 /** The i-th job: a yearly cron (minute and hour vary), far from any run's time. */
-function jobAt(i: number, url: string): Record<string, unknown> {
+function jobAt(i: number, url: string, tenant = TENANT): Record<string, unknown> {
   return {
-    jobId: `reg-${String(i).padStart(8, '0')}`,
+    jobId: `${tenant === TENANT ? 'reg' : 'warm'}-${String(i).padStart(8, '0')}`,
     spec: {
-      tenant: TENANT,
+      tenant,
       schedule: `${i % 60} ${Math.floor(i / 60) % 24} 1 1 *`,
       target: { url },
     },
@@ -175,6 +183,65 @@ async function memoryOf(cluster: ProcCluster): Promise<NodeStatus[]> {
   return out;
 }
 
+interface RegisterRun {
+  readonly created: number;
+  readonly failedCalls: number;
+  readonly errors: string[];
+  readonly retriedBatches: number;
+  /** Per call, sorted. */
+  readonly latencies: number[];
+  readonly elapsedMs: number;
+}
+
+/**
+ * `count` jobs through CreateJobs, batches of `opts.batch` spread round-robin over the nodes,
+ * `opts.inflight` calls at a time. A batch's jobs are built just before its call, as a client
+ * reading its jobs from somewhere would.
+ */
+async function registerAll(
+  clients: readonly ApiClient[],
+  count: number,
+  opts: Pick<RegistrationOptions, 'batch' | 'inflight'>,
+  jobOf: (i: number) => Record<string, unknown>,
+): Promise<RegisterRun> {
+  const latencies: number[] = [];
+  const errors: string[] = [];
+  let failedCalls = 0;
+  let retriedBatches = 0;
+  let created = 0;
+  let next = 0;
+  let batches = 0;
+  const t0 = performance.now();
+  const worker = async (w: number): Promise<void> => {
+    for (;;) {
+      const from = next;
+      if (from >= count) return;
+      const to = Math.min(count, from + opts.batch);
+      next = to;
+      const jobs: Record<string, unknown>[] = [];
+      for (let i = from; i < to; i++) jobs.push(jobOf(i));
+      const client = clients[(batches++ + w) % clients.length]!;
+      const started = performance.now();
+      try {
+        const r = await createBatch(client, jobs);
+        created += r.created;
+        retriedBatches += r.retried ? 1 : 0;
+        latencies.push(performance.now() - started);
+      } catch (err) {
+        failedCalls++;
+        if (errors.length < 5)
+          errors.push(
+            `jobs ${from}-${to - 1} via ${client.endpoint}: ${err instanceof ApiCallError ? `${err.code} ${err.message}` : String(err)}`,
+          );
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.inflight }, (_, w) => worker(w)));
+  const elapsedMs = performance.now() - t0;
+  latencies.sort((a, b) => a - b);
+  return { created, failedCalls, errors, retriedBatches, latencies, elapsedMs };
+}
+
 export async function runRegistration(opts: RegistrationOptions): Promise<RegistrationResult> {
   const log = opts.log ?? ((line: string) => console.log(line));
   const cluster = await ProcCluster.create({
@@ -195,46 +262,38 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       `  registration cluster: ${opts.groups} data groups, led per node: ${describeLeaders(led)}`,
     );
     await waitApplied(cluster);
-    const before = await memoryOf(cluster);
 
     // The target is never called (no slot falls in the run); any URL the validator accepts.
     const url = 'http://127.0.0.1:9/hooks/bench';
-    const latencies: number[] = [];
-    const errors: string[] = [];
-    let failedCalls = 0;
-    let retriedBatches = 0;
-    let created = 0;
-    let next = 0;
-    let batches = 0;
+    const warmupJobs = opts.warmupJobs ?? 0;
+    let warmup: RegistrationResult['warmup'];
+    if (warmupJobs > 0) {
+      await clients[0]!.call('TenantService', 'CreateTenant', {
+        tenantId: WARMUP_TENANT,
+        signingSecret: TEST_SECRET,
+      });
+      const cpu0 = await clusterCpuMs(cluster);
+      const w = await registerAll(clients, warmupJobs, opts, (i) => jobAt(i, url, WARMUP_TENANT));
+      if (w.failedCalls > 0) throw new Error(`warm-up registration failed: ${w.errors.join('; ')}`);
+      const cpuUs = (((await clusterCpuMs(cluster)) - cpu0) * 1000) / Math.max(1, w.created);
+      warmup = {
+        jobs: w.created,
+        elapsedMs: w.elapsedMs,
+        jobsPerSec: (w.created / w.elapsedMs) * 1000,
+        clusterCpuUsPerJob: cpuUs,
+      };
+      log(
+        `  warm-up on the fresh nodes: ${fmt(w.created)} jobs (tenant ${WARMUP_TENANT}) in ${fmt(w.elapsedMs)} ms: ` +
+          `${fmt(warmup.jobsPerSec)} jobs/s, cluster CPU ${fmt(cpuUs)} µs per job`,
+      );
+      await waitApplied(cluster);
+    }
+    const before = await memoryOf(cluster);
+
     const termsBefore = await groupTerms(cluster);
     const cpuBefore = await clusterCpuMs(cluster);
-    const t0 = performance.now();
-    const worker = async (w: number): Promise<void> => {
-      for (;;) {
-        const from = next;
-        if (from >= opts.jobs) return;
-        const to = Math.min(opts.jobs, from + opts.batch);
-        next = to;
-        const jobs: Record<string, unknown>[] = [];
-        for (let i = from; i < to; i++) jobs.push(jobAt(i, url));
-        const client = clients[(batches++ + w) % clients.length]!;
-        const started = performance.now();
-        try {
-          const r = await createBatch(client, jobs);
-          created += r.created;
-          retriedBatches += r.retried ? 1 : 0;
-          latencies.push(performance.now() - started);
-        } catch (err) {
-          failedCalls++;
-          if (errors.length < 5)
-            errors.push(
-              `jobs ${from}-${to - 1} via ${client.endpoint}: ${err instanceof ApiCallError ? `${err.code} ${err.message}` : String(err)}`,
-            );
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: opts.inflight }, (_, w) => worker(w)));
-    const elapsedMs = performance.now() - t0;
+    const run = await registerAll(clients, opts.jobs, opts, (i) => jobAt(i, url));
+    const { latencies, errors, failedCalls, retriedBatches, created, elapsedMs } = run;
     const clusterCpuUsPerJob =
       (((await clusterCpuMs(cluster)) - cpuBefore) * 1000) / Math.max(1, created);
     const termsAfter = await groupTerms(cluster);
@@ -245,7 +304,6 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       for (const n of cluster.nodes)
         for (const line of n.stdout.split('\n'))
           if (/leader changed|"level":[45]0/.test(line)) log(`    ${n.id}: ${line.slice(0, 300)}`);
-    latencies.sort((a, b) => a - b);
     const jobsPerSec = (created / elapsedMs) * 1000;
     log(
       `  registered ${fmt(created)}/${fmt(opts.jobs)} jobs in ${fmt(elapsedMs)} ms: ${fmt(jobsPerSec)} jobs/s; ` +
@@ -323,6 +381,7 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
     await Promise.all(cluster.nodes.map((n) => n.term()));
     return {
       jobs: opts.jobs,
+      ...(warmup === undefined ? {} : { warmup }),
       created,
       failedCalls,
       errors,

@@ -284,7 +284,7 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
       };
       log(
         `  warm-up on the fresh nodes: ${fmt(w.created)} jobs (tenant ${WARMUP_TENANT}) in ${fmt(w.elapsedMs)} ms: ` +
-          `${fmt(warmup.jobsPerSec)} jobs/s, cluster CPU ${fmt(cpuUs)} µs per job`,
+          `${fmt(warmup.jobsPerSec)} jobs/s, cluster CPU ${fmt(cpuUs)} µs per job, ${w.retriedBatches} batches retried`,
       );
       await waitApplied(cluster);
     }

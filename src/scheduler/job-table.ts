@@ -14,6 +14,7 @@
  */
 import { assert, assertionFailed } from '../base/assert.js';
 import type { Job } from './model.js';
+import { IdIndex } from './id-index.js';
 import type { SharedSpec } from './retained.js';
 
 /**
@@ -147,7 +148,7 @@ export interface JobRowState {
 
 export class JobTable {
   /** id → row, in insertion order (iteration and snapshots follow it). */
-  private readonly rows = new Map<string, number>();
+  private readonly rows = new IdIndex();
   private readonly freeRows: number[] = [];
   private rowCount = 0;
   private readonly spec = new RefColumn<SharedSpec>();
@@ -169,7 +170,7 @@ export class JobTable {
   }
 
   has(id: string): boolean {
-    return this.rows.has(id);
+    return this.rows.get(id) !== -1;
   }
 
   /** Jobs that have a next slot. */
@@ -183,10 +184,10 @@ export class JobTable {
    * its horizon this way instead of holding an entry per job.
    */
   scanNextFire(fromMs: number, toMs: number, f: (id: string, nextFireAtMs: number) => void): void {
-    for (const [id, row] of this.rows) {
+    this.rows.forEach((id, row) => {
       const next = this.nextFireAtMs.get(row);
       if (next !== undefined && next >= fromMs && next < toMs) f(id, next);
-    }
+    });
   }
 
   private setNext(row: number, nextFireAtMs: number | undefined): void {
@@ -199,21 +200,23 @@ export class JobTable {
   /** A copy of the job as it is now. */
   get(id: string): Job | undefined {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : this.read(id, row);
+    return row === -1 ? undefined : this.read(id, row);
   }
 
-  keys(): MapIterator<string> {
+  keys(): Generator<string, void, undefined> {
     return this.rows.keys();
   }
 
   *values(): Generator<Job, void, undefined> {
-    for (const [id, row] of this.rows) yield this.read(id, row);
+    for (const [id, row] of this.rows.entries()) yield this.read(id, row);
   }
 
   /** The ids of a tenant's jobs, in insertion order; reads no job it does not return. */
   idsOfTenant(tenant: string): string[] {
     const out: string[] = [];
-    for (const [id, row] of this.rows) if (this.spec.get(row).tenant === tenant) out.push(id);
+    this.rows.forEach((id, row) => {
+      if (this.spec.get(row).tenant === tenant) out.push(id);
+    });
     return out;
   }
 
@@ -226,9 +229,9 @@ export class JobTable {
     st: JobRowState,
   ): void {
     let row = this.rows.get(id);
-    if (row === undefined) {
+    if (row === -1) {
       row = this.freeRows.pop() ?? this.rowCount++;
-      this.rows.set(id, row);
+      this.rows.add(id, row);
     }
     this.spec.set(row, spec);
     this.name.set(row, name);
@@ -257,9 +260,9 @@ export class JobTable {
     nextFireAtMs: number | undefined,
     remaining: number | undefined,
   ): boolean {
-    if (this.rows.has(id)) return false;
+    if (this.rows.get(id) !== -1) return false;
     const row = this.freeRows.pop() ?? this.rowCount++;
-    this.rows.set(id, row);
+    this.rows.add(id, row);
     this.spec.set(row, spec);
     this.name.set(row, name);
     this.anchorMs.set(row, anchorMs);
@@ -275,9 +278,8 @@ export class JobTable {
   }
 
   delete(id: string): boolean {
-    const row = this.rows.get(id);
-    if (row === undefined) return false;
-    this.rows.delete(id);
+    const row = this.rows.delete(id);
+    if (row === -1) return false;
     this.setNext(row, undefined);
     // Drop the references so that the collector can free what only this job used.
     this.spec.set(row, undefined);
@@ -323,7 +325,7 @@ export class JobTable {
       remaining: [] as (number | null)[],
       finishedAtMs: [] as (number | null)[],
     };
-    for (const [id, row] of this.rows) {
+    for (const [id, row] of this.rows.entries()) {
       const spec = this.spec.get(row);
       let at = specIndex.get(spec);
       if (at === undefined) {
@@ -393,32 +395,32 @@ export class JobTable {
   /** Whether the job is paused; undefined when there is no such job. */
   pausedOf(id: string): boolean | undefined {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : this.paused.get(row) === 1;
+    return row === -1 ? undefined : this.paused.get(row) === 1;
   }
 
   /** The job's next slot, undefined when it has none, or null when there is no such job. */
   nextFireOrMissing(id: string): number | undefined | null {
     const row = this.rows.get(id);
-    return row === undefined ? null : this.nextFireAtMs.get(row);
+    return row === -1 ? null : this.nextFireAtMs.get(row);
   }
 
   /** The job's shared definition (tenant, target, policies…); undefined when there is no job. */
   specOf(id: string): SharedSpec | undefined {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : this.spec.get(row);
+    return row === -1 ? undefined : this.spec.get(row);
   }
 
   /** Raises the job's last token to `token` if it is higher; no-op when there is no job. */
   raiseLastToken(id: string, token: number): void {
     const row = this.rows.get(id);
-    if (row !== undefined && token > this.lastToken.must(row)) this.lastToken.set(row, token);
+    if (row !== -1 && token > this.lastToken.must(row)) this.lastToken.set(row, token);
   }
 
   // Field access for the state machine: by id, for a job that must exist.
 
   private rowOf(id: string): number {
     const row = this.rows.get(id);
-    if (row === undefined) assertionFailed(`job ${id} is not in the table`);
+    if (row === -1) assertionFailed(`job ${id} is not in the table`);
     return row;
   }
 

@@ -6,7 +6,7 @@
  * job's runs (list-runs during the run, the final read). A slot with neither is a violation only
  * if some read should have shown it: one made after the slot was due (plus L, or after the end of
  * the fault window around it) and reaching back that far (runs beyond the cluster's retention are
- * dropped, oldest first). Otherwise it is counted as unobserved: the driver should read runs
+ * dropped, oldest first; DEAD runs stay until replayed, so they do not mark the reach). Otherwise it is counted as unobserved: the driver should read runs
  * often enough to keep that count near zero.
  *
  * Records that say a slot did not fire are checked against the job's policies:
@@ -53,9 +53,11 @@ function readCovers(ctx: HistoryContext, r: RunsReadAt, slotMs: EpochMs): boolea
   const matureT = Math.max(sT + ctx.tolerances.lagBoundMs, window?.to ?? -Infinity);
   if (r.t < matureT) return false;
   if (r.read.complete && r.read.runs.length < ctx.tolerances.runsRetainedMax) return true;
+  // The oldest run the history bound could have dropped marks how far back the read reaches.
+  // DEAD runs stay in the dead-letter queue past that bound, so an old one says nothing.
   let oldest = Infinity;
   for (const run of r.read.runs)
-    if (TERMINAL.has(run.status)) oldest = Math.min(oldest, run.slotMs);
+    if (TERMINAL.has(run.status) && run.status !== 'DEAD') oldest = Math.min(oldest, run.slotMs);
   return oldest <= slotMs;
 }
 

@@ -99,6 +99,30 @@ t.test('an owed slot with no delivery and no run record is reported', (t) => {
   t.end();
 });
 
+// Found by chaos seed 702: the final read of a job held a DEAD run from long before the runs the
+// history bound had dropped (the dead-letter queue keeps DEAD runs until replayed), and the
+// checker took that run as the read's reach, so dropped slots looked absent.
+t.test('an old DEAD run does not make a bounded read reach past what it dropped', (t) => {
+  const def = everySecond();
+  const dead: RunRead = { slotMs: slot(1), status: 'DEAD', attempts: 5 };
+  const read = [...HistoryBuilder.succeeded(10, 19), dead];
+  const history = (): HistoryBuilder =>
+    new HistoryBuilder({ runsRetainedMax: 10 })
+      .create(J, def)
+      .deliverSeconds(J, 1, 19, 20, [7, 8])
+      .final(J, 20_000, readOf(J, def), read);
+  const report = checkHistory(history().records);
+  t.same(found(report), {}, 'slots 7 and 8 fell out of the bounded history: unobserved');
+  t.equal(report.slots.slotsUnobserved, 2);
+  // With room for every run, the same read does reach them: then their absence is a violation.
+  const roomy = new HistoryBuilder({ runsRetainedMax: 100 })
+    .create(J, def)
+    .deliverSeconds(J, 1, 19, 20, [7, 8])
+    .final(J, 20_000, readOf(J, def), read);
+  t.same(found(checkHistory(roomy.records)), { 'slot-without-run': 2 });
+  t.end();
+});
+
 t.test(
   'a definition stamped by a leader whose clock ran ahead owes no slot before the stamp',
   (t) => {

@@ -16,6 +16,8 @@
  * longer than PROBE_MAX turns the table into a plain Map for good (V8 seeds its string hashes per
  * process): the worst case is the Map's.
  */
+import { generalArray } from '../base/general-array.js';
+
 const EMPTY = 0;
 /**
  * A probe this long means crafted or clustered hashes: fall back to a Map. At the load below,
@@ -36,13 +38,6 @@ export function hashOf(s: string): number {
   return h | 0;
 }
 
-/** An empty array already of the general element kind (see chunkList in job-table.ts). */
-function idList(): (string | undefined)[] {
-  const list = [undefined as string | undefined];
-  list.pop();
-  return list;
-}
-
 export class IdIndex {
   /** Slot → row + 1 (EMPTY when free); the slot's hash beside it. */
   private slotRows = new Int32Array(CAPACITY_MIN);
@@ -52,7 +47,7 @@ export class IdIndex {
   private fallback: Map<string, number> | undefined;
   private count = 0;
   /** By row: the id (or undefined), and the insertion-order links (-1: none). */
-  private ids = idList();
+  private ids = generalArray<string | undefined>();
   private nextRow = new Int32Array(CAPACITY_MIN);
   private prevRow = new Int32Array(CAPACITY_MIN);
   private head = -1;
@@ -112,7 +107,7 @@ export class IdIndex {
     this.mask = CAPACITY_MIN - 1;
     this.fallback = undefined;
     this.count = 0;
-    this.ids = idList();
+    this.ids = generalArray<string | undefined>();
     this.nextRow = new Int32Array(CAPACITY_MIN);
     this.prevRow = new Int32Array(CAPACITY_MIN);
     this.head = -1;

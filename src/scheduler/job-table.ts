@@ -13,8 +13,9 @@
  * Only the state machine writes, through the setters.
  */
 import { assert, assertionFailed } from '../base/assert.js';
-import type { Job } from './model.js';
+import { generalArray } from '../base/general-array.js';
 import { IdIndex } from './id-index.js';
+import type { Job } from './model.js';
 import type { SharedSpec } from './retained.js';
 
 /**
@@ -26,25 +27,12 @@ const CHUNK = 1 << CHUNK_BITS;
 const MASK = CHUNK - 1;
 
 /**
- * An empty array whose elements are already of the general kind. A literal `[]` starts as an
- * array of small integers, and V8 optimizes a push with the feedback it saw: the only pushes
- * before optimization were the first chunk's, each changing an empty array's kind, so the first
- * push of a second chunk (row 4096, long after optimization) did not match and deoptimized every
- * column's setter, and everything they were inlined into, on every node at once.
- */
-function chunkList<T>(): T[] {
-  const list = [undefined as T];
-  list.pop();
-  return list;
-}
-
-/**
  * A column of numbers, `undefined` stored as NaN (no field of a job is ever NaN). A chunk is
  * allocated by the first number written into it: a field most jobs leave undefined (an anchor,
  * a bound on fires, a finish time) costs nothing for them.
  */
 class NumberColumn {
-  private readonly chunks = chunkList<Float64Array | undefined>();
+  private readonly chunks = generalArray<Float64Array | undefined>();
 
   get(row: number): number | undefined {
     const chunk = this.chunks[row >>> CHUNK_BITS];
@@ -76,7 +64,7 @@ class NumberColumn {
 
 /** A column of small integers (versions, flags). */
 class IntColumn {
-  private readonly chunks = chunkList<Int32Array>();
+  private readonly chunks = generalArray<Int32Array>();
 
   get(row: number): number {
     return this.chunks[row >>> CHUNK_BITS]![row & MASK]!;
@@ -95,7 +83,7 @@ class IntColumn {
 
 /** A column of references. Chunks are allocated whole so that they never grow by copying. */
 class RefColumn<V> {
-  private readonly chunks = chunkList<(V | undefined)[]>();
+  private readonly chunks = generalArray<(V | undefined)[]>();
 
   get(row: number): V {
     return this.chunks[row >>> CHUNK_BITS]![row & MASK] as V;

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { SchedulerCommand } from '../../../src/scheduler/commands.js';
 import {
   GroupDispatcher,
@@ -261,16 +261,21 @@ t.test('not caught up: a new leader does nothing until its term applied', (t) =>
   t.end();
 });
 
+/** An at-most-once and an at-least-once job due at SLOT, both handed out by the term-1 leader. */
+function bothSentInTerm1(t: Test, h: Harness): Harness {
+  h.create('most', SLOT, { delivery: 'at_most_once' });
+  h.create('least', SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  h.step(SLOT + 1);
+  t.equal(h.delivered.length, 2, 'both sent in term 1');
+  return h;
+}
+
 t.test(
   'a new leader: at-most-once runs left DISPATCHED become UNKNOWN, at-least-once runs go out again with a higher token',
   (t) => {
-    const h = new Harness();
-    h.create('most', SLOT, { delivery: 'at_most_once' });
-    h.create('least', SLOT);
-    h.step(SLOT - 2_000);
-    h.step(SLOT);
-    h.step(SLOT + 1);
-    t.equal(h.delivered.length, 2, 'both sent in term 1');
+    const h = bothSentInTerm1(t, new Harness());
     const first = h.delivered.find((o) => o.jobId === 'least')!;
     // The leader dies with both attempts unreported. Another replica (same applied state) leads.
     h.term = 3;
@@ -710,13 +715,7 @@ t.test('a drain proposes held results at once and is not drained before they com
 t.test(
   'a leader change loses held results: at-least-once goes out again, at-most-once is UNKNOWN',
   (t) => {
-    const h = new Harness({ resultHoldMs: 500 });
-    h.create('most', SLOT, { delivery: 'at_most_once' });
-    h.create('least', SLOT);
-    h.step(SLOT - 2_000);
-    h.step(SLOT);
-    h.step(SLOT + 1);
-    t.equal(h.delivered.length, 2, 'both sent in term 1');
+    const h = bothSentInTerm1(t, new Harness({ resultHoldMs: 500 }));
     h.holdResults = true;
     for (const o of h.delivered) h.succeed(o, SLOT + 10);
     h.step(SLOT + 10);

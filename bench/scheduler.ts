@@ -24,6 +24,7 @@ const { values } = parseArgs({
     jobs: { type: 'string', default: '20000' },
     groups: { type: 'string', default: '16' },
     'plan-jobs': { type: 'string', default: '200000' },
+    warmup: { type: 'string', default: '5000' },
     'skip-cluster': { type: 'boolean', default: false },
   },
 });
@@ -129,6 +130,7 @@ if (!values['skip-cluster'])
   await runSpike({
     jobs: JOBS,
     groups: GROUPS,
+    warmup: Number(values.warmup),
     nodeFlags: (process.env['BENCH_NODE_FLAGS'] ?? '').split(' ').filter((a) => a !== ''),
     trace: process.env['BENCH_TRACE'] === '1',
   });

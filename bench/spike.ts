@@ -5,6 +5,7 @@
  * until the last fire, next to the ceiling measured in the same run: a bare undici Pool sending
  * the same number of requests (same size, same headers) to the same sink, all issued at once.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { Pool } from 'undici';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
@@ -62,8 +63,18 @@ export interface SpikeSide {
   readonly lagMaxMs: number;
 }
 
+/** The spike that warms fresh nodes before the measured one (SpikeOptions.warmup). */
+export interface SpikeWarmup {
+  readonly jobs: number;
+  readonly tickraft: SpikeSide;
+  /** Cluster CPU from 4 s before its slot to its last fire. */
+  readonly cpuMs: number;
+}
+
 export interface SpikeResult {
   readonly jobs: number;
+  /** The warm-up spike and the bare client's warm-up burst, when there was one. */
+  readonly warmup: (SpikeWarmup & { readonly ceiling: SpikeSide }) | undefined;
   readonly groups: number;
   /** Keep-alive connections to the sink per node (`--webhook-connections`). */
   readonly nodeConnections: number;
@@ -78,6 +89,8 @@ export interface SpikeResult {
   readonly cpuMs: number;
   readonly tickraft: SpikeSide;
   readonly ceiling: SpikeSide;
+  /** The ceiling's requests sent from 3 processes at once, as the cluster's 3 nodes send. */
+  readonly splitCeiling: SpikeSide;
   /** Time to last fire, tickraft ÷ ceiling. */
   readonly drainRatio: number;
   /** p99 lag, tickraft ÷ ceiling. */
@@ -87,6 +100,12 @@ export interface SpikeResult {
 export interface SpikeOptions {
   readonly jobs: number;
   readonly groups: number;
+  /**
+   * Jobs of a spike fired first, on the fresh cluster, and requests the bare client sends
+   * first, so that both sides are measured with their code compiled by V8. 0: none.
+   * @default 0
+   */
+  readonly warmup?: number;
   /** Extra `tickraft serve` flags. */
   readonly nodeFlags?: readonly string[];
   /** Print each node's scheduler counters every 250 ms around the slot. */
@@ -164,6 +183,86 @@ async function bareClient(origin: string, n: number): Promise<SinkStats & { slot
   return { ...(await sinkGet(origin, '/stats')), slotMs };
 }
 
+/**
+ * The ceiling's requests sent from `procs` processes at once, each with a Pool of `connections`
+ * and its share of `n`: the cluster sends from three processes (each node leads its share of
+ * the groups), and on a machine with fewer cores than busy processes that costs time of its
+ * own. This says how much, with nothing of tickraft in the processes. Each child first sends
+ * `warmup` requests of its own (uncounted), as the in-process client does.
+ */
+const SPLIT_SENDER_SOURCE = `
+const { Pool } = require('undici');
+const [origin, n, connections, warmup] = process.argv.slice(1).map((a, i) => (i === 0 ? a : Number(a)));
+const body = JSON.stringify({ jobId: 'spike-000000', tenant: 'acme', fireId: 'spike-000000:1',
+  slot: new Date().toISOString(), slotMs: 0, attempt: 1, fencingToken: 33554432, payload: {} });
+async function burst(count, tag, slotMs) {
+  const pool = new Pool(origin, { connections });
+  const slot = new Date(slotMs).toISOString();
+  const sends = [];
+  for (let i = 0; i < count; i++) {
+    sends.push(pool.request({ method: 'POST', path: '/hook', body, headers: {
+      'content-type': 'application/json', 'idempotency-key': tag + i,
+      'tickraft-scheduled-for': slot, 'tickraft-fencing-token': '33554432', 'tickraft-attempt': '1',
+      'webhook-id': tag + i, 'webhook-timestamp': String(Math.floor(slotMs / 1000)),
+      'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' } }).then((r) => r.body.dump()));
+  }
+  await Promise.all(sends);
+  await pool.close();
+}
+(async () => {
+  if (warmup > 0) await burst(warmup, 'warm-' + process.pid + '-', Date.now());
+  process.stdout.write('ready\\n');
+  process.stdin.once('data', async (d) => {
+    const at = Number(String(d).trim());
+    while (Date.now() < at) await new Promise((r) => setTimeout(r, 1));
+    await burst(n, 'split-' + process.pid + '-', at);
+    process.stdout.write('done\\n');
+    process.exit(0);
+  });
+})();
+`;
+
+async function splitBareClient(
+  origin: string,
+  n: number,
+  procs: number,
+  connections: number,
+  warmup: number,
+): Promise<SinkStats & { slotMs: number }> {
+  const children = Array.from({ length: procs }, (_, i) => {
+    const share = Math.floor(n / procs) + (i < n % procs ? 1 : 0);
+    return spawn(
+      process.execPath,
+      ['-e', SPLIT_SENDER_SOURCE, origin, String(share), String(connections), String(warmup)],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+  });
+  const said = (child: ChildProcess, word: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      let out = '';
+      const onData = (d: Buffer): void => {
+        out += d.toString();
+        if (out.includes(word)) {
+          child.stdout?.off('data', onData);
+          resolve();
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.once('exit', (code) => reject(new Error(`split sender exited with ${code}`)));
+    });
+  try {
+    await Promise.all(children.map((c) => said(c, 'ready')));
+    await sinkGet(origin, '/reset');
+    const slotMs = Date.now() + 200;
+    const done = Promise.all(children.map((c) => said(c, 'done')));
+    for (const c of children) c.stdin?.write(`${slotMs}\n`);
+    await done;
+    return { ...(await sinkGet(origin, '/stats')), slotMs };
+  } finally {
+    for (const c of children) c.kill();
+  }
+}
+
 async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
   let total = 0;
   for (const n of cluster.nodes) total += (await n.status()).cpuMs;
@@ -181,6 +280,7 @@ async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
 
 export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
   const { jobs: JOBS, groups: GROUPS } = opts;
+  const WARMUP = opts.warmup ?? 0;
   const log = opts.log ?? ((line: string) => console.log(line));
   const flags = opts.nodeFlags ?? [];
   const at = flags.indexOf('--webhook-connections');
@@ -214,60 +314,117 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       if (groupId !== META_GROUP_ID) perNode.set(id, (perNode.get(id) ?? 0) + 1);
     log(`  data groups led per node: ${[...perNode].map(([id, n]) => `${id} ${n}`).join(', ')}`);
     const ranges = splitRing(GROUPS, META_GROUP_ID + 1);
-    const createMs = Math.max(8000, JOBS * 0.6);
-    const slotMs = Math.ceil((Date.now() + createMs + 4000) / 1000) * 1000;
-    const slot = new Date(slotMs).toISOString();
-    const jobs: { groupId: number; body: Record<string, unknown> }[] = [];
-    for (let i = 0; i < JOBS; i++) {
-      const jobId = `spike-${String(i).padStart(6, '0')}`;
-      const spec = {
-        tenant: 'acme',
-        name: jobId,
-        schedule: `at ${slot}`,
-        target: { url: `${sink.origin}/hook` },
-      };
-      jobs.push({
-        groupId: lookupRange(ranges, hashShardKey(jobId)).groupId,
-        body: { jobId, requestId: jobId, spec },
-      });
-    }
-    const termsBefore = await groupTerms(cluster);
-    const t0 = performance.now();
-    // Batches go to the leader of their jobs' group; a batch refused by a node that no longer
-    // leads is sent again after a fresh look at the leaders (request ids make that idempotent).
-    let pending = jobs;
-    while (pending.length > 0) {
-      const byNode = new Map<ProcNode, Record<string, unknown>[]>();
-      for (const j of pending) {
-        const node = leaders.get(j.groupId) ?? cluster.nodes[0]!;
-        let list = byNode.get(node);
-        if (!list) byNode.set(node, (list = []));
-        list.push(j.body);
+
+    /** `count` one-off jobs named `<prefix>-NNNNNN`, all due at one whole second far enough ahead. */
+    const createSpike = async (
+      prefix: string,
+      count: number,
+    ): Promise<{ slotMs: number; createdMs: number }> => {
+      const createMs = Math.max(8000, count * 0.6);
+      const slotMs = Math.ceil((Date.now() + createMs + 4000) / 1000) * 1000;
+      const slot = new Date(slotMs).toISOString();
+      const jobs: { groupId: number; body: Record<string, unknown> }[] = [];
+      for (let i = 0; i < count; i++) {
+        const jobId = `${prefix}-${String(i).padStart(6, '0')}`;
+        const spec = {
+          tenant: 'acme',
+          name: jobId,
+          schedule: `at ${slot}`,
+          target: { url: `${sink.origin}/hook` },
+        };
+        jobs.push({
+          groupId: lookupRange(ranges, hashShardKey(jobId)).groupId,
+          body: { jobId, requestId: jobId, spec },
+        });
       }
-      const failed: typeof jobs = [];
-      await Promise.all(
-        [...byNode].map(async ([node, list]) => {
-          for (let i = 0; i < list.length; i += 1000) {
-            const batch = list.slice(i, i + 1000);
-            try {
-              await node.scheduler({ op: 'create-jobs', jobs: batch }, 60_000);
-            } catch {
-              for (const body of batch)
-                failed.push({
-                  groupId: lookupRange(ranges, hashShardKey(String(body['jobId']))).groupId,
-                  body,
-                });
+      const t0 = performance.now();
+      // Batches go to the leader of their jobs' group; a batch refused by a node that no longer
+      // leads is sent again after a fresh look at the leaders (request ids make that idempotent).
+      let pending = jobs;
+      while (pending.length > 0) {
+        const byNode = new Map<ProcNode, Record<string, unknown>[]>();
+        for (const j of pending) {
+          const node = leaders.get(j.groupId) ?? cluster.nodes[0]!;
+          let list = byNode.get(node);
+          if (!list) byNode.set(node, (list = []));
+          list.push(j.body);
+        }
+        const failed: typeof jobs = [];
+        await Promise.all(
+          [...byNode].map(async ([node, list]) => {
+            for (let i = 0; i < list.length; i += 1000) {
+              const batch = list.slice(i, i + 1000);
+              try {
+                await node.scheduler({ op: 'create-jobs', jobs: batch }, 60_000);
+              } catch {
+                for (const body of batch)
+                  failed.push({
+                    groupId: lookupRange(ranges, hashShardKey(String(body['jobId']))).groupId,
+                    body,
+                  });
+              }
             }
-          }
-        }),
-      );
-      pending = failed;
-      if (failed.length > 0) {
-        await new Promise((r) => setTimeout(r, 200));
-        for (const [groupId, id] of await cluster.leaders()) leaders.set(groupId, cluster.node(id));
+          }),
+        );
+        pending = failed;
+        if (failed.length > 0) {
+          await new Promise((r) => setTimeout(r, 200));
+          for (const [groupId, id] of await cluster.leaders())
+            leaders.set(groupId, cluster.node(id));
+        }
       }
+      return { slotMs, createdMs: performance.now() - t0 };
+    };
+
+    /** Waits until the sink has `count` receipts (or 60 s passed) and no more arrive. */
+    const awaitReceipts = async (count: number, slotMs: number): Promise<SinkStats> => {
+      const deadline = slotMs + 60_000;
+      let stats = await sinkGet(sink.origin, '/stats');
+      while (stats.count < count && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+        stats = await sinkGet(sink.origin, '/stats');
+        if (opts.trace === true && Date.now() > slotMs - 3500) {
+          const sts = await Promise.all(cluster.nodes.map((n) => n.status()));
+          log(
+            `  t=${Date.now() - slotMs} received ${stats.count} | ` +
+              sts
+                .map(
+                  (st) =>
+                    `${st.nodeId} proposed ${st.schedulerProposed} delivered ${st.schedulerDelivered} results ${st.schedulerResults} queued ${st.deliveryQueued} inflight ${st.deliveryInflight}`,
+                )
+                .join(' | '),
+          );
+        }
+      }
+      // Stragglers (retries) must not land in the next measure: wait until the count is still.
+      for (let last = -1; stats.count !== last && Date.now() < deadline; ) {
+        last = stats.count;
+        await new Promise((r) => setTimeout(r, 1500));
+        stats = await sinkGet(sink.origin, '/stats');
+      }
+      return stats;
+    };
+
+    let warmup: SpikeWarmup | undefined;
+    if (WARMUP > 0) {
+      // A production scheduler fires every minute: its delivery path is compiled by V8 long
+      // before any one :00. Fresh nodes compile it during their first spike instead (a third
+      // of the nodes' CPU went to TurboFan's threads in one), so one spike warms them first.
+      const w = await createSpike('warm', WARMUP);
+      while (Date.now() < w.slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
+      const cpuBefore = await clusterCpuMs(cluster);
+      const side = sideOf(await awaitReceipts(WARMUP, w.slotMs), w.slotMs);
+      const cpuMs = (await clusterCpuMs(cluster)) - cpuBefore;
+      warmup = { jobs: WARMUP, tickraft: side, cpuMs };
+      log(describeSide(`warm-up spike (fresh nodes)`, side, WARMUP));
+      log(
+        `  warm-up cluster CPU from 4 s before its slot: ${fmt(cpuMs)} ms (${fmt((cpuMs * 1000) / WARMUP)} µs per fire)`,
+      );
+      await sinkGet(sink.origin, '/reset');
     }
-    const createdMs = performance.now() - t0;
+
+    const termsBefore = await groupTerms(cluster);
+    const { slotMs, createdMs } = await createSpike('spike', JOBS);
     const termsCreated = await groupTerms(cluster);
     const changedCreating = [...termsCreated].filter(
       ([g, term]) => (termsBefore.get(g) ?? 0) !== term,
@@ -279,30 +436,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     if (marginMs < 3500) log('  WARNING: created too late for the look-ahead; raise the margin');
     while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
     const cpuBefore = await clusterCpuMs(cluster);
-    const deadline = slotMs + 60_000;
-    let stats = await sinkGet(sink.origin, '/stats');
-    while (stats.count < JOBS && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 250));
-      stats = await sinkGet(sink.origin, '/stats');
-      if (opts.trace === true && Date.now() > slotMs - 3500) {
-        const sts = await Promise.all(cluster.nodes.map((n) => n.status()));
-        log(
-          `  t=${Date.now() - slotMs} received ${stats.count} | ` +
-            sts
-              .map(
-                (st) =>
-                  `${st.nodeId} proposed ${st.schedulerProposed} delivered ${st.schedulerDelivered} results ${st.schedulerResults} queued ${st.deliveryQueued} inflight ${st.deliveryInflight}`,
-              )
-              .join(' | '),
-        );
-      }
-    }
-    // Stragglers (retries) must not land in the ceiling's run: wait until the count is still.
-    for (let last = -1; stats.count !== last && Date.now() < deadline;) {
-      last = stats.count;
-      await new Promise((r) => setTimeout(r, 1500));
-      stats = await sinkGet(sink.origin, '/stats');
-    }
+    const stats = await awaitReceipts(JOBS, slotMs);
     const terms = await groupTerms(cluster);
     const changed = [...terms].filter(([g, term]) => (termsCreated.get(g) ?? 0) !== term).length;
     log(
@@ -314,21 +448,44 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     log(
       `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
     );
+    let bareWarmup: SpikeSide | undefined;
+    if (WARMUP > 0) {
+      // The same warm-up for the ceiling: undici's code in this process is compiled by V8
+      // before the measured burst, as the nodes' is before their measured spike.
+      const warm = await bareClient(sink.origin, WARMUP);
+      bareWarmup = sideOf(warm, warm.slotMs);
+      log(describeSide('bare Pool warm-up burst', bareWarmup, WARMUP));
+    }
     const bare = await bareClient(sink.origin, JOBS);
     const ceiling = sideOf(bare, bare.slotMs);
     log(describeSide('bare undici Pool (ceiling)', ceiling, JOBS));
     log(
       `  connections to the sink: tickraft ${nodeConnections} per node (3 nodes, ${3 * nodeConnections} in all), bare Pool ${BARE_CONNECTIONS}`,
     );
+    const splitRaw = await splitBareClient(
+      sink.origin,
+      JOBS,
+      3,
+      nodeConnections,
+      Math.ceil(WARMUP / 3),
+    );
+    const split = sideOf(splitRaw, splitRaw.slotMs);
+    log(describeSide(`bare Pools in 3 processes`, split, JOBS));
     const drainRatio = ours.drainMs / ceiling.drainMs;
     const p99Ratio = ours.lagP99Ms / ceiling.lagP99Ms;
     log(
       `  ratio to the ceiling: time to last fire ${drainRatio.toFixed(2)}×, p99 lag ${p99Ratio.toFixed(2)}× (target ≤ 1.25× both)`,
     );
+    log(
+      `  the ceiling from 3 processes (${nodeConnections} connections each, as the nodes): ` +
+        `time to last fire ${(split.drainMs / ceiling.drainMs).toFixed(2)}× the one-process ceiling; ` +
+        `tickraft ${(ours.drainMs / split.drainMs).toFixed(2)}× of it`,
+    );
     // A graceful stop lets `TICKRAFT_NODE_ARGS=--cpu-prof` write the nodes' profiles.
     await Promise.all(cluster.nodes.map((n) => n.term()));
     return {
       jobs: JOBS,
+      warmup: warmup && bareWarmup && { ...warmup, ceiling: bareWarmup },
       groups: GROUPS,
       nodeConnections,
       bareConnections: BARE_CONNECTIONS,
@@ -339,6 +496,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       cpuMs: cpuAfter - cpuBefore,
       tickraft: ours,
       ceiling,
+      splitCeiling: split,
       drainRatio,
       p99Ratio,
     };

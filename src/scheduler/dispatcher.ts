@@ -82,11 +82,16 @@ export interface DispatcherOptions {
   readonly resultsPerEntry?: number;
   /**
    * Longest an attempt result may be held back while the runtime reports a delivery backlog
-   * (step's `holdResults`): results then go to the log as few large entries instead of one
-   * small entry per step, so that proposing, replicating, storing and applying them on every
-   * replica competes less with the sends still queued. 0 never holds. @default 0
+   * (step's `holdResults`): the results of a spike then go to the log after its sends, as few
+   * large entries, instead of being proposed, replicated, stored and applied on every replica
+   * while the sends still queue. 0 never holds. @default 0
    */
   readonly resultHoldMs?: number;
+  /**
+   * Most results held at once: beyond it, full entries leave even while the backlog lasts, so
+   * that a very long backlog holds bounded memory. @default 16 × resultsPerEntry
+   */
+  readonly heldResultsMax?: number;
   /** Resolution of the wheels. @default 10 */
   readonly tickMs?: number;
   /**
@@ -197,6 +202,7 @@ export class GroupDispatcher {
   private readonly deliveriesPerStep: number;
   private readonly resultsPerEntry: number;
   private readonly resultHoldMs: number;
+  private readonly heldResultsMax: number;
   private readonly retryAt: RetryPlanner;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
@@ -217,6 +223,7 @@ export class GroupDispatcher {
     this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
     this.resultsPerEntry = options.resultsPerEntry ?? 1024;
     this.resultHoldMs = options.resultHoldMs ?? 0;
+    this.heldResultsMax = options.heldResultsMax ?? 16 * this.resultsPerEntry;
     this.retryAt = options.retryAt;
     this.index = new DueIndex(
       {
@@ -354,7 +361,7 @@ export class GroupDispatcher {
    * `maxDeliveries` caps this step's at-least-once hand-outs (never above `deliveriesPerStep`):
    * the runtime hands a spike out in chunks, the rest stays queued for the next step.
    * `results.hold` says the runtime still has deliveries waiting to be sent: attempt results
-   * are then held back (at most `resultHoldMs`, at most `resultsPerEntry` of them) and
+   * are then held back (at most `resultHoldMs`, at most `heldResultsMax` of them) and
    * proposed together once the backlog is gone; while draining they go out without waiting.
    * At most `results.max` are proposed in one step; the rest wait for the next.
    */
@@ -407,8 +414,8 @@ export class GroupDispatcher {
 
   /**
    * The outbox as proposals, attempt results coalesced into few entries. With `hold`, results
-   * stay back until `resultsPerEntry` of them fill an entry or the oldest has waited
-   * `resultHoldMs`; what remains of a full entry's worth waits on. At most `max` leave.
+   * stay back until the oldest has waited `resultHoldMs`; beyond `heldResultsMax` held, full
+   * entries leave and the rest waits on. At most `max` leave.
    */
   private flushOutbox(
     ls: TermState,
@@ -425,10 +432,15 @@ export class GroupDispatcher {
     if (held.length > 0) {
       ls.resultsHeldSinceMs ??= nowMs;
       const expired = nowMs - ls.resultsHeldSinceMs >= this.resultHoldMs;
-      // Under a hold only full entries leave (until the oldest result's time is up).
+      // Under a hold nothing leaves until the oldest result's time is up, unless too many wait.
+      const over = held.length > this.heldResultsMax;
       const take = Math.min(
         Math.max(0, max),
-        !hold || expired ? held.length : held.length - (held.length % this.resultsPerEntry),
+        !hold || expired
+          ? held.length
+          : over
+            ? held.length - (held.length % this.resultsPerEntry)
+            : 0,
       );
       for (let i = 0; i < take; i += this.resultsPerEntry) {
         const results = held.slice(i, Math.min(take, i + this.resultsPerEntry));

@@ -26,7 +26,13 @@ class Harness {
   holdResults = false;
   resultMax = Number.POSITIVE_INFINITY;
 
-  constructor(private readonly extra: { resultHoldMs?: number; resultsPerEntry?: number } = {}) {
+  constructor(
+    private readonly extra: {
+      resultHoldMs?: number;
+      resultsPerEntry?: number;
+      heldResultsMax?: number;
+    } = {},
+  ) {
     this.d = this.newDispatcher();
   }
 
@@ -666,26 +672,37 @@ t.test('results held while deliveries wait go to the log together', (t) => {
   t.end();
 });
 
-t.test('held results leave after resultHoldMs, or when they fill an entry', (t) => {
-  const h = new Harness({ resultHoldMs: 500, resultsPerEntry: 4 });
-  for (let i = 0; i < 6; i++) h.create(`j${i}`, SLOT);
+t.test('held results leave after resultHoldMs, or full entries when too many wait', (t) => {
+  const h = new Harness({ resultHoldMs: 500, resultsPerEntry: 4, heldResultsMax: 8 });
+  for (let i = 0; i < 11; i++) h.create(`j${i}`, SLOT);
   h.step(SLOT - 2_000);
   h.step(SLOT);
+  t.equal(h.delivered.length, 11);
   h.holdResults = true;
   h.proposed.length = 0;
   h.succeed(h.delivered[0]!, SLOT + 10);
   h.step(SLOT + 10);
   t.same(h.ops(), [], 'one result is held');
-  for (const o of h.delivered.slice(1)) h.succeed(o, SLOT + 20);
+  for (const o of h.delivered.slice(1, 8)) h.succeed(o, SLOT + 20);
   h.step(SLOT + 20);
-  t.same(h.ops(), ['attempt-results'], 'a full entry leaves at once');
-  const first = h.proposed[0]!;
-  t.equal(first.op === 'attempt-results' ? first.results.length : 0, 4, 'of resultsPerEntry');
+  t.same(h.ops(), [], 'full entries wait too, up to heldResultsMax results');
+  for (const o of h.delivered.slice(8)) h.succeed(o, SLOT + 30);
+  h.step(SLOT + 30);
+  t.same(h.ops(), ['attempt-results', 'attempt-results'], 'beyond it, the full entries leave');
+  t.same(
+    h.proposed.map((c) => (c.op === 'attempt-results' ? c.results.length : 0)),
+    [4, 4],
+    'of resultsPerEntry each',
+  );
   h.step(SLOT + 509);
-  t.equal(h.proposed.length, 1, 'the other two wait on');
+  t.equal(h.proposed.length, 2, 'the other three wait on');
   h.step(SLOT + 510);
-  t.same(h.ops(), ['attempt-results', 'attempt-results'], 'until the oldest waited 500 ms');
-  t.equal(h.sm.runs.size, 6);
+  t.same(
+    h.ops(),
+    ['attempt-results', 'attempt-results', 'attempt-results'],
+    'until the oldest waited 500 ms',
+  );
+  t.equal(h.sm.runs.size, 11);
   t.ok([...h.sm.runs.values()].every((r) => r.status === 'SUCCEEDED'));
   t.end();
 });

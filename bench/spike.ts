@@ -397,7 +397,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
         }
       }
       // Stragglers (retries) must not land in the next measure: wait until the count is still.
-      for (let last = -1; stats.count !== last && Date.now() < deadline; ) {
+      for (let last = -1; stats.count !== last && Date.now() < deadline;) {
         last = stats.count;
         await new Promise((r) => setTimeout(r, 1500));
         stats = await sinkGet(sink.origin, '/stats');

@@ -238,7 +238,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     0,
     86_400_000,
   );
-  const resultHoldMs = int('resultHoldMs', options.resultHoldMs ?? 500, 0, 10_000);
+  const resultHoldMs = int('resultHoldMs', options.resultHoldMs ?? 2000, 0, 10_000);
   const splitJobs = int('splitJobs', options.splitJobs ?? 1_000_000, 0, 1_000_000_000);
   const splitFireRate = checkSplitFireRate(options.splitFireRate ?? 0, bad);
   const connectionsPerOrigin = int(

@@ -105,7 +105,7 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .addOption(
       new Option(
         '--result-hold-ms <ms>',
-        'hold attempt results back at most this long while deliveries wait, to log them in few entries; 0 never (default 500)',
+        'hold attempt results back at most this long while deliveries wait, to log them after the sends; 0 never (default 2000)',
       ).argParser(int),
     )
     .addOption(

@@ -11,7 +11,8 @@
  * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
  * --spike N (default 20,000), --failover-jobs N (default 2,000), --inflight N (CreateJobs calls
  * in flight, default 8), --warmup N (jobs registered before the measure, default 20,000; 0 measures
- * fresh nodes), --only registration,memory,spike,failover, --json.
+ * fresh nodes), --spike-warmup N (jobs of a spike fired before the measured one, default 5,000; 0
+ * measures fresh nodes), --only registration,memory,spike,failover, --json.
  * docs/BENCH.md says how to read the table.
  */
 import { parseArgs } from 'node:util';
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     'failover-jobs': { type: 'string', default: '2000' },
     inflight: { type: 'string', default: '8' },
     warmup: { type: 'string', default: '20000' },
+    'spike-warmup': { type: 'string', default: '5000' },
     groups: { type: 'string', default: '16' },
     only: { type: 'string', default: PARTS.join(',') },
     json: { type: 'boolean', default: false },
@@ -50,6 +52,8 @@ const SPIKE = positive('spike', values.spike);
 const FAILOVER_JOBS = positive('failover-jobs', values['failover-jobs']);
 const INFLIGHT = positive('inflight', values.inflight);
 const WARMUP = values.warmup === '0' ? 0 : positive('warmup', values.warmup);
+const SPIKE_WARMUP =
+  values['spike-warmup'] === '0' ? 0 : positive('spike-warmup', values['spike-warmup']);
 const GROUPS = positive('groups', values.groups);
 const only = new Set(values.only.split(',').map((s) => s.trim()));
 for (const p of only)
@@ -104,7 +108,7 @@ if (runs('registration') || runs('memory')) {
 }
 if (runs('spike')) {
   log(`\n:00 spike: ${fmt(SPIKE)} jobs due in the same second`);
-  spike = await runSpike({ jobs: SPIKE, groups: GROUPS, log });
+  spike = await runSpike({ jobs: SPIKE, groups: GROUPS, warmup: SPIKE_WARMUP, log });
   if (spike.tickraft.received < SPIKE)
     problems.push(
       `spike: ${fmt(spike.tickraft.received)} of ${fmt(SPIKE)} fires reached the sink within 60 s`,
@@ -207,6 +211,12 @@ if (spike) {
       met: '',
     },
     {
+      figure: '  bare client from 3 processes (as the nodes send) lag p50 / p99 / max',
+      measured: `${fmt(s.splitCeiling.lagP50Ms)} / ${fmt(s.splitCeiling.lagP99Ms)} / ${fmt(s.splitCeiling.lagMaxMs)} ms`,
+      target: '',
+      met: '',
+    },
+    {
       figure: '  connections to the sink: per tickraft node / bare client',
       measured: `${s.nodeConnections} (× 3 nodes) / ${s.bareConnections}`,
       target: '',
@@ -224,7 +234,20 @@ if (spike) {
       target: '≤ 1.25×',
       met: met(s.p99Ratio <= 1.25),
     },
+    {
+      figure: '  time to last fire: bare client from 3 processes / from 1; tickraft / 3 processes',
+      measured: `${(s.splitCeiling.drainMs / s.ceiling.drainMs).toFixed(2)}×; ${(s.tickraft.drainMs / s.splitCeiling.drainMs).toFixed(2)}×`,
+      target: '',
+      met: '',
+    },
   );
+  if (s.warmup)
+    rows.push({
+      figure: `  before it, on fresh nodes: a ${fmt(s.warmup.jobs)}-job spike, last fire / bare client`,
+      measured: `${fmt(s.warmup.tickraft.drainMs)} / ${fmt(s.warmup.ceiling.drainMs)} ms = ${(s.warmup.tickraft.drainMs / s.warmup.ceiling.drainMs).toFixed(2)}×`,
+      target: '',
+      met: '',
+    });
 }
 if (failover && failover.error === undefined) {
   const f = failover;

@@ -7,7 +7,11 @@
  *    `--jobs 40000`) all due in the same second, delivered to a local sink process that records
  *    each receipt. Printed: lag from the slot to receipt (p50 / p99 / max) and the time until the
  *    last fire, next to the ceiling measured in the same run: a bare undici Pool sending the
- *    same number of requests (same size, same headers) to the same sink, all issued at once.
+ *    same number of requests (same size, same headers) to the same sink, all issued at once,
+ *    and the same requests sent from 3 processes at once (as the 3 nodes send). Before the
+ *    measured spike, `--warmup` jobs (default 5,000; 0: none) fire in a spike of their own on
+ *    the fresh cluster, and the bare clients send as many requests first, so that both sides
+ *    are measured with V8's optimized code, as in a scheduler that has been firing for a while.
  */
 import { parseArgs } from 'node:util';
 import { describeMachine, fmt, machineContext } from './figures.js';

@@ -17,13 +17,27 @@ export function majorityCommitted(
 ): number {
   const n = voters.size;
   if (n === 0) return Number.POSITIVE_INFINITY;
-  const acked: number[] = [];
-  for (const id of voters) acked.push(ackedIndex(id));
-  acked.sort((a, b) => b - a);
+  // Asked at every acknowledgement and every lease check: insertion into one reused array,
+  // descending, rather than a new array and a sort per call (configurations are a handful of
+  // voters). Calls never nest, so one scratch array serves them all.
+  const acked = ACKED_SCRATCH;
+  let k = 0;
+  for (const id of voters) {
+    const v = ackedIndex(id);
+    let i = k++;
+    while (i > 0 && (acked[i - 1] as number) < v) {
+      acked[i] = acked[i - 1] as number;
+      i--;
+    }
+    acked[i] = v;
+  }
   // With n voters, a majority is floor(n/2)+1: the value at that position (descending) has
   // been reached by at least a majority.
-  return acked[Math.floor(n / 2)]!;
+  return acked[Math.floor(n / 2)] as number;
 }
+
+/** majorityCommitted's working array; only its first `voters.size` slots mean anything. */
+const ACKED_SCRATCH: number[] = [];
 
 export function jointCommitted(
   incoming: ReadonlySet<NodeId>,

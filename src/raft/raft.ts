@@ -804,11 +804,7 @@ export class Raft {
   }
 
   private maybeCommit(): boolean {
-    const index = jointCommitted(
-      this.incoming,
-      this.outgoing,
-      (id) => this.progress.get(id)?.match ?? 0,
-    );
+    const index = jointCommitted(this.incoming, this.outgoing, this.matchOf);
     if (index <= this.log.committed || !this.isCommittable(index)) return false;
     const before = this.log.committed;
     this.log.commitTo(index);
@@ -875,10 +871,13 @@ export class Raft {
 
   /** The newest heartbeat round a quorum has acknowledged in this term (0: none). */
   private quorumAckedRound(): number {
-    return jointCommitted(this.incoming, this.outgoing, (id) =>
-      id === this.id ? this.heartbeatRound : (this.progress.get(id)?.ackedRound ?? 0),
-    );
+    return jointCommitted(this.incoming, this.outgoing, this.ackedRoundOf);
   }
+
+  // Made once: the quorum checks run at every acknowledgement and every lease check.
+  private readonly matchOf = (id: NodeId): number => this.progress.get(id)?.match ?? 0;
+  private readonly ackedRoundOf = (id: NodeId): number =>
+    id === this.id ? this.heartbeatRound : (this.progress.get(id)?.ackedRound ?? 0);
 
   /** Whether no other node can be leader now, by the drift assumption in the header. */
   isLeaseValid(): boolean {

@@ -414,8 +414,8 @@ export class GroupDispatcher {
 
   /**
    * The outbox as proposals, attempt results coalesced into few entries. With `hold`, results
-   * stay back until the oldest has waited `resultHoldMs`; beyond `heldResultsMax` held, full
-   * entries leave and the rest waits on. At most `max` leave.
+   * of at-least-once runs stay back until the oldest has waited `resultHoldMs`; beyond
+   * `heldResultsMax` held, full entries leave and the rest waits on. At most `max` leave.
    */
   private flushOutbox(
     ls: TermState,
@@ -426,7 +426,7 @@ export class GroupDispatcher {
   ): void {
     const held = ls.heldResults;
     for (const c of ls.outbox.splice(0)) {
-      if (c.op === 'attempt-result') held.push(c);
+      if (c.op === 'attempt-result' && !this.isAtMostOnceRun(c.fireId)) held.push(c);
       else proposals.push(c);
     }
     if (held.length > 0) {
@@ -452,6 +452,16 @@ export class GroupDispatcher {
       if (held.length === 0) ls.resultsHeldSinceMs = undefined;
     }
     ls.unsettled += proposals.length;
+  }
+
+  /**
+   * An at-most-once run's result is never held: a leader lost while holding it would leave the
+   * run to be marked UNKNOWN although its webhook was answered. Its attempt-started entry
+   * already costs a commit per send, so one more small entry changes little.
+   */
+  private isAtMostOnceRun(fireId: string): boolean {
+    const run = this.sm.runs.get(fireId);
+    return run !== undefined && this.sm.jobs.specOf(run.jobId)?.delivery === 'at_most_once';
   }
 
   /**

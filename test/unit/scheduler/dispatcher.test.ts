@@ -730,20 +730,29 @@ t.test('a drain proposes held results at once and is not drained before they com
 });
 
 t.test(
-  'a leader change loses held results: at-least-once goes out again, at-most-once is UNKNOWN',
+  'a leader change loses held results (at-least-once goes out again); at-most-once results are never held',
   (t) => {
     const h = bothSentInTerm1(t, new Harness({ resultHoldMs: 500 }));
     h.holdResults = true;
+    h.proposed.length = 0;
     for (const o of h.delivered) h.succeed(o, SLOT + 10);
     h.step(SLOT + 10);
+    t.same(h.ops(), ['attempt-result'], 'only the at-most-once result is proposed');
+    t.equal(h.sm.runs.get(`most:${SLOT}`)?.status, 'SUCCEEDED', 'and recorded at once');
     const first = h.delivered.find((o) => o.jobId === 'least')!;
-    // The leader dies holding both results; another replica (same applied state) leads.
+    t.equal(h.sm.runs.get(first.fireId)?.status, 'SCHEDULED', 'the other result is held');
+    // The leader dies holding the at-least-once result; another replica (same applied state) leads.
     h.term = 2;
     h.d = h.newDispatcher();
     h.holdResults = false;
     h.proposed.length = 0;
     h.step(SLOT + 2_000);
-    t.equal(h.sm.runs.get(`most:${SLOT}`)?.status, 'UNKNOWN', 'at-most-once never sent again');
+    t.equal(
+      h.sm.runs.get(`most:${SLOT}`)?.status,
+      'SUCCEEDED',
+      'at-most-once: neither lost nor UNKNOWN',
+    );
+    t.equal(h.delivered.filter((o) => o.jobId === 'most').length, 1, 'and never sent again');
     const again = h.delivered.filter((o) => o.jobId === 'least');
     t.equal(again.length, 2, 'at-least-once sent again');
     t.equal(again[1]!.fireId, first.fireId, 'same fire id');

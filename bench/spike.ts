@@ -2,11 +2,13 @@
  * The :00 spike through a real 3-process cluster, shared by `npm run bench:scheduler` and
  * `npm run bench`: `jobs` one-off jobs all due in the same second, delivered to a local sink
  * process that records each receipt; lag from the slot to receipt (p50 / p99 / max) and the time
- * until the last fire, next to the ceiling measured in the same run: a bare undici Pool sending
- * the same number of requests (same size, same headers) to the same sink, all issued at once.
+ * until the last fire, next to the ceiling measured in the same run: a bare undici Pool in a
+ * process of its own sending the same number of requests (same size, same headers) to the same
+ * sink, all issued at once; and the same requests sent from 3 such processes, as the 3 nodes send.
+ * With `warmup`, a smaller spike fires first on the fresh cluster and the bare clients send as
+ * many requests first, so that every side is measured with its code compiled by V8.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { Pool } from 'undici';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
@@ -137,129 +139,96 @@ export function describeSide(name: string, s: SpikeSide, n: number): string {
   );
 }
 
-/** The ceiling: the same count of same-sized requests from a bare undici Pool, issued at once. */
 /** The bare client's Pool size. */
 export const BARE_CONNECTIONS = 128;
 
-async function bareClient(origin: string, n: number): Promise<SinkStats & { slotMs: number }> {
-  await sinkGet(origin, '/reset');
-  const pool = new Pool(origin, { connections: BARE_CONNECTIONS });
-  const body = JSON.stringify({
-    jobId: 'spike-000000',
-    tenant: 'acme',
-    fireId: 'spike-000000:1',
-    slot: new Date().toISOString(),
-    slotMs: 0,
-    attempt: 1,
-    fencingToken: 33554432,
-    payload: {},
-  });
-  const slotMs = Date.now();
-  const slot = new Date(slotMs).toISOString();
-  const sends: Promise<unknown>[] = [];
-  for (let i = 0; i < n; i++) {
-    sends.push(
-      pool
-        .request({
-          method: 'POST',
-          path: '/hook',
-          headers: {
-            'content-type': 'application/json',
-            'idempotency-key': `bare-${i}`,
-            'tickraft-scheduled-for': slot,
-            'tickraft-fencing-token': '33554432',
-            'tickraft-attempt': '1',
-            'webhook-id': `bare-${i}`,
-            'webhook-timestamp': String(Math.floor(slotMs / 1000)),
-            'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
-          },
-          body,
-        })
-        .then((r) => r.body.dump()),
-    );
-  }
-  await Promise.all(sends);
-  await pool.close();
-  return { ...(await sinkGet(origin, '/stats')), slotMs };
-}
-
 /**
- * The ceiling's requests sent from `procs` processes at once, each with a Pool of `connections`
- * and its share of `n`: the cluster sends from three processes (each node leads its share of
- * the groups), and on a machine with fewer cores than busy processes that costs time of its
- * own. This says how much, with nothing of tickraft in the processes. Each child first sends
- * `warmup` requests of its own (uncounted), as the in-process client does.
+ * The bare client, in a process of its own: a Pool of `connections` (argv) that sends, for each
+ * line `<tag> <at ms> <count>` on stdin, `count` requests of the spike's size and headers, all
+ * issued at `at`, and writes `done` once all were answered. Lag at the sink counts from `at`.
  */
-const SPLIT_SENDER_SOURCE = `
+const BARE_SENDER_SOURCE = `
 const { Pool } = require('undici');
-const [origin, n, connections, warmup] = process.argv.slice(1).map((a, i) => (i === 0 ? a : Number(a)));
+const [origin, connections] = [process.argv[1], Number(process.argv[2])];
 const body = JSON.stringify({ jobId: 'spike-000000', tenant: 'acme', fireId: 'spike-000000:1',
   slot: new Date().toISOString(), slotMs: 0, attempt: 1, fencingToken: 33554432, payload: {} });
-async function burst(count, tag, slotMs) {
+async function burst(tag, at, count) {
   const pool = new Pool(origin, { connections });
-  const slot = new Date(slotMs).toISOString();
+  const slot = new Date(at).toISOString();
+  while (Date.now() < at) await new Promise((r) => setTimeout(r, 1));
   const sends = [];
   for (let i = 0; i < count; i++) {
+    const id = tag + '-' + process.pid + '-' + i;
     sends.push(pool.request({ method: 'POST', path: '/hook', body, headers: {
-      'content-type': 'application/json', 'idempotency-key': tag + i,
-      'tickraft-scheduled-for': slot, 'tickraft-fencing-token': '33554432', 'tickraft-attempt': '1',
-      'webhook-id': tag + i, 'webhook-timestamp': String(Math.floor(slotMs / 1000)),
+      'content-type': 'application/json', 'idempotency-key': id, 'tickraft-scheduled-for': slot,
+      'tickraft-fencing-token': '33554432', 'tickraft-attempt': '1', 'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at / 1000)),
       'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' } }).then((r) => r.body.dump()));
   }
   await Promise.all(sends);
   await pool.close();
+  process.stdout.write('done\\n');
 }
-(async () => {
-  if (warmup > 0) await burst(warmup, 'warm-' + process.pid + '-', Date.now());
-  process.stdout.write('ready\\n');
-  process.stdin.once('data', async (d) => {
-    const at = Number(String(d).trim());
-    while (Date.now() < at) await new Promise((r) => setTimeout(r, 1));
-    await burst(n, 'split-' + process.pid + '-', at);
-    process.stdout.write('done\\n');
-    process.exit(0);
-  });
-})();
+let buffered = '';
+let chain = Promise.resolve();
+process.stdin.on('data', (d) => {
+  buffered += d;
+  for (let nl = buffered.indexOf('\\n'); nl >= 0; nl = buffered.indexOf('\\n')) {
+    const [tag, at, count] = buffered.slice(0, nl).split(' ');
+    buffered = buffered.slice(nl + 1);
+    chain = chain.then(() => burst(tag, Number(at), Number(count)));
+  }
+});
 `;
 
-async function splitBareClient(
-  origin: string,
-  n: number,
-  procs: number,
-  connections: number,
-  warmup: number,
-): Promise<SinkStats & { slotMs: number }> {
-  const children = Array.from({ length: procs }, (_, i) => {
-    const share = Math.floor(n / procs) + (i < n % procs ? 1 : 0);
-    return spawn(
-      process.execPath,
-      ['-e', SPLIT_SENDER_SOURCE, origin, String(share), String(connections), String(warmup)],
-      { stdio: ['pipe', 'pipe', 'inherit'] },
+/**
+ * `procs` bare-client processes (BARE_SENDER_SOURCE) with `connections` each. One process is the
+ * ceiling; three send as the cluster's three nodes do (each leads its share of the groups), and
+ * on a machine with fewer cores than busy processes that costs time of its own: this says how
+ * much, with nothing of tickraft in the processes.
+ */
+class BareSenders {
+  private readonly children: ChildProcess[];
+  private readonly outputs: string[];
+
+  constructor(
+    private readonly origin: string,
+    procs: number,
+    connections: number,
+  ) {
+    this.children = Array.from({ length: procs }, () =>
+      spawn(process.execPath, ['-e', BARE_SENDER_SOURCE, origin, String(connections)], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      }),
     );
-  });
-  const said = (child: ChildProcess, word: string): Promise<void> =>
-    new Promise((resolve, reject) => {
-      let out = '';
-      const onData = (d: Buffer): void => {
-        out += d.toString();
-        if (out.includes(word)) {
-          child.stdout?.off('data', onData);
-          resolve();
-        }
-      };
-      child.stdout?.on('data', onData);
-      child.once('exit', (code) => reject(new Error(`split sender exited with ${code}`)));
+    this.outputs = this.children.map(() => '');
+    this.children.forEach((c, i) =>
+      c.stdout?.on('data', (d: Buffer) => (this.outputs[i] += d.toString())),
+    );
+  }
+
+  /** `n` requests split over the processes, all issued 200 ms from now; what the sink saw. */
+  async burst(tag: string, n: number): Promise<SpikeSide> {
+    await sinkGet(this.origin, '/reset');
+    const at = Date.now() + 200;
+    const procs = this.children.length;
+    const doneBefore = this.outputs.map((o) => o.split('done').length);
+    this.children.forEach((c, i) => {
+      const share = Math.floor(n / procs) + (i < n % procs ? 1 : 0);
+      c.stdin?.write(`${tag} ${at} ${share}\n`);
     });
-  try {
-    await Promise.all(children.map((c) => said(c, 'ready')));
-    await sinkGet(origin, '/reset');
-    const slotMs = Date.now() + 200;
-    const done = Promise.all(children.map((c) => said(c, 'done')));
-    for (const c of children) c.stdin?.write(`${slotMs}\n`);
-    await done;
-    return { ...(await sinkGet(origin, '/stats')), slotMs };
-  } finally {
-    for (const c of children) c.kill();
+    const answered = (): boolean =>
+      this.outputs.every((o, i) => o.split('done').length > (doneBefore[i] ?? 0));
+    for (let waited = 0; !answered() && waited < 120_000; waited += 20) {
+      if (this.children.some((c) => c.exitCode !== null))
+        throw new Error('a bare sender process exited');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return sideOf(await sinkGet(this.origin, '/stats'), at);
+  }
+
+  close(): void {
+    for (const c of this.children) c.kill();
   }
 }
 
@@ -448,28 +417,29 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     log(
       `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
     );
+    // Both references get the same warm-up as the cluster: undici's code in their processes is
+    // compiled by V8 before the measured burst, as the nodes' is before their measured spike.
+    const one = new BareSenders(sink.origin, 1, BARE_CONNECTIONS);
+    const three = new BareSenders(sink.origin, 3, nodeConnections);
     let bareWarmup: SpikeSide | undefined;
-    if (WARMUP > 0) {
-      // The same warm-up for the ceiling: undici's code in this process is compiled by V8
-      // before the measured burst, as the nodes' is before their measured spike.
-      const warm = await bareClient(sink.origin, WARMUP);
-      bareWarmup = sideOf(warm, warm.slotMs);
-      log(describeSide('bare Pool warm-up burst', bareWarmup, WARMUP));
+    let ceiling: SpikeSide;
+    let split: SpikeSide;
+    try {
+      if (WARMUP > 0) {
+        bareWarmup = await one.burst('warm', WARMUP);
+        log(describeSide('bare Pool warm-up burst', bareWarmup, WARMUP));
+        await three.burst('warm', WARMUP);
+      }
+      ceiling = await one.burst('bare', JOBS);
+      split = await three.burst('split', JOBS);
+    } finally {
+      one.close();
+      three.close();
     }
-    const bare = await bareClient(sink.origin, JOBS);
-    const ceiling = sideOf(bare, bare.slotMs);
     log(describeSide('bare undici Pool (ceiling)', ceiling, JOBS));
     log(
       `  connections to the sink: tickraft ${nodeConnections} per node (3 nodes, ${3 * nodeConnections} in all), bare Pool ${BARE_CONNECTIONS}`,
     );
-    const splitRaw = await splitBareClient(
-      sink.origin,
-      JOBS,
-      3,
-      nodeConnections,
-      Math.ceil(WARMUP / 3),
-    );
-    const split = sideOf(splitRaw, splitRaw.slotMs);
     log(describeSide(`bare Pools in 3 processes`, split, JOBS));
     const drainRatio = ours.drainMs / ceiling.drainMs;
     const p99Ratio = ours.lagP99Ms / ceiling.lagP99Ms;

@@ -59,7 +59,10 @@ export interface NodeOptions {
   splitFireRate?: number;
   /** Connections one node opens to one webhook origin. @default 64 */
   webhookConnections?: number;
-  /** Deliveries in flight to one origin (beyond the connections they queue in the pool). @default 1024 */
+  /**
+   * Deliveries in flight to one origin; beyond the connections they would queue in the HTTP
+   * pool, outside the fair queue's order. @default webhookConnections
+   */
   originInflight?: number;
   /** Deliveries of one tenant in flight on one node. @default 4096 */
   tenantInflight?: number;
@@ -247,7 +250,15 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     1,
     4096,
   );
-  const originInflightMax = int('originInflight', options.originInflight ?? 1024, 1, 1_000_000);
+  // By default an origin has no more attempts in flight than connections: the rest wait in the
+  // fair queue, where priority and tenant order still apply and no attempt deadline runs yet,
+  // rather than in the HTTP pool's own queue (and the pool's hand-over costs CPU per request).
+  const originInflightMax = int(
+    'originInflight',
+    options.originInflight ?? connectionsPerOrigin,
+    1,
+    1_000_000,
+  );
   const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
   const queuedMax = int('deliveryQueue', options.deliveryQueue ?? 200_000, 1, 10_000_000);
   if (violations.length > 0) throw new ValidationError('CONFIG_INVALID', violations);

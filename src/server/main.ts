@@ -130,7 +130,7 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .addOption(
       new Option(
         '--origin-inflight <n>',
-        'deliveries in flight to one origin (default 1024)',
+        'deliveries in flight to one origin (default: --webhook-connections)',
       ).argParser(int),
     )
     .addOption(

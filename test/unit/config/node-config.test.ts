@@ -25,6 +25,10 @@ t.test('defaults', (t) => {
   t.equal(compileNodeOptions({ ...base, logTailBytes: 0 }).logTailBytesMax, 0, 'or none');
   t.equal(c.splitFireRate, 0, 'no split by fire rate unless asked');
   t.equal(compileNodeOptions({ ...base, splitFireRate: 2.5 }).splitFireRate, 2.5);
+  t.equal(c.delivery.originInflightMax, c.delivery.connectionsPerOrigin, 'one per connection');
+  const wider = compileNodeOptions({ ...base, webhookConnections: 200 });
+  t.equal(wider.delivery.originInflightMax, 200, 'following --webhook-connections');
+  t.equal(compileNodeOptions({ ...base, originInflight: 500 }).delivery.originInflightMax, 500);
   t.end();
 });
 

@@ -38,10 +38,10 @@ const { values } = parseArgs({
   },
 });
 
-function positive(name: string, text: string | undefined): number {
+function positive(name: string, text: string | undefined, min = 1): number {
   const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) {
-    console.error(`bench: --${name} must be a positive integer, got ${text}`);
+  if (!Number.isSafeInteger(n) || n < min) {
+    console.error(`bench: --${name} must be an integer ≥ ${min}, got ${text}`);
     process.exit(2);
   }
   return n;
@@ -51,9 +51,8 @@ const JOBS = positive('jobs', values.jobs);
 const SPIKE = positive('spike', values.spike);
 const FAILOVER_JOBS = positive('failover-jobs', values['failover-jobs']);
 const INFLIGHT = positive('inflight', values.inflight);
-const WARMUP = values.warmup === '0' ? 0 : positive('warmup', values.warmup);
-const SPIKE_WARMUP =
-  values['spike-warmup'] === '0' ? 0 : positive('spike-warmup', values['spike-warmup']);
+const WARMUP = positive('warmup', values.warmup, 0);
+const SPIKE_WARMUP = positive('spike-warmup', values['spike-warmup'], 0);
 const GROUPS = positive('groups', values.groups);
 const only = new Set(values.only.split(',').map((s) => s.trim()));
 for (const p of only)

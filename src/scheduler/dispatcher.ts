@@ -432,16 +432,12 @@ export class GroupDispatcher {
     if (held.length > 0) {
       ls.resultsHeldSinceMs ??= nowMs;
       const expired = nowMs - ls.resultsHeldSinceMs >= this.resultHoldMs;
-      // Under a hold nothing leaves until the oldest result's time is up, unless too many wait.
-      const over = held.length > this.heldResultsMax;
-      const take = Math.min(
-        Math.max(0, max),
-        !hold || expired
-          ? held.length
-          : over
-            ? held.length - (held.length % this.resultsPerEntry)
-            : 0,
-      );
+      let take = held.length;
+      // Under a hold nothing leaves until the oldest result's time is up, unless too many wait:
+      // then the full entries do.
+      if (hold && !expired)
+        take = held.length > this.heldResultsMax ? take - (take % this.resultsPerEntry) : 0;
+      take = Math.min(Math.max(0, max), take);
       for (let i = 0; i < take; i += this.resultsPerEntry) {
         const results = held.slice(i, Math.min(take, i + this.resultsPerEntry));
         proposals.push(

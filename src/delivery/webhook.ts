@@ -12,7 +12,6 @@
  * Standard Webhooks trio webhook-id (the fire id), webhook-timestamp and webhook-signature, plus
  * the job's own headers, which may not use any of these names.
  */
-import type { Dispatcher } from 'undici';
 import { assert, assertionFailed } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import type { FieldViolation } from '../base/errors.js';
@@ -385,14 +384,19 @@ interface BodyRead {
 /**
  * Sends the request through undici's dispatch API with a handler of our own rather than
  * `request()`: the handler sees body chunks directly (no Readable stream per response) and gets
- * undici's abort function for the deadline (no AbortSignal per attempt). Against a local sink that
- * cost about 20 µs of client CPU per request, where `request()` with a signal and a streamed body
- * cost about 35 µs (a side-by-side run while this was written; bench/delivery.ts has the totals).
+ * undici's abort function for the deadline (no AbortSignal per attempt).
+ *
+ * The handler implements undici 7's callbacks of the original handler interface (onConnect,
+ * onHeaders, onData, onComplete, onError), which its types mark deprecated in favour of
+ * onRequestStart … onResponseError, for their cost: undici 7's client still calls the original
+ * interface, and wraps a handler of the new one in an adapter of two objects per request that
+ * also turns the raw response headers and trailers into objects. This handler only looks for
+ * Retry-After in the raw headers. `request()` itself is built on the same interface in undici 7.
  *
  * The attempt settles once: at the response's end, at an error, at the drain limit, or when the
  * deadline or the caller's signal ends it. If that happens while the request still waits in the
- * pool for a connection, it settles at once, and undici's onRequestStart (called before a request
- * is written) aborts it when its turn comes, so nothing is ever sent. The lease is returned when
+ * pool for a connection, it settles at once, and undici's onConnect (called before a request is
+ * written) aborts it when its turn comes, so nothing is ever sent. The lease is returned when
  * undici is done with the request, which may be after the attempt settled.
  */
 function send(
@@ -405,9 +409,24 @@ function send(
   return new Exchange(lease, signal, limits).start(request, deadlineMs);
 }
 
+/** undici's abort function for one request (onConnect). */
+type Abort = (err?: Error) => void;
+
+/**
+ * The undici 7 handler callbacks this file implements (Dispatcher.DispatchHandler's original
+ * interface; see send()).
+ */
+interface RawDispatchHandler {
+  onConnect(abort: Abort): void;
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, text: string): boolean;
+  onData(chunk: Buffer): boolean;
+  onComplete(trailers: unknown): void;
+  onError(err: Error): void;
+}
+
 /** One request in flight: the undici dispatch handler, the deadline and the caller's signal. */
-class Exchange implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | undefined;
+class Exchange implements RawDispatchHandler {
+  private abortRequest: Abort | undefined;
   private abortReason: Error | undefined;
   private endedBy: 'deadline' | 'caller' | undefined;
   /** 0 until the final (non-1xx) status line arrived. */
@@ -447,51 +466,49 @@ class Exchange implements Dispatcher.DispatchHandler {
           headersTimeout: deadlineMs + BACKSTOP_MS,
           bodyTimeout: deadlineMs + BACKSTOP_MS,
         },
+        // DispatchHandler's typings have these callbacks as deprecated members (see send()).
         this,
       );
     } catch (err) {
-      // undici reports bad arguments through onResponseError; a throw here is unexpected, and
-      // still an outcome rather than a rejection.
+      // undici reports bad arguments through onError; a throw here is unexpected, and still an
+      // outcome rather than a rejection.
       this.release();
       this.settle(this.failureSent(err));
     }
     return sent;
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
+  onConnect(abort: Abort): void {
+    this.abortRequest = abort;
     // The attempt already ended while this request waited for a connection: never write it.
-    if (this.abortReason !== undefined) controller.abort(this.abortReason);
+    if (this.abortReason !== undefined) abort(this.abortReason);
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: Record<string, string | string[] | undefined>,
-  ): void {
-    if (statusCode < 200) return; // 1xx informational: the final status is still to come
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    if (statusCode < 200) return true; // 1xx informational: the final status is still to come
     this.statusCode = statusCode;
-    const value = headers['retry-after'];
-    this.retryAfter = Array.isArray(value) ? value[0] : value;
+    this.retryAfter = retryAfterOf(rawHeaders);
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     this.excerpt.add(chunk);
     if (this.excerpt.totalBytes > this.limits.responseDrainBytes && this.resolve !== undefined) {
       // Reading megabytes nobody looks at costs more than a new handshake: settle with what was
       // kept and drop this connection.
       this.settle(this.responseSent());
       const limit = this.limits.responseDrainBytes;
-      controller.abort(new Error(`response body over ${limit} bytes, not read`));
+      this.abortRequest?.(new Error(`response body over ${limit} bytes, not read`));
     }
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.release();
     this.settle(this.responseSent());
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+  onError(err: Error): void {
     this.release();
     // After the status line the target has answered: a cut body only shortens the excerpt.
     this.settle(
@@ -506,9 +523,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   private stop(by: 'deadline' | 'caller', reason: Error): void {
     this.endedBy ??= by;
     this.abortReason ??= reason;
-    if (this.controller !== undefined) {
-      // undici answers with onResponseError, which settles.
-      this.controller.abort(this.abortReason);
+    if (this.abortRequest !== undefined) {
+      // undici answers with onError, which settles.
+      this.abortRequest(this.abortReason);
       return;
     }
     this.settle({
@@ -552,6 +569,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     return { observation: observeError(err) };
   }
+}
+
+/** The first Retry-After value among raw response headers (name, value, name, value, …). */
+export function retryAfterOf(rawHeaders: readonly Buffer[]): string | undefined {
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as Buffer;
+    // Only a name of the right length is decoded.
+    if (name.length === 11 && name.toString('latin1').toLowerCase() === 'retry-after') {
+      return (rawHeaders[i + 1] as Buffer).toString('latin1');
+    }
+  }
+  return undefined;
 }
 
 function callerAbortReason(): DeliveryError {

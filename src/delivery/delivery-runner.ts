@@ -12,11 +12,13 @@ import { FairQueue, type FairItem, type FairQueueOptions } from './fair-queue.js
 import type { OriginPools } from './origin-pools.js';
 import { compileSigningKeys, type SigningKeys } from './signing.js';
 import {
+  buildWebhookRequest,
   deliverWebhook,
   originOf,
   type AttemptReport,
   type WebhookIo,
   type WebhookLimits,
+  type WebhookRequest,
 } from './webhook.js';
 
 /** One attempt to perform. */
@@ -70,7 +72,35 @@ export interface DeliveryRunnerStats {
   finished: number;
   rejectedFull: number;
   dropped: number;
+  /** Requests rendered ahead of their slot (prerender). */
+  prerendered: number;
+  /** Attempts sent with the request rendered ahead. */
+  sentPrerendered: number;
 }
+
+/**
+ * A request rendered ahead (prerender), and what it was rendered from: it is sent only if the
+ * attempt is the one foreseen (same attempt and token), its job's target and payload are the
+ * very ones rendered, the tenant's secrets did not change, and its timestamp is recent.
+ */
+interface Rendered {
+  readonly attempt: number;
+  readonly token: number;
+  readonly target: Job['target'];
+  readonly payload: string;
+  readonly signing: SigningKeys;
+  /** webhook-timestamp, in ms (whole seconds). */
+  readonly timestampMs: number;
+  readonly request: WebhookRequest;
+}
+
+/**
+ * Longest a rendered request waits to be sent: its webhook-timestamp says when it was made, and
+ * receivers check it against their clock (Standard Webhooks allows 5 minutes by default).
+ */
+export const RENDERED_MAX_AGE_MS = 30_000;
+/** Most requests kept rendered ahead at once (about 1 KiB each). */
+export const RENDERED_MAX = 32_768;
 
 export class DeliveryRunner {
   private readonly queue: FairQueue<Task>;
@@ -84,7 +114,11 @@ export class DeliveryRunner {
     finished: 0,
     rejectedFull: 0,
     dropped: 0,
+    prerendered: 0,
+    sentPrerendered: 0,
   };
+  /** Requests rendered ahead, by fire id, oldest first. */
+  private readonly rendered = new Map<string, Rendered>();
 
   constructor(private readonly options: DeliveryRunnerOptions) {
     this.queue = new FairQueue<Task>(options.queue);
@@ -142,6 +176,82 @@ export class DeliveryRunner {
       return;
     }
     this.pump();
+  }
+
+  /**
+   * Renders (builds and signs) the request of an attempt foreseen for later, so that sending it
+   * at its slot costs no render: during a :00 spike every µs of CPU goes to sending. Its
+   * webhook-timestamp is the later of now and the slot. Returns false when nothing was kept: the
+   * tenant has no secret, the job's webhook settings are invalid (the send reports that), it is
+   * rendered already, or RENDERED_MAX requests wait.
+   */
+  prerender(r: DeliveryRequest): boolean {
+    const nowMs = this.clock.nowMs();
+    this.forgetStaleRendered(nowMs);
+    if (this.rendered.size >= RENDERED_MAX) return false;
+    const had = this.rendered.get(r.fireId);
+    if (had !== undefined && had.attempt === r.attempt && had.token === r.token) return false;
+    const signing = this.signingKeys(r.job.tenant);
+    if (!signing) return false;
+    const timestampMs = Math.max(nowMs, r.slotMs);
+    const built = buildWebhookRequest({
+      job: r.job,
+      fireId: r.fireId,
+      slotMs: r.slotMs,
+      attempt: r.attempt,
+      token: r.token,
+      signing,
+      nowMs: timestampMs,
+    });
+    if (!built.ok) return false;
+    // A fire id rendered again (another token) moves to the end, in due order.
+    this.rendered.delete(r.fireId);
+    this.rendered.set(r.fireId, {
+      attempt: r.attempt,
+      token: r.token,
+      target: r.job.target,
+      payload: r.job.payload,
+      signing,
+      timestampMs: Math.floor(timestampMs / 1000) * 1000,
+      request: built.request,
+    });
+    this.stats.prerendered++;
+    return true;
+  }
+
+  /** The request rendered ahead for this attempt, if it still fits; forgotten either way. */
+  private takeRendered(
+    r: DeliveryRequest,
+    signing: SigningKeys,
+    nowMs: number,
+  ): WebhookRequest | undefined {
+    if (this.rendered.size === 0) return undefined;
+    this.forgetStaleRendered(nowMs);
+    const had = this.rendered.get(r.fireId);
+    if (had === undefined) return undefined;
+    this.rendered.delete(r.fireId);
+    const fits =
+      had.attempt === r.attempt &&
+      had.token === r.token &&
+      had.target === r.job.target &&
+      had.payload === r.job.payload &&
+      had.signing === signing &&
+      nowMs >= had.timestampMs &&
+      nowMs - had.timestampMs <= RENDERED_MAX_AGE_MS;
+    return fits ? had.request : undefined;
+  }
+
+  /** Drops rendered requests too old to be sent (a run cancelled or moved before its slot). */
+  private forgetStaleRendered(nowMs: number): void {
+    for (const [fireId, had] of this.rendered) {
+      if (nowMs - had.timestampMs <= RENDERED_MAX_AGE_MS) return;
+      this.rendered.delete(fireId);
+    }
+  }
+
+  /** Requests rendered ahead and not sent yet. */
+  get renderedCount(): number {
+    return this.rendered.size;
   }
 
   /** Forgets the queued (not started) attempts of an owner: its leadership ended. */
@@ -238,6 +348,9 @@ export class DeliveryRunner {
       });
       return;
     }
+    const nowMs = this.clock.nowMs();
+    const rendered = this.takeRendered(r, signing, nowMs);
+    if (rendered !== undefined) this.stats.sentPrerendered++;
     deliverWebhook(
       {
         job: r.job,
@@ -246,9 +359,10 @@ export class DeliveryRunner {
         attempt: r.attempt,
         token: r.token,
         signing,
-        nowMs: this.clock.nowMs(),
+        nowMs,
       },
       this.io,
+      rendered,
     ).then(
       (report) => this.finish(task, report),
       (err: unknown) =>
@@ -277,6 +391,7 @@ export class DeliveryRunner {
 
   /** Forgets queued attempts; the owner ends those in flight by destroying the pools. */
   close(): void {
+    this.rendered.clear();
     this.queue.removeQueuedWhere(() => true);
     if (this.waitTimer) clearTimeout(this.waitTimer);
     for (const t of this.waiting) this.queue.done(t);

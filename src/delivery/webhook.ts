@@ -306,16 +306,23 @@ interface Limits {
   readonly retryAfterMaxMs: number;
 }
 
-/** Makes one attempt. Resolves for every delivery failure; never rejects for one. */
+/**
+ * Makes one attempt. Resolves for every delivery failure; never rejects for one. `rendered` is
+ * the attempt's request built ahead by buildWebhookRequest (the caller vouches that it is this
+ * attempt's: same job settings, attempt and token); otherwise it is built here, with
+ * `attempt.nowMs` as its timestamp.
+ */
 export async function deliverWebhook(
   attempt: WebhookAttempt,
   io: WebhookIo,
+  rendered?: WebhookRequest,
 ): Promise<AttemptReport> {
   const clock = io.clock ?? SystemClock;
   const limits = limitsOf(io.limits);
   const startMs = clock.monotonicMs();
   // A function per attempt would cost a closure each; the ends below call toReport directly.
-  const built = buildWebhookRequest(attempt);
+  const built: ReturnType<typeof buildWebhookRequest> =
+    rendered !== undefined ? { ok: true, request: rendered } : buildWebhookRequest(attempt);
   if (!built.ok) {
     const reason = built.violations.map((v) => `${v.field}: ${v.reason}`).join('; ');
     const sent: Sent = { observation: { kind: 'invalid-request', reason } };

@@ -187,6 +187,13 @@ interface TermState {
   readonly heldResults: AttemptResultCommand[];
   /** When the oldest held result was held; undefined when none is. */
   resultsHeldSinceMs: number | undefined;
+  /**
+   * Runs already returned by foresee() this term, so that each is foreseen once; a run leaves
+   * the set when it is popped for dispatch.
+   */
+  readonly foreseen: Set<string>;
+  /** Every run due before this was visited by foresee() (those scheduled later are not). */
+  foreseenUntilMs: number;
   /** Commands proposed and not settled. */
   unsettled: number;
   /** The earlier terms' DISPATCHED runs have been marked (or the mark is proposed). */
@@ -195,7 +202,8 @@ interface TermState {
 
 export class GroupDispatcher {
   readonly index: DueIndex;
-  private readonly lookAheadMs: number;
+  /** Slots due within this much of now are proposed as intents. */
+  readonly lookAheadMs: number;
   private readonly misfireThresholdMs: number;
   private readonly intentsPerEntry: number;
   private readonly intentsPerStep: number;
@@ -461,6 +469,49 @@ export class GroupDispatcher {
   }
 
   /**
+   * The orders this leader would hand out for runs due in (nowMs, untilMs] if nothing changed
+   * before their slots, at most `max`, each run once per term: at-least-once runs SCHEDULED in
+   * applied state, of a job not paused with no other live run, so that the token they would
+   * get is known now. The runtime renders their requests ahead of the slot (a :00 spike then
+   * spends its CPU on sending); a guess that turns out wrong costs only the render, because
+   * delivery checks the attempt and token it rendered against the order it is given.
+   *
+   * Each call goes on where the last one stopped: a run that enters the wheel due before that
+   * point (created after its slot came within `untilMs`) is not foreseen, and is rendered when
+   * it is sent, as any other. Intents commit about one look-ahead before their slots, so an
+   * `untilMs` well inside the look-ahead sees them all.
+   */
+  foresee(nowMs: number, untilMs: number, max: number): DeliveryOrder[] {
+    const ls = this.leader;
+    const out: DeliveryOrder[] = [];
+    if (!ls || this.draining || max <= 0) return out;
+    // A set grown by runs cancelled before their slot is cheap to forget: a run foreseen again
+    // is only rendered again.
+    if (ls.foreseen.size > 4 * Math.max(4096, this.index.dispatch.size)) ls.foreseen.clear();
+    let stoppedAtMs: number | undefined;
+    this.index.dispatch.peek(Math.max(nowMs + 1, ls.foreseenUntilMs), untilMs, (fireId, dueMs) => {
+      if (out.length >= max) {
+        // From the start of this bucket next time: its keys are in no due order.
+        const tickMs = this.index.dispatch.tickMs;
+        stoppedAtMs = Math.floor(dueMs / tickMs) * tickMs;
+        return false;
+      }
+      if (ls.foreseen.has(fireId) || ls.inFlight.has(fireId)) return true;
+      ls.foreseen.add(fireId);
+      const run = this.sm.runs.get(fireId);
+      if (!run || run.status !== 'SCHEDULED' || this.liveRuns.get(run.jobId)?.size !== 1)
+        return true;
+      const job = this.sm.jobs.get(run.jobId);
+      if (!job || job.paused || job.delivery !== 'at_least_once') return true;
+      const token = nextToken(Math.max(job.lastToken, ls.issued.get(job.id) ?? 0), ls.term);
+      out.push(order(run, job, run.attempts.length + 1, token, ls.term));
+      return true;
+    });
+    ls.foreseenUntilMs = stoppedAtMs ?? Math.max(ls.foreseenUntilMs, untilMs + 1);
+    return out;
+  }
+
+  /**
    * Whether an attempt handed out may still be sent now, asked just before the send: its job is
    * neither paused nor deleted and its run is still where the hand-out left it (at-least-once:
    * SCHEDULED, at this attempt; at-most-once: DISPATCHED with this attempt started). An attempt
@@ -591,6 +642,7 @@ export class GroupDispatcher {
         break;
       }
       ls.dispatchQueue.delete(fireId);
+      ls.foreseen.delete(fireId);
       const run = this.sm.runs.get(fireId);
       // Only a run SCHEDULED in applied state, of a job not paused, goes out: a committed
       // cancel, pause or delete wins over a slot not yet started.
@@ -859,6 +911,8 @@ function newTermState(term: number): TermState {
     outbox: [],
     heldResults: [],
     resultsHeldSinceMs: undefined,
+    foreseen: new Set(),
+    foreseenUntilMs: 0,
     unsettled: 0,
     recovered: false,
   };

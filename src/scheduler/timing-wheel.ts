@@ -189,6 +189,21 @@ export class TimingWheel {
     }
   }
 
+  /**
+   * Visits the keys inside the horizon due in [fromMs, untilMs], bucket by bucket (within a
+   * bucket in insertion order), without removing them, until `visit` returns false. Keys beyond
+   * the horizon are not visited: this is a look at what comes soon, for work worth doing early.
+   */
+  peek(fromMs: number, untilMs: number, visit: (key: string, dueMs: number) => boolean): void {
+    const until = Math.min(untilMs, this.horizonMs() - 1);
+    const firstTick = this.tickStart(Math.max(fromMs, this.cursorMs));
+    for (let tick = firstTick; tick <= until; tick += this.tickMs) {
+      for (const [key, due] of this.bucketOf(tick)) {
+        if (due >= fromMs && due <= untilMs && !visit(key, due)) return;
+      }
+    }
+  }
+
   /** Earliest due time held, or undefined (for sleeping until it). O(size): for tests and idle waits. */
   nextDueMs(): number | undefined {
     let best: number | undefined;

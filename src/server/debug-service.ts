@@ -253,6 +253,8 @@ export class DebugServer {
       schedulerResults: this.node.scheduler.stats.results,
       deliveryQueued: this.node.deliveryQueued,
       deliveryInflight: this.node.deliveryInflight,
+      deliveryPrerendered: this.node.deliveryStats.prerendered,
+      deliverySentPrerendered: this.node.deliveryStats.sentPrerendered,
       cpuMs: cpuMs(),
     };
   }

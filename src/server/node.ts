@@ -15,7 +15,7 @@ import { encodeMetaCommand, MetaStateMachine } from '../placement/meta-state.js'
 import { NodeStore } from '../storage/node-store.js';
 import { PeerTransport } from '../transport/peer-transport.js';
 import type { NodeId } from '../raft/messages.js';
-import { DeliveryRunner } from '../delivery/delivery-runner.js';
+import { DeliveryRunner, type DeliveryRunnerStats } from '../delivery/delivery-runner.js';
 import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -337,6 +337,10 @@ export class TickraftNode {
 
   get deliveryInflight(): number {
     return this.runner.inflightCount;
+  }
+
+  get deliveryStats(): Readonly<DeliveryRunnerStats> {
+    return this.runner.stats;
   }
 
   /** The test key-value state of a data group hosted here. */

@@ -110,6 +110,15 @@ export const DELIVERY_QUEUE_TARGET = 512;
 export const RESULTS_PER_STEP = 1024;
 
 /**
+ * How far ahead requests are rendered, as a share of the look-ahead: well inside it, so that
+ * the intents of a slot have committed before the slot comes within reach (foresee()).
+ */
+const RENDER_AHEAD_SHARE = 0.5;
+
+/** Requests rendered per step at most (about 10 µs each): a few ms of a quiet loop turn. */
+export const RENDERS_PER_STEP = 256;
+
+/**
  * Between the planning-index scans of consecutive group ids (a prime number of ms, so that the
  * phases of a node's groups, taken modulo 20 s, spread instead of repeating).
  */
@@ -231,6 +240,7 @@ export class SchedulerRuntime {
         if (g.ledTerm !== 0 && g.dispatcher.dispatchBacklog > 0) backlog = true;
       }
       this.backlogAtLastStep = backlog;
+      if (!sending && !backlog) this.renderAhead(nowMs);
       // Budget used up with room in the queue (it is what the runner lacks): go on at the next
       // turn. With the queue full the runner's own completions turn the loop (stepAfterTurn).
       if (backlog && budget > 0 && left === 0) this.scheduleFollowUp();
@@ -239,6 +249,24 @@ export class SchedulerRuntime {
       this.opts.onError?.(err);
     } finally {
       this.stepping = false;
+    }
+  }
+
+  /**
+   * Renders the requests of runs due soon (GroupDispatcher.foresee), at most RENDERS_PER_STEP
+   * per step and only while nothing waits to be sent: the seconds before a :00 spike are quiet,
+   * and a request rendered then costs the spike nothing but the send.
+   */
+  private renderAhead(nowMs: number): void {
+    let left = RENDERS_PER_STEP;
+    for (const g of this.groupOrder) {
+      if (g.ledTerm === 0) continue;
+      const untilMs = nowMs + g.dispatcher.lookAheadMs * RENDER_AHEAD_SHARE;
+      for (const order of g.dispatcher.foresee(nowMs, untilMs, left)) {
+        this.opts.runner.prerender(order);
+        left--;
+      }
+      if (left <= 0) return;
     }
   }
 

@@ -69,6 +69,8 @@ export interface NodeStatus {
   schedulerResults: number;
   deliveryQueued: number;
   deliveryInflight: number;
+  deliveryPrerendered: number;
+  deliverySentPrerendered: number;
   cpuMs: number;
   rssBytes: number;
   heapUsedBytes: number;

@@ -193,3 +193,79 @@ t.test('back-pressure, lapsed leadership and unknown tenants never send', async 
   t.equal(ok.received.length, 1, 'only the allowed attempt reached the good receiver');
   t.equal(hang.received.length, 1, 'and only the first reached the hanging one');
 });
+
+t.test('a request rendered ahead is sent as rendered, and only while it still fits', async (t) => {
+  const sink = await startSink((_req, res) => res.end('ok'));
+  const pools = new OriginPools({ connectionsPerOrigin: 2 });
+  let secrets = [SECRET];
+  let wallMs = 1_800_000_000_000;
+  const runner = new DeliveryRunner({
+    pools,
+    queue: { queuedMax: 100, tenantInflightMax: 4, originInflightMax: 4 },
+    secretsOf: () => secrets,
+    clock: { nowMs: () => wallMs, monotonicMs: () => performance.now() },
+  });
+  t.teardown(async () => {
+    runner.close();
+    await pools.destroy();
+    await sink.close();
+  });
+  const j = job('j', 'acme', `${sink.origin}/hook`);
+  const slotMs = wallMs + 1_500;
+  const at = (i: number, token: number): DeliveryRequest => {
+    const s = slotMs + i * 60_000;
+    return { job: j, fireId: `j:${s}`, slotMs: s, attempt: 1, token };
+  };
+  const rendered = [at(0, 100), at(1, 101), at(2, 102), at(3, 103)];
+  for (const r of rendered) t.ok(runner.prerender(r), `rendered ${r.fireId}`);
+  t.notOk(runner.prerender(rendered[0]!), 'the same attempt is not rendered twice');
+  t.equal(runner.renderedCount, 4);
+
+  const reports: AttemptReport[] = [];
+  const send = async (r: DeliveryRequest): Promise<void> => {
+    const before = sink.received.length;
+    runner.submit('g/1', r, (rep) => reports.push(rep));
+    await eventually(() => sink.received.length > before, 5000, `${r.fireId} received`);
+  };
+  wallMs = slotMs + 40; // the slot came
+  await send(rendered[0]!);
+  wallMs += 10;
+  await send({ ...rendered[1]!, token: 999 }); // another token than foreseen
+  secrets = [OLD_SECRET, SECRET]; // a rotation began after the render
+  await send(rendered[2]!);
+  secrets = [SECRET];
+  wallMs += 31_000; // past RENDERED_MAX_AGE_MS
+  await send(rendered[3]!);
+  await eventually(() => reports.length === 4, 5000, 'four reports');
+  t.equal(runner.stats.prerendered, 4);
+  t.equal(runner.stats.sentPrerendered, 1, 'only the first still fitted');
+  t.equal(runner.renderedCount, 0, 'every rendered request is forgotten once its attempt went');
+
+  const [first, second, third, fourth] = sink.received;
+  const keys = compileSigningKeys([SECRET]);
+  const verify = (r: typeof first, nowMs: number): boolean =>
+    r !== undefined && verifyWebhook(r.headers, r.body, keys, { nowMs }).ok;
+  t.equal(
+    first?.headers['webhook-timestamp'],
+    String(Math.floor(slotMs / 1000)),
+    'a request rendered before its slot carries the slot second as its timestamp',
+  );
+  t.ok(verify(first, wallMs), 'and its signature verifies');
+  t.equal(
+    (JSON.parse(second?.body ?? '{}') as { fencingToken?: number }).fencingToken,
+    999,
+    'another token: rendered again',
+  );
+  t.ok(verify(second, wallMs), 'and signed');
+  t.equal(
+    String(third?.headers['webhook-signature']).split(' ').length,
+    2,
+    'secrets rotated since the render: signed again with both',
+  );
+  t.equal(
+    fourth?.headers['webhook-timestamp'],
+    String(Math.floor(wallMs / 1000)),
+    'too old to send: rendered again with the time of the send',
+  );
+  t.ok(reports.every((r) => r.outcome === 'success'));
+});

@@ -776,3 +776,71 @@ t.test('a step proposes at most the results the runtime allows; the rest follow'
   t.same(h.step(SLOT + 12).proposals, [], 'nothing held: nothing to propose');
   t.end();
 });
+
+t.test('foresee: the orders a step will hand out at the slot, each run once', (t) => {
+  const h = new Harness();
+  h.create('one', SLOT);
+  h.create('amo', SLOT, { delivery: 'at_most_once' });
+  h.create('paused', SLOT);
+  h.create('later', SLOT + 30_000, { schedule: '30 * * * * *' });
+  h.step(SLOT - 2_000); // intents for the slot, inside the look-ahead
+  h.apply({ op: 'pause-job', atMs: SLOT - 1_900, jobId: 'paused' });
+  const seen = h.d.foresee(SLOT - 1_500, SLOT + 1_000, 100);
+  t.same(
+    seen.map((o) => o.fireId),
+    [`one:${SLOT}`],
+    'only the at-least-once run of a job not paused, due in the window',
+  );
+  t.same(h.d.foresee(SLOT - 1_400, SLOT + 1_000, 100), [], 'each run is foreseen once');
+  const s = h.step(SLOT + 3);
+  const sent = s.deliveries.find((o) => o.fireId === `one:${SLOT}`);
+  t.same(
+    sent && { attempt: sent.attempt, token: sent.token },
+    { attempt: seen[0]!.attempt, token: seen[0]!.token },
+    'the hand-out has the foreseen attempt and token',
+  );
+  t.end();
+});
+
+t.test(
+  'foresee: at most `max` per call, the rest at the next call; a new term starts over',
+  (t) => {
+    const h = new Harness();
+    for (let i = 0; i < 10; i++) h.create(`j${i}`, SLOT);
+    h.step(SLOT - 2_000);
+    const first = h.d.foresee(SLOT - 1_500, SLOT + 1_000, 4);
+    const second = h.d.foresee(SLOT - 1_490, SLOT + 1_000, 4);
+    const third = h.d.foresee(SLOT - 1_480, SLOT + 1_000, 4);
+    t.same([first.length, second.length, third.length], [4, 4, 2]);
+    const ids = [...first, ...second, ...third].map((o) => o.fireId);
+    t.equal(new Set(ids).size, 10, 'every run once');
+    h.term = 2;
+    h.step(SLOT - 1_000); // a new term: its tokens are new
+    const again = h.d.foresee(SLOT - 1_000, SLOT + 1_000, 100);
+    t.equal(again.length, 10, 'foreseen again in the new term');
+    t.ok(
+      again.every((o) => termOfToken(o.token) === 2),
+      'with tokens of the new term',
+    );
+    t.end();
+  },
+);
+
+t.test('foresee: nothing for a job with another live run, nor while draining', (t) => {
+  const h = new Harness();
+  h.create('busy', SLOT, { schedule: '* * * * * *' }); // every second: several live runs
+  h.create('solo', SLOT);
+  for (let i = 0; i < 3; i++) h.step(SLOT - 2_000 + i * 10); // one intent per job and step
+  t.ok(h.sm.runs.has(`busy:${SLOT + 1000}`), 'busy has a second run');
+  t.same(
+    h.d.foresee(SLOT - 1_500, SLOT + 1_000, 100).map((o) => o.jobId),
+    ['solo'],
+    'a job with several live runs is not foreseen (its tokens depend on their order)',
+  );
+  const d = new Harness();
+  d.create('solo', SLOT);
+  d.step(SLOT - 2_000);
+  d.d.beginDrain();
+  t.same(d.d.foresee(SLOT - 1_500, SLOT + 1_000, 100), [], 'a draining leader foresees nothing');
+  t.end();
+});

@@ -91,3 +91,72 @@ t.test('due times years away or before the start come back exact', (t) => {
   t.notOk(fresh.has('odd'));
   t.end();
 });
+
+t.test(
+  'peek sees, without removing, every key inside the horizon in the range it is given',
+  (t) => {
+    let mismatches = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const r = new SeededRand(seed);
+      const tickMs = 1 + r.int(20);
+      const bucketCount = 2 + r.int(64);
+      const start = 1_700_000_000_000 + r.int(1000);
+      const wheel = new TimingWheel({ tickMs, bucketCount, startMs: start });
+      const oracle = new Oracle();
+      let now = start;
+      for (let step = 0; step < 500; step++) {
+        for (let i = 0; i < 3; i++) {
+          const key = `k${r.int(100)}`;
+          const due = now + (r.chance(0.2) ? r.int(100_000) : r.int(tickMs * bucketCount));
+          wheel.schedule(key, due);
+          oracle.due.set(key, due);
+        }
+        now += r.int(tickMs * 4);
+        wheel.advance(now);
+        oracle.advance(now);
+        // Everything due before the horizon is in the wheel after an advance.
+        const from = now + 1 + r.int(tickMs * 2);
+        const until = Math.floor(now / tickMs) * tickMs + tickMs * bucketCount - 1 - r.int(tickMs);
+        const seen: string[] = [];
+        wheel.peek(from, until, (key, dueMs) => {
+          if (wheel.dueAt(key) !== dueMs) mismatches++;
+          seen.push(key);
+          return true;
+        });
+        const want = [...oracle.due]
+          .filter(([, d]) => d >= from && d <= until)
+          .map(([k]) => k)
+          .sort();
+        if (JSON.stringify(seen.sort()) !== JSON.stringify(want)) {
+          mismatches++;
+          if (mismatches < 3) t.same(seen, want, `seed ${seed} step ${step}`);
+        }
+        if (wheel.size !== oracle.due.size) mismatches++;
+      }
+    }
+    t.equal(mismatches, 0, 'peek matches the oracle and removes nothing');
+    t.end();
+  },
+);
+
+t.test('peek stops when the visitor says so, and skips keys beyond the horizon', (t) => {
+  const w = new TimingWheel({ tickMs: 10, bucketCount: 8, startMs: 0 });
+  for (const [k, d] of [
+    ['a', 10],
+    ['b', 20],
+    ['c', 30],
+    ['far', 500],
+  ] as const)
+    w.schedule(k, d);
+  const seen: string[] = [];
+  w.peek(0, 1_000, (key) => {
+    seen.push(key);
+    return seen.length < 2;
+  });
+  t.same(seen, ['a', 'b'], 'stopped after the second');
+  const all: string[] = [];
+  w.peek(0, 1_000, (key) => all.push(key) > 0);
+  t.same(all, ['a', 'b', 'c'], 'the key beyond the 80 ms horizon is not visited');
+  t.equal(w.size, 4, 'nothing removed');
+  t.end();
+});

@@ -9,6 +9,7 @@
  * many requests first, so that every side is measured with its code compiled by V8.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
@@ -18,17 +19,25 @@ import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { fmt, percentile } from './figures.js';
 import { startSinkProcess } from './sink-process.js';
 
-/** The sink: records slot-to-receipt lag from `tickraft-scheduled-for`; GET /stats, POST /reset. */
+/**
+ * The sink: records slot-to-receipt lag from `tickraft-scheduled-for`; GET /stats, POST /reset,
+ * and GET /count, a poll that costs the sink nothing to speak of while it is busy. /stats also
+ * says the sink's own CPU since the last reset.
+ */
 const SINK_SOURCE = `
 const http = require('node:http');
-let lags = [], first = 0, last = 0, ids = new Set(), dup = 0;
+let lags = [], first = 0, last = 0, ids = new Set(), dup = 0, cpu0 = process.cpuUsage();
 const server = http.createServer((req, res) => {
+  if (req.url === '/count') { res.end(String(lags.length)); return; }
   if (req.url === '/stats') {
     lags.sort((a, b) => a - b);
-    res.end(JSON.stringify({ count: lags.length, dup, lags, first, last }));
+    const c = process.cpuUsage(cpu0);
+    res.end(JSON.stringify({ count: lags.length, dup, lags, first, last, cpuUs: c.user + c.system }));
     return;
   }
-  if (req.url === '/reset') { lags = []; first = 0; last = 0; ids = new Set(); dup = 0; res.end('{}'); return; }
+  if (req.url === '/reset') {
+    lags = []; first = 0; last = 0; ids = new Set(); dup = 0; cpu0 = process.cpuUsage(); res.end('{}'); return;
+  }
   req.resume();
   req.on('end', () => {
     const now = Date.now();
@@ -52,6 +61,7 @@ interface SinkStats {
   lags: number[];
   first: number;
   last: number;
+  cpuUs: number;
 }
 
 /** One side of the comparison: what the sink saw. */
@@ -63,6 +73,8 @@ export interface SpikeSide {
   readonly lagP50Ms: number;
   readonly lagP99Ms: number;
   readonly lagMaxMs: number;
+  /** The sink's CPU per request received, µs (its polls included). */
+  readonly sinkCpuUsPerRequest: number;
 }
 
 /** The spike that warms fresh nodes before the measured one (SpikeOptions.warmup). */
@@ -89,6 +101,8 @@ export interface SpikeResult {
   readonly leaderChangesSpike: number;
   /** Cluster CPU from 4 s before the slot to the last fire. */
   readonly cpuMs: number;
+  /** The node processes' CPU from the slot to the last fire (from /proc; NaN elsewhere). */
+  readonly drainCpuMs: number;
   readonly tickraft: SpikeSide;
   readonly ceiling: SpikeSide;
   /** The ceiling's requests sent from 3 processes at once, as the cluster's 3 nodes send. */
@@ -116,6 +130,11 @@ export interface SpikeOptions {
   readonly log?: (line: string) => void;
 }
 
+async function sinkCount(origin: string): Promise<number> {
+  const res = await fetch(`${origin}/count`);
+  return Number(await res.text());
+}
+
 async function sinkGet(origin: string, path: string): Promise<SinkStats> {
   const res = await fetch(`${origin}${path}`);
   return (await res.json()) as SinkStats;
@@ -129,13 +148,15 @@ function sideOf(s: SinkStats, slotMs: number): SpikeSide {
     lagP50Ms: percentile(s.lags, 50),
     lagP99Ms: percentile(s.lags, 99),
     lagMaxMs: s.lags[s.lags.length - 1] ?? Number.NaN,
+    sinkCpuUsPerRequest: s.count > 0 ? s.cpuUs / s.count : Number.NaN,
   };
 }
 
 export function describeSide(name: string, s: SpikeSide, n: number): string {
   return (
     `  ${name.padEnd(26)} received ${fmt(s.received)}/${fmt(n)} (dup ${s.duplicates}), last after ${fmt(s.drainMs)} ms, ` +
-    `lag p50 ${fmt(s.lagP50Ms)} ms, p99 ${fmt(s.lagP99Ms)} ms, max ${fmt(s.lagMaxMs)} ms`
+    `lag p50 ${fmt(s.lagP50Ms)} ms, p99 ${fmt(s.lagP99Ms)} ms, max ${fmt(s.lagMaxMs)} ms, ` +
+    `sink CPU ${s.sinkCpuUsPerRequest.toFixed(1)} µs per request`
   );
 }
 
@@ -144,27 +165,34 @@ export const BARE_CONNECTIONS = 128;
 
 /**
  * The bare client, in a process of its own: a Pool of `connections` (argv) that sends, for each
- * line `<tag> <at ms> <count>` on stdin, `count` requests of the spike's size and headers, all
- * issued at `at`, and writes `done` once all were answered. Lag at the sink counts from `at`.
+ * line `<tag> <at ms> <count>` on stdin, `count` requests like the spike's (the same headers,
+ * a body of the same fields), made before `at` and all issued at `at`, and writes `done` once
+ * all were answered. Lag at the sink counts from `at`.
  */
 const BARE_SENDER_SOURCE = `
 const { Pool } = require('undici');
 const [origin, connections] = [process.argv[1], Number(process.argv[2])];
-const body = JSON.stringify({ jobId: 'spike-000000', tenant: 'acme', fireId: 'spike-000000:1',
-  slot: new Date().toISOString(), slotMs: 0, attempt: 1, fencingToken: 33554432, payload: {} });
 async function burst(tag, at, count) {
   const pool = new Pool(origin, { connections });
   const slot = new Date(at).toISOString();
+  // The requests tickraft sends (ids, body, headers, user-agent), made before the burst as the
+  // nodes render theirs ahead of the slot.
+  const requests = [];
+  for (let i = 0; i < count; i++) {
+    const jobId = tag + '-' + process.pid + '-' + String(i).padStart(6, '0');
+    const id = jobId + ':' + at;
+    requests.push({ method: 'POST', path: '/hook', headers: {
+      'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
+      'idempotency-key': id, 'tickraft-fencing-token': '33554432',
+      'tickraft-scheduled-for': slot, 'tickraft-attempt': '1', 'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at / 1000)),
+      'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' },
+      body: JSON.stringify({ jobId, tenant: 'acme', fireId: id, slot, slotMs: at, attempt: 1,
+        fencingToken: 33554432, payload: null }) });
+  }
   while (Date.now() < at) await new Promise((r) => setTimeout(r, 1));
   const sends = [];
-  for (let i = 0; i < count; i++) {
-    const id = tag + '-' + process.pid + '-' + i;
-    sends.push(pool.request({ method: 'POST', path: '/hook', body, headers: {
-      'content-type': 'application/json', 'idempotency-key': id, 'tickraft-scheduled-for': slot,
-      'tickraft-fencing-token': '33554432', 'tickraft-attempt': '1', 'webhook-id': id,
-      'webhook-timestamp': String(Math.floor(at / 1000)),
-      'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' } }).then((r) => r.body.dump()));
-  }
+  for (const r of requests) sends.push(pool.request(r).then((res) => res.body.dump()));
   await Promise.all(sends);
   await pool.close();
   process.stdout.write('done\\n');
@@ -236,6 +264,50 @@ async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
   let total = 0;
   for (const n of cluster.nodes) total += (await n.status()).cpuMs;
   return total;
+}
+
+/**
+ * CPU time of the processes `pids`, all their threads, in ms: the kernel's own count
+ * (/proc/<pid>/task/<tid>/schedstat, ns on a CPU), read from outside, so that measuring it costs
+ * the nodes nothing. NaN where /proc cannot be read (not Linux).
+ */
+function processCpuMs(pids: readonly number[]): number {
+  let ns = 0;
+  try {
+    for (const pid of pids)
+      for (const tid of readdirSync(`/proc/${pid}/task`))
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+  } catch {
+    return Number.NaN;
+  }
+  return ns / 1e6;
+}
+
+/**
+ * The processes' CPU sampled every 100 ms from now until `stop()`; `at(t)` interpolates the total
+ * at wall time t, so that the drain's own CPU (slot to last fire) is told apart from what follows.
+ */
+function traceCpu(pids: readonly number[]): { stop(): void; at(t: number): number } {
+  const samples: { t: number; cpuMs: number }[] = [];
+  const sample = (): void => {
+    samples.push({ t: Date.now(), cpuMs: processCpuMs(pids) });
+  };
+  sample();
+  const timer = setInterval(sample, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+    },
+    at(t) {
+      const after = samples.findIndex((s) => s.t >= t);
+      if (after <= 0)
+        return (samples[after < 0 ? samples.length - 1 : 0] as { cpuMs: number }).cpuMs;
+      const a = samples[after - 1] as { t: number; cpuMs: number };
+      const b = samples[after] as { t: number; cpuMs: number };
+      return b.t === a.t ? b.cpuMs : a.cpuMs + ((b.cpuMs - a.cpuMs) * (t - a.t)) / (b.t - a.t);
+    },
+  };
 }
 
 async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {
@@ -348,14 +420,14 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     /** Waits until the sink has `count` receipts (or 60 s passed) and no more arrive. */
     const awaitReceipts = async (count: number, slotMs: number): Promise<SinkStats> => {
       const deadline = slotMs + 60_000;
-      let stats = await sinkGet(sink.origin, '/stats');
-      while (stats.count < count && Date.now() < deadline) {
+      let received = await sinkCount(sink.origin);
+      while (received < count && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 250));
-        stats = await sinkGet(sink.origin, '/stats');
+        received = await sinkCount(sink.origin);
         if (opts.trace === true && Date.now() > slotMs - 3500) {
           const sts = await Promise.all(cluster.nodes.map((n) => n.status()));
           log(
-            `  t=${Date.now() - slotMs} received ${stats.count} | ` +
+            `  t=${Date.now() - slotMs} received ${received} | ` +
               sts
                 .map(
                   (st) =>
@@ -366,12 +438,12 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
         }
       }
       // Stragglers (retries) must not land in the next measure: wait until the count is still.
-      for (let last = -1; stats.count !== last && Date.now() < deadline;) {
-        last = stats.count;
+      for (let last = -1; received !== last && Date.now() < deadline;) {
+        last = received;
         await new Promise((r) => setTimeout(r, 1500));
-        stats = await sinkGet(sink.origin, '/stats');
+        received = await sinkCount(sink.origin);
       }
-      return stats;
+      return sinkGet(sink.origin, '/stats');
     };
 
     let warmup: SpikeWarmup | undefined;
@@ -405,7 +477,11 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     if (marginMs < 3500) log('  WARNING: created too late for the look-ahead; raise the margin');
     while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
     const cpuBefore = await clusterCpuMs(cluster);
+    while (Date.now() < slotMs - 300) await new Promise((r) => setTimeout(r, 20));
+    const cpuTrace = traceCpu(cluster.nodes.map((n) => n.proc?.pid ?? 0));
     const stats = await awaitReceipts(JOBS, slotMs);
+    cpuTrace.stop();
+    const drainCpuMs = cpuTrace.at(stats.last) - cpuTrace.at(slotMs);
     const terms = await groupTerms(cluster);
     const changed = [...terms].filter(([g, term]) => (termsCreated.get(g) ?? 0) !== term).length;
     log(
@@ -413,9 +489,16 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     );
     const ours = sideOf(stats, slotMs);
     log(describeSide('tickraft', ours, JOBS));
+    const statuses = await Promise.all(cluster.nodes.map((n) => n.status()));
+    const sentPrerendered = statuses.reduce((n, st) => n + st.deliverySentPrerendered, 0);
+    log(
+      `  requests rendered ahead of the slot: ${fmt(statuses.reduce((n, st) => n + st.deliveryPrerendered, 0))}, ` +
+        `sent so: ${fmt(sentPrerendered)} (warm-up included)`,
+    );
     const cpuAfter = await clusterCpuMs(cluster);
     log(
-      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire)`,
+      `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire); ` +
+        `from the slot to the last fire: ${fmt(drainCpuMs)} ms (${fmt((drainCpuMs * 1000) / JOBS)} µs per fire)`,
     );
     // Both references get the same warm-up as the cluster: undici's code in their processes is
     // compiled by V8 before the measured burst, as the nodes' is before their measured spike.
@@ -464,6 +547,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       leaderChangesCreating: changedCreating,
       leaderChangesSpike: changed,
       cpuMs: cpuAfter - cpuBefore,
+      drainCpuMs,
       tickraft: ours,
       ceiling,
       splitCeiling: split,

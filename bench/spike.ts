@@ -167,13 +167,17 @@ export const BARE_CONNECTIONS = 128;
  * The bare client, in a process of its own: a Pool of `connections` (argv) that sends, for each
  * line `<tag> <at ms> <count>` on stdin, `count` requests like the spike's (the same headers,
  * a body of the same fields), made before `at` and all issued at `at`, and writes `done` once
- * all were answered. Lag at the sink counts from `at`.
+ * all were answered. Lag at the sink counts from `at`. Its connections stay open between bursts,
+ * so that a burst after the warm-up finds them open, as the nodes find theirs at the measured
+ * spike (the sink's keep-alive hint is 60 s; the warm-up spike fired about 15 s before).
  */
 const BARE_SENDER_SOURCE = `
 const { Pool } = require('undici');
 const [origin, connections] = [process.argv[1], Number(process.argv[2])];
+// One Pool for every burst: its connections stay open from one burst to the next (the sink asks
+// for 60 s of keep-alive), as the nodes' do from one spike to the next.
+const pool = new Pool(origin, { connections });
 async function burst(tag, at, count) {
-  const pool = new Pool(origin, { connections });
   const slot = new Date(at).toISOString();
   // The requests tickraft sends (ids, body, headers, user-agent), made before the burst as the
   // nodes render theirs ahead of the slot.
@@ -194,7 +198,6 @@ async function burst(tag, at, count) {
   const sends = [];
   for (const r of requests) sends.push(pool.request(r).then((res) => res.body.dump()));
   await Promise.all(sends);
-  await pool.close();
   process.stdout.write('done\\n');
 }
 let buffered = '';

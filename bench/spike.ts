@@ -481,10 +481,11 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
     const cpuBefore = await clusterCpuMs(cluster);
     while (Date.now() < slotMs - 300) await new Promise((r) => setTimeout(r, 20));
-    const cpuTrace = traceCpu(cluster.nodes.map((n) => n.proc?.pid ?? 0));
+    const cpuTraces = cluster.nodes.map((n) => traceCpu([n.proc?.pid ?? 0]));
     const stats = await awaitReceipts(JOBS, slotMs);
-    cpuTrace.stop();
-    const drainCpuMs = cpuTrace.at(stats.last) - cpuTrace.at(slotMs);
+    for (const c of cpuTraces) c.stop();
+    const drainCpuPerNode = cpuTraces.map((c) => c.at(stats.last) - c.at(slotMs));
+    const drainCpuMs = drainCpuPerNode.reduce((a, b) => a + b, 0);
     const terms = await groupTerms(cluster);
     const changed = [...terms].filter(([g, term]) => (termsCreated.get(g) ?? 0) !== term).length;
     log(
@@ -501,7 +502,8 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     const cpuAfter = await clusterCpuMs(cluster);
     log(
       `  cluster CPU from 4 s before the slot to the last fire: ${fmt(cpuAfter - cpuBefore)} ms (${fmt(((cpuAfter - cpuBefore) * 1000) / JOBS)} µs per fire); ` +
-        `from the slot to the last fire: ${fmt(drainCpuMs)} ms (${fmt((drainCpuMs * 1000) / JOBS)} µs per fire)`,
+        `from the slot to the last fire: ${fmt(drainCpuMs)} ms (${fmt((drainCpuMs * 1000) / JOBS)} µs per fire; ` +
+        `${cluster.nodes.map((n, i) => `${n.id} ${fmt(drainCpuPerNode[i] ?? 0)} ms`).join(', ')})`,
     );
     // Both references get the same warm-up as the cluster: undici's code in their processes is
     // compiled by V8 before the measured burst, as the nodes' is before their measured spike.

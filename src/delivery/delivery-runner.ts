@@ -107,7 +107,7 @@ export class DeliveryRunner {
   private readonly clock: Clock;
   /** The same for every attempt: built once. */
   private readonly io: WebhookIo;
-  private readonly signing = new Map<string, { secrets: string; keys: SigningKeys }>();
+  private readonly signing = new Map<string, { secrets: readonly string[]; keys: SigningKeys }>();
   readonly stats: DeliveryRunnerStats = {
     submitted: 0,
     started: 0,
@@ -381,11 +381,11 @@ export class DeliveryRunner {
   private signingKeys(tenant: string): SigningKeys | undefined {
     const secrets = this.options.secretsOf(tenant);
     if (!secrets || secrets.length === 0) return undefined;
-    const key = secrets.join('\n');
     const cached = this.signing.get(tenant);
-    if (cached?.secrets === key) return cached.keys;
+    // Compared secret by secret: asked at every attempt, so no string is built for it.
+    if (cached !== undefined && sameSecrets(cached.secrets, secrets)) return cached.keys;
     const keys = compileSigningKeys(secrets);
-    this.signing.set(tenant, { secrets: key, keys });
+    this.signing.set(tenant, { secrets: [...secrets], keys });
     return keys;
   }
 
@@ -397,4 +397,10 @@ export class DeliveryRunner {
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];
   }
+}
+
+function sameSecrets(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -579,7 +579,7 @@ class Exchange implements RawDispatchHandler {
 }
 
 /** The first Retry-After value among raw response headers (name, value, name, value, …). */
-export function retryAfterOf(rawHeaders: readonly Buffer[]): string | undefined {
+function retryAfterOf(rawHeaders: readonly Buffer[]): string | undefined {
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as Buffer;
     // Only a name of the right length is decoded.

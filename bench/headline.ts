@@ -234,6 +234,13 @@ if (spike) {
       met: met(s.p99Ratio <= 1.25),
     },
     {
+      figure:
+        '  CPU from the slot to the last fire: tickraft nodes per fire; sink per request, tickraft / bare',
+      measured: `${fmt((s.drainCpuMs * 1000) / s.jobs)} µs; ${s.tickraft.sinkCpuUsPerRequest.toFixed(1)} / ${s.ceiling.sinkCpuUsPerRequest.toFixed(1)} µs`,
+      target: '',
+      met: '',
+    },
+    {
       figure: '  time to last fire: bare client from 3 processes / from 1; tickraft / 3 processes',
       measured: `${(s.splitCeiling.drainMs / s.ceiling.drainMs).toFixed(2)}×; ${(s.tickraft.drainMs / s.splitCeiling.drainMs).toFixed(2)}×`,
       target: '',

@@ -73,6 +73,8 @@ export interface SpikeSide {
   readonly lagP50Ms: number;
   readonly lagP99Ms: number;
   readonly lagMaxMs: number;
+  /** Slot (or the moment all requests were issued) to the first receipt. */
+  readonly firstMs: number;
   /** The sink's CPU per request received, µs (its polls included). */
   readonly sinkCpuUsPerRequest: number;
 }
@@ -148,13 +150,14 @@ function sideOf(s: SinkStats, slotMs: number): SpikeSide {
     lagP50Ms: percentile(s.lags, 50),
     lagP99Ms: percentile(s.lags, 99),
     lagMaxMs: s.lags[s.lags.length - 1] ?? Number.NaN,
+    firstMs: s.first - slotMs,
     sinkCpuUsPerRequest: s.count > 0 ? s.cpuUs / s.count : Number.NaN,
   };
 }
 
 export function describeSide(name: string, s: SpikeSide, n: number): string {
   return (
-    `  ${name.padEnd(26)} received ${fmt(s.received)}/${fmt(n)} (dup ${s.duplicates}), last after ${fmt(s.drainMs)} ms, ` +
+    `  ${name.padEnd(26)} received ${fmt(s.received)}/${fmt(n)} (dup ${s.duplicates}), first after ${fmt(s.firstMs)} ms, last after ${fmt(s.drainMs)} ms, ` +
     `lag p50 ${fmt(s.lagP50Ms)} ms, p99 ${fmt(s.lagP99Ms)} ms, max ${fmt(s.lagMaxMs)} ms, ` +
     `sink CPU ${s.sinkCpuUsPerRequest.toFixed(1)} µs per request`
   );

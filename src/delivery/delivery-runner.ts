@@ -18,6 +18,7 @@ import {
   type AttemptReport,
   type WebhookIo,
   type WebhookLimits,
+  type WebhookAttempt,
   type WebhookRequest,
 } from './webhook.js';
 
@@ -194,15 +195,7 @@ export class DeliveryRunner {
     const signing = this.signingKeys(r.job.tenant);
     if (!signing) return false;
     const timestampMs = Math.max(nowMs, r.slotMs);
-    const built = buildWebhookRequest({
-      job: r.job,
-      fireId: r.fireId,
-      slotMs: r.slotMs,
-      attempt: r.attempt,
-      token: r.token,
-      signing,
-      nowMs: timestampMs,
-    });
+    const built = buildWebhookRequest(attemptOf(r, signing, timestampMs));
     if (!built.ok) return false;
     // A fire id rendered again (another token) moves to the end, in due order.
     this.rendered.delete(r.fireId);
@@ -351,19 +344,7 @@ export class DeliveryRunner {
     const nowMs = this.clock.nowMs();
     const rendered = this.takeRendered(r, signing, nowMs);
     if (rendered !== undefined) this.stats.sentPrerendered++;
-    deliverWebhook(
-      {
-        job: r.job,
-        fireId: r.fireId,
-        slotMs: r.slotMs,
-        attempt: r.attempt,
-        token: r.token,
-        signing,
-        nowMs,
-      },
-      this.io,
-      rendered,
-    ).then(
+    deliverWebhook(attemptOf(r, signing, nowMs), this.io, rendered).then(
       (report) => this.finish(task, report),
       (err: unknown) =>
         // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as
@@ -397,6 +378,19 @@ export class DeliveryRunner {
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];
   }
+}
+
+/** The webhook attempt of a request, signed with `signing`, made at `nowMs`. */
+function attemptOf(r: DeliveryRequest, signing: SigningKeys, nowMs: number): WebhookAttempt {
+  return {
+    job: r.job,
+    fireId: r.fireId,
+    slotMs: r.slotMs,
+    attempt: r.attempt,
+    token: r.token,
+    signing,
+    nowMs,
+  };
 }
 
 function sameSecrets(a: readonly string[], b: readonly string[]): boolean {

@@ -188,7 +188,7 @@ export class DeliveryRunner {
    */
   prerender(r: DeliveryRequest): boolean {
     const nowMs = this.clock.nowMs();
-    this.forgetStaleRendered(nowMs);
+    if (this.rendered.size >= RENDERED_MAX) this.forgetStaleRendered(nowMs);
     if (this.rendered.size >= RENDERED_MAX) return false;
     const had = this.rendered.get(r.fireId);
     if (had !== undefined && had.attempt === r.attempt && had.token === r.token) return false;
@@ -219,7 +219,6 @@ export class DeliveryRunner {
     nowMs: number,
   ): WebhookRequest | undefined {
     if (this.rendered.size === 0) return undefined;
-    this.forgetStaleRendered(nowMs);
     const had = this.rendered.get(r.fireId);
     if (had === undefined) return undefined;
     this.rendered.delete(r.fireId);
@@ -234,7 +233,21 @@ export class DeliveryRunner {
     return fits ? had.request : undefined;
   }
 
-  /** Drops rendered requests too old to be sent (a run cancelled or moved before its slot). */
+  /**
+   * Drops the rendered requests too old to be sent (their run was cancelled or moved, or the
+   * leadership ended before their slot); the runtime calls it at every step, and it looks at
+   * them at most once a second.
+   */
+  sweepRendered(): void {
+    if (this.rendered.size === 0) return;
+    const nowMs = this.clock.nowMs();
+    if (nowMs - this.sweptAtMs < 1000) return;
+    this.sweptAtMs = nowMs;
+    this.forgetStaleRendered(nowMs);
+  }
+
+  private sweptAtMs = 0;
+
   private forgetStaleRendered(nowMs: number): void {
     for (const [fireId, had] of this.rendered) {
       if (nowMs - had.timestampMs <= RENDERED_MAX_AGE_MS) return;

@@ -241,6 +241,7 @@ export class SchedulerRuntime {
       }
       this.backlogAtLastStep = backlog;
       if (!sending && !backlog) this.renderAhead(nowMs);
+      this.opts.runner.sweepRendered();
       // Budget used up with room in the queue (it is what the runner lacks): go on at the next
       // turn. With the queue full the runner's own completions turn the loop (stepAfterTurn).
       if (backlog && budget > 0 && left === 0) this.scheduleFollowUp();

@@ -268,4 +268,12 @@ t.test('a request rendered ahead is sent as rendered, and only while it still fi
     'too old to send: rendered again with the time of the send',
   );
   t.ok(reports.every((r) => r.outcome === 'success'));
+
+  // A run that never goes (cancelled, or the leadership ended): its render is dropped once old.
+  t.ok(runner.prerender(at(4, 104)));
+  runner.sweepRendered();
+  t.equal(runner.renderedCount, 1, 'kept while it may still be sent');
+  wallMs = slotMs + 4 * 60_000 + 31_000;
+  runner.sweepRendered();
+  t.equal(runner.renderedCount, 0, 'dropped once too old to be sent');
 });

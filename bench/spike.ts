@@ -75,7 +75,7 @@ export interface SpikeSide {
   readonly lagMaxMs: number;
   /** Slot (or the moment all requests were issued) to the first receipt. */
   readonly firstMs: number;
-  /** The sink's CPU per request received, µs (its polls included). */
+  /** The sink's CPU per request received, µs (the bench's few polls of it included). */
   readonly sinkCpuUsPerRequest: number;
 }
 
@@ -273,16 +273,15 @@ async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
 }
 
 /**
- * CPU time of the processes `pids`, all their threads, in ms: the kernel's own count
+ * CPU time of process `pid`, all its threads, in ms: the kernel's own count
  * (/proc/<pid>/task/<tid>/schedstat, ns on a CPU), read from outside, so that measuring it costs
- * the nodes nothing. NaN where /proc cannot be read (not Linux).
+ * the node nothing. NaN where /proc cannot be read (not Linux).
  */
-function processCpuMs(pids: readonly number[]): number {
+function processCpuMs(pid: number): number {
   let ns = 0;
   try {
-    for (const pid of pids)
-      for (const tid of readdirSync(`/proc/${pid}/task`))
-        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
   } catch {
     return Number.NaN;
   }
@@ -290,13 +289,13 @@ function processCpuMs(pids: readonly number[]): number {
 }
 
 /**
- * The processes' CPU sampled every 100 ms from now until `stop()`; `at(t)` interpolates the total
- * at wall time t, so that the drain's own CPU (slot to last fire) is told apart from what follows.
+ * The process's CPU sampled every 100 ms from now until `stop()`; `at(t)` interpolates it at
+ * wall time t, so that the drain's own CPU (slot to last fire) is told apart from what follows.
  */
-function traceCpu(pids: readonly number[]): { stop(): void; at(t: number): number } {
+function traceCpu(pid: number): { stop(): void; at(t: number): number } {
   const samples: { t: number; cpuMs: number }[] = [];
   const sample = (): void => {
-    samples.push({ t: Date.now(), cpuMs: processCpuMs(pids) });
+    samples.push({ t: Date.now(), cpuMs: processCpuMs(pid) });
   };
   sample();
   const timer = setInterval(sample, 100);
@@ -484,7 +483,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
     const cpuBefore = await clusterCpuMs(cluster);
     while (Date.now() < slotMs - 300) await new Promise((r) => setTimeout(r, 20));
-    const cpuTraces = cluster.nodes.map((n) => traceCpu([n.proc?.pid ?? 0]));
+    const cpuTraces = cluster.nodes.map((n) => traceCpu(n.proc?.pid ?? 0));
     const stats = await awaitReceipts(JOBS, slotMs);
     for (const c of cpuTraces) c.stop();
     const drainCpuPerNode = cpuTraces.map((c) => c.at(stats.last) - c.at(slotMs));
@@ -497,10 +496,9 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     const ours = sideOf(stats, slotMs);
     log(describeSide('tickraft', ours, JOBS));
     const statuses = await Promise.all(cluster.nodes.map((n) => n.status()));
-    const sentPrerendered = statuses.reduce((n, st) => n + st.deliverySentPrerendered, 0);
     log(
       `  requests rendered ahead of the slot: ${fmt(statuses.reduce((n, st) => n + st.deliveryPrerendered, 0))}, ` +
-        `sent so: ${fmt(sentPrerendered)} (warm-up included)`,
+        `sent so: ${fmt(statuses.reduce((n, st) => n + st.deliverySentPrerendered, 0))} (warm-up included)`,
     );
     const cpuAfter = await clusterCpuMs(cluster);
     log(

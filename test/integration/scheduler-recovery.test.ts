@@ -61,7 +61,16 @@ t.test('the whole cluster down across several slots, then each misfire policy', 
       t.equal(fired(late), batchFired, `${id}: the cap (2) of the late slots fires`);
       t.equal(fired(prePlanned), prePlanned.length, `${id}: slots planned before the outage fire`);
     } else if (id === 'mf-once') {
-      t.equal(fired([...batch, ...prePlanned]), 1, `${id}: one slot stands for all that passed`);
+      // One fire stands for every slot that passed: the newest of them, or, when the machine is
+      // so slow that the next slot is due by the time that one could be handed out, the next
+      // slot itself (an on-time fire catches up as well), which coalesces the newest too.
+      const next = runs.find((r) => r.slotMs === Math.max(...batch.map((b) => b.slotMs)) + 2000);
+      const standIns = fired([...batch, ...prePlanned]);
+      t.ok(
+        standIns === 1 || (standIns === 0 && next !== undefined && fired([next]) === 1),
+        `${id}: one slot stands for all that passed (${standIns} of the passed slots fired, ` +
+          `the next slot ${next?.status ?? 'absent'})`,
+      );
     } else {
       t.equal(fired([...late, ...prePlanned]), 0, `${id}: no late slot fired`);
     }

@@ -388,7 +388,9 @@ export class TickraftNode {
   /**
    * Start-up leader balancing: a group this node leads but whose planned preferred leader is
    * another node is handed to that node (at most three tries per group per process), unless we
-   * are stopping. Ongoing balancing belongs to the rebalancer.
+   * are stopping. Ongoing balancing belongs to the rebalancer. Never while a move of the group
+   * is in flight: the move driver hands the group away from a leaving replica, which is still a
+   * voter and may well be the preferred one, and handing it back starts that hand-over again.
    */
   private balanceLeaders(): void {
     const plan = this.plan;
@@ -396,7 +398,7 @@ export class TickraftNode {
     const now = Date.now();
     for (const g of plan.groups) {
       const preferred = g.replicas[0];
-      if (!preferred || preferred === this.config.id) continue;
+      if (!preferred || preferred === this.config.id || this.meta.moves.has(g.groupId)) continue;
       const replica = this.host.groups.get(g.groupId);
       if (!replica?.isLeader || !this.mayLeadNow(replica, preferred)) continue;
       // A transfer can be abandoned (the target lagged); try a few times, a second apart.

@@ -9,10 +9,10 @@
 // The seed comes from the clock and is printed; TICKRAFT_CHAOS_SEED=42 replays one. Kept short
 // (about 2 minutes in all) because test/chaos/short-run.test.ts already covers the other
 // nemeses; longer membership runs are in docs/chaos.md.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { renderCounts, runChaos, type ChaosOptions } from '../../chaos/run.js';
 
 t.test('a short chaos run with replica moves during faults passes the checker', async (t) => {
@@ -46,5 +46,35 @@ t.test('a short chaos run with replica moves during faults passes the checker', 
   );
   t.ok(r.report.slots.slotsOwed > 50, `${r.report.slots.slotsOwed} owed slots were checked`);
   t.equal(r.unreadJobs, 0, 'every job touched was read at the end');
-  if (r.report.ok) rmSync(dir, { recursive: true, force: true });
+  if (t.passing()) rmSync(dir, { recursive: true, force: true });
+  else printOperations(t, dir);
 });
+
+/**
+ * On a failure, what the membership operations did, for a log that outlives the machine: each
+ * operation's records, and the move steps and leader changes the nodes logged for the groups
+ * they moved.
+ */
+function printOperations(t: Test, dir: string): void {
+  const kinds = new Set(['replica-move', 'node-drain', 'rebalance']);
+  const groups = new Set<number>();
+  for (const line of readFileSync(join(dir, 'nemesis.jsonl'), 'utf8').split('\n')) {
+    if (line === '') continue;
+    const rec = JSON.parse(line) as { kind?: string; spec?: { groupId?: number } };
+    if (rec.kind === undefined || !kinds.has(rec.kind)) continue;
+    t.comment(line);
+    if (rec.spec?.groupId !== undefined) groups.add(rec.spec.groupId);
+  }
+  const logs = join(dir, 'logs');
+  for (const file of readdirSync(logs).sort()) {
+    const wanted = readFileSync(join(logs, file), 'utf8')
+      .split('\n')
+      .filter(
+        (l) =>
+          l.includes('"msg":"move') ||
+          (l.includes('"msg":"leader changed"') &&
+            [...groups].some((g) => l.includes(`"group":${g},`))),
+      );
+    for (const l of wanted.slice(0, 200)) t.comment(`${file}: ${l.slice(0, 300)}`);
+  }
+}

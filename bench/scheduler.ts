@@ -8,6 +8,7 @@
  *    each receipt. Printed: lag from the slot to receipt (p50 / p99 / max) and the time until the
  *    last fire, next to the ceiling measured in the same run: a bare undici Pool sending the
  *    same number of requests (same size, same headers) to the same sink, all issued at once,
+ *    just before the spike and again just after it (the ratios are to the mean of the two),
  *    and the same requests sent from 3 processes at once (as the 3 nodes send). Before the
  *    measured spike, `--warmup` jobs (default 5,000; 0: none) fire in a spike of their own on
  *    the fresh cluster, and the bare clients send as many requests first, so that both sides

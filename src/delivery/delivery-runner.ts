@@ -120,6 +120,8 @@ export class DeliveryRunner {
   };
   /** Requests rendered ahead, by fire id, oldest first. */
   private readonly rendered = new Map<string, Rendered>();
+  /** When sweepRendered last looked at the rendered requests. */
+  private sweptAtMs = 0;
 
   constructor(private readonly options: DeliveryRunnerOptions) {
     this.queue = new FairQueue<Task>(options.queue);
@@ -245,8 +247,6 @@ export class DeliveryRunner {
     this.sweptAtMs = nowMs;
     this.forgetStaleRendered(nowMs);
   }
-
-  private sweptAtMs = 0;
 
   private forgetStaleRendered(nowMs: number): void {
     for (const [fireId, had] of this.rendered) {

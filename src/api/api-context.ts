@@ -46,11 +46,19 @@ export class ApiContext {
 
   /**
    * A tenant this replica does not know may have been created a moment ago through another
-   * node: catch up with the meta group (ReadIndex) before calling it unknown.
+   * node: catch up with the meta group (ReadIndex) before calling it unknown. A read that fails
+   * (its request lost, the meta leader changing) is tried once more; after that the caller
+   * judges with what this replica has applied.
    */
   async freshTenant(tenant: unknown): Promise<void> {
     if (typeof tenant !== 'string' || this.node.meta.tenants.has(tenant)) return;
-    if (this.node.host.groups.has(META_GROUP_ID))
-      await this.node.host.read(META_GROUP_ID).catch(() => undefined);
+    if (!this.node.host.groups.has(META_GROUP_ID)) return;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const caughtUp = await this.node.host.read(META_GROUP_ID).then(
+        () => true,
+        () => false,
+      );
+      if (caughtUp || this.node.meta.tenants.has(tenant)) return;
+    }
   }
 }

@@ -136,6 +136,12 @@ export class Raft {
   private readonly roundTicks = new Map<number, number>();
   private pendingReads: PendingRead[] = [];
   private readsAwaitingCommit: PendingRead[] = [];
+  /**
+   * Follower: ReadIndex requests sent to the leader and not yet answered, with the tick each was
+   * sent at. The request or its answer can be lost (a dropped connection, a leader that stepped
+   * down); without an end here the caller would wait forever.
+   */
+  private readonly forwardedReads = new Map<number, number>();
 
   constructor(init: RaftInit) {
     this.id = init.id;
@@ -222,6 +228,7 @@ export class Raft {
       this.vote = NO_NODE;
     }
     if (this.role === 'leader') this.failPendingReads('leadership-lost');
+    this.failForwardedReads('leadership-lost');
     this.lead = NO_NODE;
     this.electionElapsed = 0;
     this.heartbeatElapsed = 0;
@@ -300,6 +307,7 @@ export class Raft {
     }
     this.ticks++;
     if (this.startupQuietTicks > 0) this.startupQuietTicks--;
+    if (this.forwardedReads.size > 0) this.expireForwardedReads();
     if (this.role === 'leader') this.tickHeartbeat();
     else this.tickElection();
   }
@@ -607,6 +615,8 @@ export class Raft {
         this.hup('transfer');
         break;
       case 'read-index-resp':
+        // An answer to a request already given up on (expired, or failed by a reset): dropped.
+        if (!this.forwardedReads.delete(m.context)) break;
         this.readStates.push(
           m.reject
             ? { requestId: m.context, ok: false, reason: 'leadership-lost' }
@@ -910,6 +920,7 @@ export class Raft {
     if (this.role === 'leader') {
       this.handleReadRequest(requestId, this.id);
     } else if (this.lead !== NO_NODE && this.role === 'follower') {
+      this.forwardedReads.set(requestId, this.ticks);
       this.send(
         message({
           type: 'read-index',
@@ -1002,6 +1013,27 @@ export class Raft {
           reject: failure !== undefined,
         }),
       );
+    }
+  }
+
+  private failForwardedReads(reason: ReadFailure): void {
+    if (this.forwardedReads.size === 0) return;
+    for (const requestId of this.forwardedReads.keys())
+      this.readStates.push({ requestId, ok: false, reason });
+    this.forwardedReads.clear();
+  }
+
+  /**
+   * A forwarded read unanswered for two election timeouts has been lost: a leader confirms a
+   * read within one heartbeat round, and one that cannot reach a quorum for that long steps
+   * down. The caller may retry.
+   */
+  private expireForwardedReads(): void {
+    const oldest = this.ticks - 2 * this.config.electionTimeoutTicks;
+    for (const [requestId, sentAt] of this.forwardedReads) {
+      if (sentAt > oldest) break; // in the order sent, so the rest are younger
+      this.forwardedReads.delete(requestId);
+      this.readStates.push({ requestId, ok: false, reason: 'timeout' });
     }
   }
 

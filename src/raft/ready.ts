@@ -21,7 +21,8 @@ export interface SoftState {
   readonly role: Role;
 }
 
-export type ReadFailure = 'not-leader' | 'leadership-lost' | 'too-many-reads';
+/** Why a ReadIndex request failed; 'timeout': a follower's forwarded request went unanswered. */
+export type ReadFailure = 'not-leader' | 'leadership-lost' | 'too-many-reads' | 'timeout';
 
 /** The outcome of a ReadIndex request, identified by the caller's request id. */
 export type ReadState =

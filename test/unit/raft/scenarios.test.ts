@@ -1029,6 +1029,56 @@ t.test('ReadIndex on a deposed leader fails instead of returning stale data', (t
   t.end();
 });
 
+// A follower forwards ReadIndex to its leader; if the request or its answer is lost, the read
+// must end (the caller can retry) rather than wait forever. A late answer is then ignored.
+t.test('a forwarded ReadIndex whose answer is lost fails after two election timeouts', (t) => {
+  const net = cluster();
+  net.stabilize();
+  net.drop('read-index-resp');
+  net.get('n2').node.readIndex(1);
+  net.processReadies();
+  const outcome = (id: number) => net.get('n2').readStates.filter((r) => r.requestId === id);
+  for (let i = 1; i < 2 * ET; i++) {
+    net.tickAll(1);
+    t.same(outcome(1), [], `tick ${i}: still waiting`);
+  }
+  net.tickAll(1);
+  t.same(outcome(1), [{ requestId: 1, ok: false, reason: 'timeout' }], 'then: timeout');
+  t.equal(net.leader(), 'n1', 'no election came of it');
+  // The leader's answer, arriving now, is not a second outcome.
+  net.get('n2').node.step(
+    message({
+      type: 'read-index-resp',
+      from: 'n1',
+      to: 'n2',
+      term: net.raft('n1').term,
+      index: 1,
+      context: 1,
+    }),
+  );
+  net.processReadies();
+  t.equal(outcome(1).length, 1, 'a late answer is dropped');
+  // Delivered answers still work, and a leader change fails the forwarded reads at once.
+  net.heal();
+  net.get('n2').node.readIndex(2);
+  net.processReadies();
+  net.stabilize();
+  t.match(outcome(2), [{ requestId: 2, ok: true }], 'an answered read succeeds');
+  net.drop('read-index');
+  net.get('n3').node.readIndex(3);
+  net.processReadies();
+  net
+    .get('n3')
+    .node.step(message({ type: 'heartbeat', from: 'n2', to: 'n3', term: net.raft('n3').term + 1 }));
+  net.processReadies();
+  t.same(
+    net.get('n3').readStates.filter((r) => r.requestId === 3),
+    [{ requestId: 3, ok: false, reason: 'leadership-lost' }],
+    'a new term fails the forwarded read at once',
+  );
+  t.end();
+});
+
 // Pending reads are bounded; the excess is refused at once, the admitted reads are answered.
 t.test('ReadIndex requests beyond maxPendingReads are refused', (t) => {
   const net = cluster({ options: { maxPendingReads: 2 } });

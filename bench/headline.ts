@@ -241,6 +241,15 @@ if (spike) {
       met: '',
     },
     {
+      figure: "  senders' CPU per request: tickraft nodes / bare client from 1 process / from 3",
+      measured: `${s.tickraft.senderCpuUsPerRequest.toFixed(1)} / ${(
+        (s.ceilingBefore.senderCpuUsPerRequest + s.ceiling.senderCpuUsPerRequest) /
+        2
+      ).toFixed(1)} / ${s.splitCeiling.senderCpuUsPerRequest.toFixed(1)} µs`,
+      target: '',
+      met: '',
+    },
+    {
       figure: '  time to last fire: bare client from 3 processes / from 1; tickraft / 3 processes',
       measured: `${(s.splitCeiling.drainMs / s.ceiling.drainMs).toFixed(2)}×; ${(s.tickraft.drainMs / s.splitCeiling.drainMs).toFixed(2)}×`,
       target: '',

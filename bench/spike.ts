@@ -77,6 +77,12 @@ export interface SpikeSide {
   readonly firstMs: number;
   /** The sink's CPU per request received, µs (the bench's few polls of it included). */
   readonly sinkCpuUsPerRequest: number;
+  /**
+   * The sending processes' CPU per request, µs, from the slot (or the moment all requests were
+   * issued) to the last receipt, from /proc: for tickraft the three nodes, for the bare client
+   * its process(es). NaN where not measured.
+   */
+  readonly senderCpuUsPerRequest: number;
 }
 
 /** The spike that warms fresh nodes before the measured one (SpikeOptions.warmup). */
@@ -149,7 +155,7 @@ async function sinkGet(origin: string, path: string): Promise<SinkStats> {
   return (await res.json()) as SinkStats;
 }
 
-function sideOf(s: SinkStats, slotMs: number): SpikeSide {
+function sideOf(s: SinkStats, slotMs: number, senderCpuMs = Number.NaN): SpikeSide {
   return {
     received: s.count,
     duplicates: s.dup,
@@ -159,6 +165,7 @@ function sideOf(s: SinkStats, slotMs: number): SpikeSide {
     lagMaxMs: s.lags[s.lags.length - 1] ?? Number.NaN,
     firstMs: s.first - slotMs,
     sinkCpuUsPerRequest: s.count > 0 ? s.cpuUs / s.count : Number.NaN,
+    senderCpuUsPerRequest: s.count > 0 ? (senderCpuMs * 1000) / s.count : Number.NaN,
   };
 }
 
@@ -166,7 +173,10 @@ export function describeSide(name: string, s: SpikeSide, n: number): string {
   return (
     `  ${name.padEnd(26)} received ${fmt(s.received)}/${fmt(n)} (dup ${s.duplicates}), first after ${fmt(s.firstMs)} ms, last after ${fmt(s.drainMs)} ms, ` +
     `lag p50 ${fmt(s.lagP50Ms)} ms, p99 ${fmt(s.lagP99Ms)} ms, max ${fmt(s.lagMaxMs)} ms, ` +
-    `sink CPU ${s.sinkCpuUsPerRequest.toFixed(1)} µs per request`
+    `sink CPU ${s.sinkCpuUsPerRequest.toFixed(1)} µs per request` +
+    (Number.isNaN(s.senderCpuUsPerRequest)
+      ? ''
+      : `, senders' CPU ${s.senderCpuUsPerRequest.toFixed(1)} µs per request`)
   );
 }
 
@@ -258,6 +268,7 @@ class BareSenders {
       const share = Math.floor(n / procs) + (i < n % procs ? 1 : 0);
       c.stdin?.write(`${tag} ${at} ${share}\n`);
     });
+    const cpuTraces = this.children.map((c) => traceCpu(c.pid ?? 0));
     const answered = (): boolean =>
       this.outputs.every((o, i) => o.split('done').length > (doneBefore[i] ?? 0));
     for (let waited = 0; !answered() && waited < 120_000; waited += 20) {
@@ -265,7 +276,10 @@ class BareSenders {
         throw new Error('a bare sender process exited');
       await new Promise((r) => setTimeout(r, 20));
     }
-    return sideOf(await sinkGet(this.origin, '/stats'), at);
+    for (const c of cpuTraces) c.stop();
+    const stats = await sinkGet(this.origin, '/stats');
+    const cpuMs = cpuTraces.reduce((sum, c) => sum + c.at(stats.last) - c.at(at), 0);
+    return sideOf(stats, at, cpuMs);
   }
 
   close(): void {
@@ -529,7 +543,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     log(
       `  leader changes: ${changedCreating} of ${GROUPS + 1} groups changed term while creating, ${changed} during the spike`,
     );
-    const ours = sideOf(stats, slotMs);
+    const ours = sideOf(stats, slotMs, drainCpuMs);
     log(describeSide('tickraft', ours, JOBS));
     const statuses = await Promise.all(cluster.nodes.map((n) => n.status()));
     log(

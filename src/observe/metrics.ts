@@ -18,6 +18,7 @@ import {
   type LabelValues,
 } from 'prom-client';
 import type { CommitStats, MultiRaftHost } from '../multiraft/host.js';
+import { CountBuffer, ObservationBuffer } from './observation-buffer.js';
 
 /** What the scheduler side of a node exposes at scrape time, per data group hosted here. */
 export interface SchedulerGroupFacts {
@@ -62,6 +63,11 @@ export class NodeMetrics {
   private readonly commitGroups: Histogram;
   private readonly fsync: Histogram;
   private readonly leaderChanges: Counter<'group'>;
+  // Per-attempt observations wait here until a scrape (or a full buffer): see ObservationBuffer.
+  private readonly lagStartPending: ObservationBuffer;
+  private readonly lagResponsePending: ObservationBuffer;
+  private readonly firesPending: CountBuffer<FireOutcome>;
+  private retriesPending = 0;
   // Per-outcome label objects made once: observing an attempt allocates nothing.
   private readonly outcomeLabels: Record<FireOutcome, LabelValues<'outcome'>> = {
     success: { outcome: 'success' },
@@ -82,25 +88,37 @@ export class NodeMetrics {
       help: 'Slot time to the hand-out of its first delivery attempt',
       buckets: LAG_BUCKETS,
       registers,
+      collect: () => this.lagStartPending.flush(),
     });
+    this.lagStartPending = new ObservationBuffer((v) => this.fireLagStart.observe(v));
     this.fireLagResponse = new Histogram({
       name: 'tickraft_fire_lag_response_seconds',
       help: 'Slot time to the end (response or failure) of its first delivery attempt',
       buckets: LAG_BUCKETS,
       registers,
+      collect: () => this.lagResponsePending.flush(),
     });
+    this.lagResponsePending = new ObservationBuffer((v) => this.fireLagResponse.observe(v));
     this.fires = new Counter({
       name: 'tickraft_fires_total',
       help: 'Delivery attempts by outcome (success, retry, fail, not_started)',
       labelNames: ['outcome'],
       registers,
+      collect: () => this.firesPending.flush(),
     });
+    this.firesPending = new CountBuffer((outcome, n) =>
+      this.fires.inc(this.outcomeLabels[outcome], n),
+    );
     // Every outcome is exported from the start (at 0), so rate() works before the first failure.
     for (const labels of Object.values(this.outcomeLabels)) this.fires.inc(labels, 0);
     this.retries = new Counter({
       name: 'tickraft_retries_total',
       help: 'Delivery attempts handed out after the first attempt of a run',
       registers,
+      collect: () => {
+        if (this.retriesPending > 0) this.retries.inc(this.retriesPending);
+        this.retriesPending = 0;
+      },
     });
     this.proposals = new Histogram({
       name: 'tickraft_proposal_seconds',
@@ -241,14 +259,14 @@ export class NodeMetrics {
   // Event hooks (structurally match SchedulerObserver in src/server/scheduler-runtime.ts)
 
   deliveryHandedOut(attempt: number, slotMs: number, nowMs: number): void {
-    if (attempt === 1) this.fireLagStart.observe(Math.max(0, nowMs - slotMs) / 1000);
-    else this.retries.inc();
+    if (attempt === 1) this.lagStartPending.add(Math.max(0, nowMs - slotMs) / 1000);
+    else this.retriesPending++;
   }
 
   deliveryFinished(attempt: number, outcome: FireOutcome, slotMs: number, nowMs: number): void {
-    this.fires.inc(this.outcomeLabels[outcome]);
+    this.firesPending.add(outcome);
     if (attempt === 1 && outcome !== 'not_started')
-      this.fireLagResponse.observe(Math.max(0, nowMs - slotMs) / 1000);
+      this.lagResponsePending.add(Math.max(0, nowMs - slotMs) / 1000);
   }
 
   proposalSettled(result: string, durationMs: number): void {

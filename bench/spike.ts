@@ -457,7 +457,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
               sts
                 .map(
                   (st) =>
-                    `${st.nodeId} proposed ${st.schedulerProposed} delivered ${st.schedulerDelivered} results ${st.schedulerResults} queued ${st.deliveryQueued} inflight ${st.deliveryInflight}`,
+                    `${st.nodeId} snaps ${st.snapshotsTaken} waits ${st.deliveryLeaseWaits} proposed ${st.schedulerProposed} delivered ${st.schedulerDelivered} results ${st.schedulerResults} queued ${st.deliveryQueued} inflight ${st.deliveryInflight}`,
                 )
                 .join(' | '),
           );

@@ -77,6 +77,8 @@ export interface DeliveryRunnerStats {
   prerendered: number;
   /** Attempts sent with the request rendered ahead. */
   sentPrerendered: number;
+  /** Times an attempt was told to wait before its send (mayStart: the lease not provable). */
+  waited: number;
 }
 
 /**
@@ -117,6 +119,7 @@ export class DeliveryRunner {
     dropped: 0,
     prerendered: 0,
     sentPrerendered: 0,
+    waited: 0,
   };
   /** Requests rendered ahead, by fire id, oldest first. */
   private readonly rendered = new Map<string, Rendered>();
@@ -323,6 +326,7 @@ export class DeliveryRunner {
     const verdict = this.options.mayStart?.(task.owner, r) ?? 'start';
     if (verdict === 'wait') {
       this.stats.started--;
+      this.stats.waited++;
       this.waiting.push(task);
       this.waitTimer ??= setTimeout(() => this.retryWaiting(), WAIT_RETRY_MS);
       return;

@@ -255,6 +255,7 @@ export class DebugServer {
       deliveryInflight: this.node.deliveryInflight,
       deliveryPrerendered: this.node.deliveryStats.prerendered,
       deliverySentPrerendered: this.node.deliveryStats.sentPrerendered,
+      deliveryLeaseWaits: this.node.deliveryStats.waited,
       cpuMs: cpuMs(),
     };
   }

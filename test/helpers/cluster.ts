@@ -71,6 +71,7 @@ export interface NodeStatus {
   deliveryInflight: number;
   deliveryPrerendered: number;
   deliverySentPrerendered: number;
+  deliveryLeaseWaits: number;
   cpuMs: number;
   rssBytes: number;
   heapUsedBytes: number;

@@ -32,7 +32,7 @@ const { values } = parseArgs({
     inflight: { type: 'string', default: '8' },
     warmup: { type: 'string', default: '20000' },
     'spike-warmup': { type: 'string', default: '5000' },
-    groups: { type: 'string', default: '16' },
+    groups: { type: 'string', default: '18' },
     only: { type: 'string', default: PARTS.join(',') },
     json: { type: 'boolean', default: false },
   },

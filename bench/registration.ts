@@ -52,7 +52,12 @@ export interface NodeMemory {
 export interface RegistrationResult {
   readonly jobs: number;
   /** The warm-up before the measure, on fresh nodes (undefined: none). */
-  readonly warmup?: { readonly jobs: number; readonly elapsedMs: number; readonly jobsPerSec: number; readonly clusterCpuUsPerJob: number };
+  readonly warmup?: {
+    readonly jobs: number;
+    readonly elapsedMs: number;
+    readonly jobsPerSec: number;
+    readonly clusterCpuUsPerJob: number;
+  };
   /** Jobs the API acknowledged as created. */
   readonly created: number;
   /** Calls that failed, with the first few messages. */

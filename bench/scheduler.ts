@@ -27,7 +27,7 @@ import { compileJobSpec } from '../src/api/job-spec.js';
 const { values } = parseArgs({
   options: {
     jobs: { type: 'string', default: '20000' },
-    groups: { type: 'string', default: '16' },
+    groups: { type: 'string', default: '18' },
     'plan-jobs': { type: 'string', default: '200000' },
     warmup: { type: 'string', default: '5000' },
     'skip-cluster': { type: 'boolean', default: false },

@@ -148,6 +148,8 @@ export class OriginPools {
   readonly options: CompiledOriginPoolsOptions;
   /** Invariant: iteration order is least recently acquired first (re-inserted on acquire). */
   private readonly entries = new Map<string, Entry>();
+  /** The last entry of `entries` (the most recently acquired), if known. */
+  private newest: Entry | undefined;
   private readonly closing = new Set<Promise<void>>();
   private sweepTimer: NodeJS.Timeout | undefined;
   private isClosed = false;
@@ -172,7 +174,11 @@ export class OriginPools {
     }
     let entry = this.entries.get(origin);
     if (entry !== undefined) {
-      this.entries.delete(origin);
+      // Re-inserted to keep the order; a spike to one origin acquires the newest over and over.
+      if (entry !== this.newest) {
+        this.entries.delete(origin);
+        this.entries.set(origin, entry);
+      }
     } else {
       if (this.entries.size >= this.options.originsMax && !this.retireLeastRecentIdle()) {
         throw new DeliveryError(
@@ -182,9 +188,10 @@ export class OriginPools {
         );
       }
       entry = { origin, pool: this.createPool(origin), inflightCount: 0, lastUsedMs: 0 };
+      this.entries.set(origin, entry);
       this.startSweepTimer();
     }
-    this.entries.set(origin, entry);
+    this.newest = entry;
     entry.inflightCount++;
     if (entry.inflightCount > this.options.connectionsPerOrigin) this.waiting++;
     entry.lastUsedMs = this.options.clock.monotonicMs();
@@ -246,6 +253,7 @@ export class OriginPools {
     this.shutDown();
     const pools = [...this.entries.values()].map((e) => e.pool);
     this.entries.clear();
+    this.newest = undefined;
     await Promise.all([...pools.map((p) => p.destroy()), ...this.closing]);
   }
 
@@ -285,6 +293,7 @@ export class OriginPools {
     if (!(entry.inflightCount === 0 || this.isClosed))
       assertionFailed(`retiring busy pool ${entry.origin}`);
     this.entries.delete(entry.origin);
+    if (this.newest === entry) this.newest = undefined;
     if (!this.isClosed) this.retiredCount++;
     const closed: Promise<void> = entry.pool
       .close()

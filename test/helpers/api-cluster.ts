@@ -4,7 +4,8 @@
  * meta group (forwarding needs it). Torn down with the test.
  */
 import type { Test } from 'tap';
-import { ApiClient } from '../../src/api/client.js';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import { ApiCallError, ApiClient } from '../../src/api/client.js';
 import { eventually, ProcCluster, type ProcNode } from './cluster.js';
 import { TEST_SECRET, WebhookSink } from './webhook-sink.js';
 
@@ -45,10 +46,7 @@ export class ApiCluster {
       if (nodes.length !== cluster.nodes.length || nodes.some((n) => n['apiAddress'] === ''))
         throw new Error('API addresses not all registered');
     }, 20_000);
-    await ac.client('n2').call('TenantService', 'CreateTenant', {
-      tenantId: TENANT,
-      signingSecret: TEST_SECRET,
-    });
+    await createTenantCarefully(ac.client('n2'), { tenantId: TENANT, signingSecret: TEST_SECRET });
     return ac;
   }
 
@@ -73,6 +71,25 @@ export class ApiCluster {
       target: { url: `${this.sink.url}/hook` },
       ...extra,
     };
+  }
+}
+
+/**
+ * CreateTenant as a careful client sends it. UNAVAILABLE (a meta leader changing on a loaded
+ * machine; with an unknown outcome the cluster says so) is retried after the hint. ALREADY_EXISTS
+ * on a retry means an earlier try committed.
+ */
+async function createTenantCarefully(c: ApiClient, req: Obj): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await c.call('TenantService', 'CreateTenant', req);
+      return;
+    } catch (err) {
+      if (!(err instanceof ApiCallError) || attempt >= 10) throw err;
+      if (attempt > 1 && err.status === grpcStatus.ALREADY_EXISTS) return;
+      if (err.status !== grpcStatus.UNAVAILABLE) throw err;
+      await new Promise((r) => setTimeout(r, err.retryDelayMs ?? 500));
+    }
   }
 }
 

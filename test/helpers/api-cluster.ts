@@ -6,6 +6,7 @@
 import type { Test } from 'tap';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { ApiCallError, ApiClient } from '../../src/api/client.js';
+import { retryUnavailable } from './api-retry.js';
 import { eventually, ProcCluster, type ProcNode } from './cluster.js';
 import { TEST_SECRET, WebhookSink } from './webhook-sink.js';
 
@@ -75,22 +76,21 @@ export class ApiCluster {
 }
 
 /**
- * CreateTenant as a careful client sends it. UNAVAILABLE (a meta leader changing on a loaded
- * machine; with an unknown outcome the cluster says so) is retried after the hint. ALREADY_EXISTS
- * on a retry means an earlier try committed.
+ * CreateTenant as a careful client sends it: UNAVAILABLE (a meta leader changing on a loaded
+ * machine, the outcome unknown) is retried after the hint, and ALREADY_EXISTS on a retry means
+ * an earlier try committed.
  */
 async function createTenantCarefully(c: ApiClient, req: Obj): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
+  let tried = false;
+  await retryUnavailable(async () => {
     try {
       await c.call('TenantService', 'CreateTenant', req);
-      return;
     } catch (err) {
-      if (!(err instanceof ApiCallError) || attempt >= 10) throw err;
-      if (attempt > 1 && err.status === grpcStatus.ALREADY_EXISTS) return;
-      if (err.status !== grpcStatus.UNAVAILABLE) throw err;
-      await new Promise((r) => setTimeout(r, err.retryDelayMs ?? 500));
+      if (tried && err instanceof ApiCallError && err.status === grpcStatus.ALREADY_EXISTS) return;
+      tried = true;
+      throw err;
     }
-  }
+  });
 }
 
 export function endpointOf(n: ProcNode): string {

@@ -114,7 +114,14 @@ t.test('kill -9 of a group leader mid-writes loses no acknowledged write', async
 t.test('kill -9 of every node mid-writes loses no acknowledged write', async (t) => {
   const cluster = await withCluster(t, { groups: 16 });
   const writers = startWriters(cluster, 8, 'b');
+  // Writes run for 1.5 s and until more than 100 are acknowledged (a loaded machine acknowledges
+  // fewer in 1.5 s), and are still running at the kill.
   await sleep(1500);
+  await eventually(() => {
+    if (writers.acked.size <= 100)
+      return Promise.reject(new Error(`only ${writers.acked.size} writes`));
+    return Promise.resolve();
+  }, 60_000);
   await Promise.all(cluster.nodes.map((n) => n.kill9()));
   await writers.stop();
   const acked = new Map(writers.acked);

@@ -15,8 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { status as grpcStatus } from '@grpc/grpc-js';
-import { ApiClient, type ApiCallError } from '../../src/api/client.js';
+import { ApiClient } from '../../src/api/client.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { freePort, sleep } from '../helpers/cluster.js';
 
 type Obj = Record<string, unknown>;
@@ -228,19 +228,8 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
   // died re-elects within about an election timeout when busy; an idle (quiesced) group only
   // after its followers miss three beacons (src/raft/config.ts), a few seconds.
   let waitedMs = 0;
-  const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
-    for (const deadline = Date.now() + 30_000; ;) {
-      try {
-        return await call();
-      } catch (err) {
-        const e = err as ApiCallError;
-        if (e.status !== grpcStatus.UNAVAILABLE || Date.now() > deadline) throw err;
-        const pause = e.retryDelayMs ?? 500;
-        waitedMs += pause;
-        await sleep(pause);
-      }
-    }
-  };
+  const retrying = <T>(call: () => Promise<T>): Promise<T> =>
+    retryUnavailable(call, 30_000, (pauseMs) => (waitedMs += pauseMs));
   const t0 = Date.now();
   for (let i = 0; i <= 6; i++) {
     const c = survivors[i % 2]!;

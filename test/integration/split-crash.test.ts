@@ -17,6 +17,7 @@
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import {
   checkFires,
@@ -209,7 +210,11 @@ t.test('crashes in the middle of group splits', async (t) => {
     return h < HALF + QUARTER ? 2 : childOf(2);
   };
   for (const j of jobs) {
-    const r = await client.call<Obj>('JobService', 'GetJob', { jobId: j.id });
+    // A group's leadership may still be settling (start-up balancing after the restart): a
+    // client waits out UNAVAILABLE as its hint says.
+    const r = await retryUnavailable(() =>
+      client.call<Obj>('JobService', 'GetJob', { jobId: j.id }),
+    );
     t.equal(r['groupId'], ownerOf(j.id), `${j.id} answers from group ${ownerOf(j.id)}`);
   }
   const listed = await client.call<Obj>('JobService', 'ListJobs', { tenant: TENANT });

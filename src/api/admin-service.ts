@@ -117,6 +117,7 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
       replicas,
       jobs: led?.['jobs'] ?? 0,
       fireRatePerSec: led?.['fireRatePerSec'] ?? 0,
+      preferredLeader: rec?.preferredLeader ?? '',
     };
   });
   return {
@@ -154,6 +155,10 @@ export async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg
     throw new ValidationError('REQUEST_INVALID', [
       { field: 'toNode', reason: `must be a voter of group ${groupId} (${voters.join(', ')})` },
     ]);
+  // A data group's new place is recorded first: leader balancing on the new leader would
+  // otherwise hand the group back to its bootstrap plan's node, and a hand-over that does not
+  // finish now is then completed by balancing here.
+  if (groupId !== META_GROUP_ID) await recordPreferredLeader(api, ctx, groupId, to);
   if (to !== api.node.id) {
     if (groupId === META_GROUP_ID) api.node.host.report(groupId, { kind: 'transfer-leader', to });
     else api.node.scheduler.handOver(groupId, to);
@@ -165,6 +170,30 @@ export async function transferLeader(api: ApiContext, ctx: CallContext, req: Msg
     await sleep(50);
   }
   throw new DeadlineError(`waiting for ${to} to lead group ${groupId}`);
+}
+
+/** SetPreferredLeader through the meta group's leader, wherever that is. */
+function recordPreferredLeader(
+  api: ApiContext,
+  ctx: CallContext,
+  groupId: number,
+  node: string,
+): Promise<unknown> {
+  // Its own call: the meta leader may be another node even when this call was forwarded here.
+  const own: CallContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
+  const req = { groupId, nodeId: node };
+  return api.onGroup(own, META_GROUP_ID, 'NodeService', 'SetPreferredLeader', req, () =>
+    setPreferredLeaderLocal(api, req),
+  );
+}
+
+async function setPreferredLeaderLocal(api: ApiContext, req: Msg): Promise<Msg> {
+  await proposeMeta(api, {
+    op: 'set-preferred-leader',
+    groupId: num(req, 'groupId'),
+    node: str(req, 'nodeId'),
+  });
+  return {};
 }
 
 export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
@@ -299,6 +328,10 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
         changeGroupMembershipLocal(api, groupId, req),
       );
     },
+    SetPreferredLeader: (req, ctx) =>
+      api.onGroup(ctx, META_GROUP_ID, 'NodeService', 'SetPreferredLeader', req, () =>
+        setPreferredLeaderLocal(api, req),
+      ),
     RegisterApiAddress: (req, ctx) =>
       api.onGroup(ctx, META_GROUP_ID, 'NodeService', 'RegisterApiAddress', req, async () => {
         const r = (await api.node.host.propose(

@@ -27,6 +27,7 @@ export interface MembershipGroup {
   readonly id: number;
   readonly replicas: readonly NodeId[];
   readonly epoch: number;
+  readonly preferredLeader?: NodeId | undefined;
 }
 
 export type MovePhase = 'learner' | 'promote';
@@ -127,7 +128,9 @@ export function applyMembershipCommand(s: MembershipState, c: MembershipCommand)
         return refuse('META_MOVE_PHASE', `the move of group ${c.groupId} is not promoted yet`);
       const replicas = g.replicas.filter((r) => r !== mv.from);
       replicas.push(mv.to);
-      s.groups.set(c.groupId, { ...g, replicas, epoch: g.epoch + 1 });
+      // A preference for the replica that left means nothing any more.
+      const preferredLeader = g.preferredLeader === mv.from ? undefined : g.preferredLeader;
+      s.groups.set(c.groupId, { ...g, replicas, epoch: g.epoch + 1, preferredLeader });
       s.moves.delete(c.groupId);
       return { ok: true };
     }

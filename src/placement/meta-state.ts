@@ -36,6 +36,12 @@ export interface GroupRecord {
   readonly epoch: number;
   /** The group this one was split from, if any (its replicas were created by the split). */
   readonly splitFrom?: number | undefined;
+  /**
+   * Where an operator (`tickctl leader transfer`) or the rebalancer last put the group's
+   * leadership. Leader balancing hands the group back there, as it hands a group without one
+   * back to its bootstrap plan's first replica. Not part of routing: no epoch change.
+   */
+  readonly preferredLeader?: NodeId | undefined;
 }
 
 /**
@@ -89,6 +95,8 @@ export type MetaCommand =
     }
   /** A node records its own client API address, so that others can forward calls to it. */
   | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string }
+  /** Records GroupRecord.preferredLeader; refused for an unknown group or a removed member. */
+  | { readonly op: 'set-preferred-leader'; readonly groupId: number; readonly node: NodeId }
   /** Joins, drains, removals and replica moves: membership-state.ts. */
   | MembershipCommand
   /** Splits of a group's hash range: split-state.ts. */
@@ -173,6 +181,20 @@ export class MetaStateMachine implements GroupStateMachine {
         const m = this.members.get(c.id);
         if (!m) return { ok: false, code: 'META_NO_MEMBER', reason: `no member ${c.id}` };
         this.members.set(c.id, { ...m, apiAddress: c.apiAddress });
+        return { ok: true };
+      }
+      case 'set-preferred-leader': {
+        const g = this.groups.get(c.groupId);
+        if (!g) return { ok: false, code: 'META_NO_GROUP', reason: `no data group ${c.groupId}` };
+        const m = this.members.get(c.node);
+        if (!m) return { ok: false, code: 'META_NO_MEMBER', reason: `no member ${c.node}` };
+        if (m.state === 'removed')
+          return {
+            ok: false,
+            code: 'META_MEMBER_REMOVED',
+            reason: `member ${c.node} was removed`,
+          };
+        this.groups.set(c.groupId, { ...g, preferredLeader: c.node });
         return { ok: true };
       }
     }

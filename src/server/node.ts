@@ -27,6 +27,9 @@ import { OpsHttpServer, type Readiness } from '../observe/http-server.js';
 import { joinCluster, rejoinInBackground } from './join.js';
 import { MembershipRuntime } from './membership-runtime.js';
 
+/** Leader balancing leaves a group with a new leader for this long (TickraftNode.balanceLeaders). */
+const LEADER_SETTLE_MS = 1000;
+
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
   warn(fields: Record<string, unknown>, msg: string): void;
@@ -44,11 +47,14 @@ export class TickraftNode {
   private store!: NodeStore;
   private transport!: PeerTransport;
   private plan: BootstrapPlan | undefined;
+  /** The bootstrap plan's first replica of each of its groups: leader balancing's default. */
+  private readonly plannedLeaders = new Map<number, NodeId>();
   private metaInitProposed = false;
   private campaignTimer: NodeJS.Timeout | undefined;
   private fatal: ((err: unknown) => void) | undefined;
   /** Start-up leader balancing: transfers asked per group (a bounded number of retries). */
-  private readonly balanceAttempts = new Map<number, { count: number; atMs: number }>();
+  /** Leader balancing's hand-overs, by `group>preferred node`. */
+  private readonly balanceAttempts = new Map<string, { count: number; atMs: number }>();
   private stopping = false;
   metrics!: NodeMetrics;
   private ops: OpsHttpServer | undefined;
@@ -56,6 +62,8 @@ export class TickraftNode {
   metricsPort: number | undefined;
   /** The leader last seen per group, to count and log leader changes. */
   private readonly leaderSeen = new Map<number, NodeId>();
+  /** When this node last became the leader of a group (Date.now()). */
+  private readonly ledSinceMs = new Map<number, number>();
   /** Peer addresses a join answered with (before the meta group reaches this node). */
   private joinPeers = new Map<NodeId, string>();
   membership!: MembershipRuntime;
@@ -228,6 +236,7 @@ export class TickraftNode {
       const leader = g.leaderId;
       if (leader === NO_NODE || this.leaderSeen.get(g.groupId) === leader) continue;
       this.leaderSeen.set(g.groupId, leader);
+      if (leader === this.config.id) this.ledSinceMs.set(g.groupId, Date.now());
       this.metrics.leaderChanged(g.groupId);
       this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
     }
@@ -240,6 +249,8 @@ export class TickraftNode {
     if (fresh && cfg.join !== undefined) this.joinPeers = await this.join(cfg.join);
     else if (fresh) await this.bootstrap();
     else this.plan = cfg.initialCluster ? this.planFromFlags() : undefined;
+    for (const g of this.plan?.groups ?? [])
+      if (g.replicas[0] !== undefined) this.plannedLeaders.set(g.groupId, g.replicas[0]);
     return fresh;
   }
 
@@ -258,6 +269,7 @@ export class TickraftNode {
       this.scheduler.detach(groupId);
       this.data.delete(groupId);
       this.leaderSeen.delete(groupId);
+      this.ledSinceMs.delete(groupId);
     };
   }
 
@@ -386,27 +398,48 @@ export class TickraftNode {
   }
 
   /**
-   * Start-up leader balancing: a group this node leads but whose planned preferred leader is
-   * another node is handed to that node (at most three tries per group per process), unless we
-   * are stopping. Ongoing balancing belongs to the rebalancer. Never while a move of the group
-   * is in flight: the move driver hands the group away from a leaving replica, which is still a
-   * voter and may well be the preferred one, and handing it back starts that hand-over again.
+   * Leader balancing: a data group this node has led for a second but whose preferred leader
+   * is another node is handed to that node, unless we are stopping. The preferred leader is
+   * where `TransferLeader` or the rebalancer last put the group (GroupRecord.preferredLeader),
+   * else the bootstrap plan's first replica; so a node back from a restart gets its groups
+   * back, and an operator's choice stays put.
+   * - The second: a transfer's target may apply the meta entry naming it a moment after it
+   *   leads, and a node that is stopping hands its groups away; neither is handed back at once.
+   * - At most three tries per group and preferred node while that node looks able to lead; the
+   *   count starts again once it did not (it was down or behind), so it gets its groups back
+   *   after a restart however the tries went while it was stopping.
+   * - Never while a move of the group is in flight: the move driver hands the group away from
+   *   a leaving replica, which is still a voter and may well be the preferred one, and handing
+   *   it back starts that hand-over again.
    */
   private balanceLeaders(): void {
-    const plan = this.plan;
-    if (!plan || this.stopping) return;
+    if (this.stopping) return;
     const now = Date.now();
-    for (const g of plan.groups) {
-      const preferred = g.replicas[0];
-      if (!preferred || preferred === this.config.id || this.meta.moves.has(g.groupId)) continue;
-      const replica = this.host.groups.get(g.groupId);
-      if (!replica?.isLeader || !this.mayLeadNow(replica, preferred)) continue;
+    for (const [groupId, replica] of this.host.groups) {
+      if (groupId === META_GROUP_ID || !replica.isLeader) continue;
+      const preferred =
+        this.meta.groups.get(groupId)?.preferredLeader ?? this.plannedLeaders.get(groupId);
+      if (preferred === undefined || preferred === this.config.id) continue;
+      const key = `${groupId}>${preferred}`;
+      if (!this.mayLeadNow(replica, preferred)) {
+        this.balanceAttempts.delete(key);
+        continue;
+      }
+      if (this.meta.moves.has(groupId)) continue;
+      if (now - (this.ledSinceMs.get(groupId) ?? now) < LEADER_SETTLE_MS) continue;
       // A transfer can be abandoned (the target lagged); try a few times, a second apart.
-      const tried = this.balanceAttempts.get(g.groupId) ?? { count: 0, atMs: 0 };
+      const tried = this.balanceAttempts.get(key) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
-      if (this.scheduler.isHandingOver(g.groupId)) continue;
-      this.balanceAttempts.set(g.groupId, { count: tried.count + 1, atMs: now });
-      this.scheduler.handOver(g.groupId, preferred);
+      if (this.scheduler.isHandingOver(groupId)) continue;
+      this.balanceAttempts.set(key, { count: tried.count + 1, atMs: now });
+      const chosen = this.meta.groups.get(groupId)?.preferredLeader !== undefined;
+      this.log.info(
+        { group: groupId, to: preferred, try: tried.count + 1, chosen },
+        chosen
+          ? 'leader balancing: handing the group to its chosen leader'
+          : 'leader balancing: handing the group to its planned leader',
+      );
+      this.scheduler.handOver(groupId, preferred);
     }
   }
 
@@ -422,7 +455,13 @@ export class TickraftNode {
     if (this.meta.initialized && this.meta.members.get(id)?.state !== 'active') return false;
     // A new leader's progress starts at match 0: a live peer passes once it has answered.
     const pr = raft.progress.get(id);
-    return pr !== undefined && pr.recentActive && pr.match + 64 >= raft.log.committed;
+    if (pr === undefined || pr.match + 64 < raft.log.committed) return false;
+    // A quiesced group hears nothing from caught-up followers, so recentActive is stale there
+    // (a node back from a restart would never look active); the peer stream to the node says
+    // whether it is up, and a follower that came back behind wakes the group by answering the
+    // leader's beacon.
+    if (replica.node.isQuiesced()) return this.transport.peerState(id) === 'ready';
+    return pr.recentActive;
   }
 
   /**

@@ -77,7 +77,9 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
   const leader = new Command('leader').description('group leadership');
   leader.addHelpText('after', EXIT_CODES_HELP);
   remote(leader.command('transfer'))
-    .description("hand a group's leadership to another voter (data groups drain deliveries first)")
+    .description(
+      "hand a group's leadership to another voter (data groups drain deliveries first, and keep the new leader as their preferred one)",
+    )
     .requiredOption('--group <id>', 'group id (0 is the meta group)')
     .requiredOption('--to <node>', 'node id of a voter of the group')
     .action(async (o: RemoteOptions & { group: string; to: string }) =>
@@ -101,14 +103,28 @@ function fireRate(v: unknown): string {
   return n < 10 ? n.toFixed(2) : String(Math.round(n));
 }
 
-/** One row per group: leader, term, epoch, the leader's jobs and fire rate, every replica. */
+/**
+ * One row per group: leader, where its leadership belongs (set by `leader transfer` or the
+ * rebalancer; `-`: the bootstrap plan's first replica), term, epoch, the leader's jobs and fire
+ * rate, every replica.
+ */
 function groupTable(run: CliRun, groups: Obj[]): void {
   table(
     run,
-    ['GROUP', 'LEADER', 'TERM', 'EPOCH', 'JOBS', 'FIRES/S', 'REPLICAS (role commit/applied)'],
+    [
+      'GROUP',
+      'LEADER',
+      'PREFERRED',
+      'TERM',
+      'EPOCH',
+      'JOBS',
+      'FIRES/S',
+      'REPLICAS (role commit/applied)',
+    ],
     groups.map((g) => [
       text(g['groupId']),
       text(g['leader'] || 'NONE'),
+      text(g['preferredLeader']) || '-',
       text(g['term']),
       text(g['epoch']),
       g['groupId'] === 0 ? '-' : text(g['jobs']),

@@ -13,6 +13,8 @@
  *    measured spike, `--warmup` jobs (default 5,000; 0: none) fire in a spike of their own on
  *    the fresh cluster, and the bare clients send as many requests first, so that both sides
  *    are measured with V8's optimized code, as in a scheduler that has been firing for a while.
+ *    `--leaders-on n1` first moves every data group's leadership to that node (TransferLeader),
+ *    so that one process sends every fire, as the one-process bare client does.
  */
 import { parseArgs } from 'node:util';
 import { describeMachine, fmt, machineContext } from './figures.js';
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     'plan-jobs': { type: 'string', default: '200000' },
     warmup: { type: 'string', default: '5000' },
     'skip-cluster': { type: 'boolean', default: false },
+    'leaders-on': { type: 'string' },
   },
 });
 const JOBS = Number(values.jobs);
@@ -138,4 +141,5 @@ if (!values['skip-cluster'])
     warmup: Number(values.warmup),
     nodeFlags: (process.env['BENCH_NODE_FLAGS'] ?? '').split(' ').filter((a) => a !== ''),
     trace: process.env['BENCH_TRACE'] === '1',
+    leadersOn: values['leaders-on'],
   });

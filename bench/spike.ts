@@ -12,6 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
+import { ApiClient } from '../src/api/client.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
@@ -139,6 +140,8 @@ export interface SpikeOptions {
   readonly warmup?: number;
   /** Extra `tickraft serve` flags. */
   readonly nodeFlags?: readonly string[];
+  /** Move every data group's leadership to this node before the spikes (`--leaders-on`). */
+  readonly leadersOn?: string | undefined;
   /** Print each node's scheduler counters every 250 ms around the slot. */
   readonly trace?: boolean;
   /** Progress lines (default: console.log). */
@@ -372,6 +375,20 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     for (let waited = 0; waited < 10_000; waited += 100) {
       if (plan.groups.every((g) => led.get(g.groupId) === g.replicas[0])) break;
       await new Promise((resolve) => setTimeout(resolve, 100));
+      led = await cluster.leaders();
+    }
+    if (opts.leadersOn !== undefined) {
+      // Every data group's leadership on one node, as an operator would move it (the transfer
+      // records it as the groups' preferred leader, so balancing keeps it there).
+      const to = cluster.node(opts.leadersOn);
+      const client = new ApiClient(`${to.host}:${to.apiPort}`, 30_000);
+      try {
+        for (const groupId of led.keys())
+          if (groupId !== META_GROUP_ID)
+            await client.call('AdminService', 'TransferLeader', { groupId, toNode: to.id });
+      } finally {
+        client.close();
+      }
       led = await cluster.leaders();
     }
     const leaders = new Map<number, ProcNode>();

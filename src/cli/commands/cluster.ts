@@ -26,7 +26,7 @@ export function registerClusterCommands(program: Command, run: CliRun): void {
   cluster.addHelpText('after', EXIT_CODES_HELP);
   remote(cluster.command('status'))
     .description(
-      'nodes, groups (leader, term, jobs, fires per second), and each replica’s commit and apply indexes',
+      'nodes, groups (leader, preferred leader, term, jobs, fires per second), and each replica’s commit and apply indexes',
     )
     .action(async (o: RemoteOptions) =>
       withClient(run, o, async (c) => {

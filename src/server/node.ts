@@ -55,6 +55,8 @@ export class TickraftNode {
   /** Start-up leader balancing: transfers asked per group (a bounded number of retries). */
   /** Leader balancing's hand-overs, by `group>preferred node`. */
   private readonly balanceAttempts = new Map<string, { count: number; atMs: number }>();
+  /** Groups whose balancing hand-over waits for a meta ReadIndex. */
+  private readonly balanceReading = new Set<number>();
   private stopping = false;
   metrics!: NodeMetrics;
   private ops: OpsHttpServer | undefined;
@@ -403,8 +405,9 @@ export class TickraftNode {
    * where `TransferLeader` or the rebalancer last put the group (GroupRecord.preferredLeader),
    * else the bootstrap plan's first replica; so a node back from a restart gets its groups
    * back, and an operator's choice stays put.
-   * - The second: a transfer's target may apply the meta entry naming it a moment after it
-   *   leads, and a node that is stopping hands its groups away; neither is handed back at once.
+   * - The second: a node that is stopping hands its groups away, and is not handed them back
+   *   at once. And before it hands a group over, the node catches its meta replica up with a
+   *   ReadIndex: a transfer's target can lead before it applied the entry that named it.
    * - At most three tries per group and preferred node while that node looks able to lead; the
    *   count starts again once it did not (it was down or behind), so it gets its groups back
    *   after a restart however the tries went while it was stopping.
@@ -431,16 +434,37 @@ export class TickraftNode {
       const tried = this.balanceAttempts.get(key) ?? { count: 0, atMs: 0 };
       if (tried.count >= 3 || now - tried.atMs < 1000) continue;
       if (this.scheduler.isHandingOver(groupId)) continue;
+      if (this.balanceReading.has(groupId)) continue;
       this.balanceAttempts.set(key, { count: tried.count + 1, atMs: now });
-      const chosen = this.meta.groups.get(groupId)?.preferredLeader !== undefined;
-      this.log.info(
-        { group: groupId, to: preferred, try: tried.count + 1, chosen },
-        chosen
-          ? 'leader balancing: handing the group to its chosen leader'
-          : 'leader balancing: handing the group to its planned leader',
+      // The meta replica here may lag the meta group by the very entry that named this node:
+      // a transfer's target can lead before it applied it. Catch up (ReadIndex) and look again.
+      this.balanceReading.add(groupId);
+      this.host.read(META_GROUP_ID).then(
+        () => {
+          this.balanceReading.delete(groupId);
+          this.handOverIfStillPreferred(groupId, preferred, tried.count + 1);
+        },
+        () => this.balanceReading.delete(groupId),
       );
-      this.scheduler.handOver(groupId, preferred);
     }
+  }
+
+  /** Leader balancing's hand-over, once the meta replica has caught up (balanceLeaders). */
+  private handOverIfStillPreferred(groupId: number, preferred: NodeId, attempt: number): void {
+    const replica = this.host.groups.get(groupId);
+    const record = this.meta.groups.get(groupId);
+    const now = record?.preferredLeader ?? this.plannedLeaders.get(groupId);
+    if (this.stopping || replica?.isLeader !== true || now !== preferred) return;
+    if (this.meta.moves.has(groupId) || this.scheduler.isHandingOver(groupId)) return;
+    if (!this.mayLeadNow(replica, preferred)) return;
+    const chosen = record?.preferredLeader !== undefined;
+    this.log.info(
+      { group: groupId, to: preferred, try: attempt, chosen },
+      chosen
+        ? 'leader balancing: handing the group to its chosen leader'
+        : 'leader balancing: handing the group to its planned leader',
+    );
+    this.scheduler.handOver(groupId, preferred);
   }
 
   /**

@@ -213,9 +213,16 @@ t.test(
     const status = await tickctl(t, ['cluster', 'status'], endpoint);
     t.equal(status.code, 0);
     t.match(status.stdout, /n1\s+\S+\s+\S+\s+active\s+yes/);
-    t.match(status.stdout, /GROUP\s+LEADER\s+TERM\s+EPOCH\s+JOBS\s+FIRES\/S\s+REPLICAS/);
-    t.match(status.stdout, /^0\s+n\d\s+\d+\s+\d+\s+-\s+-\s+n/m, 'the meta group has no jobs');
-    t.match(status.stdout, /^1\s+n\d\s+\d+\s+\d+\s+\d+\s+\d+\.\d\d\s+n/m, 'group 1: jobs, rate');
+    t.match(
+      status.stdout,
+      /GROUP\s+LEADER\s+PREFERRED\s+TERM\s+EPOCH\s+JOBS\s+FIRES\/S\s+REPLICAS/,
+    );
+    t.match(status.stdout, /^0\s+n\d\s+-\s+\d+\s+\d+\s+-\s+-\s+n/m, 'the meta group has no jobs');
+    t.match(
+      status.stdout,
+      /^1\s+n\d\s+-\s+\d+\s+\d+\s+\d+\s+\d+\.\d\d\s+n/m,
+      'group 1: no preference set, jobs, rate',
+    );
     const down = await tickctl(
       t,
       ['cluster', 'status', '--endpoint', '127.0.0.1:1', '--timeout-ms', '1000'],

@@ -52,8 +52,7 @@ export class TickraftNode {
   private metaInitProposed = false;
   private campaignTimer: NodeJS.Timeout | undefined;
   private fatal: ((err: unknown) => void) | undefined;
-  /** Start-up leader balancing: transfers asked per group (a bounded number of retries). */
-  /** Leader balancing's hand-overs, by `group>preferred node`. */
+  /** Leader balancing's hand-overs, by `group>preferred node` (a bounded number of tries). */
   private readonly balanceAttempts = new Map<string, { count: number; atMs: number }>();
   /** Groups whose balancing hand-over waits for a meta ReadIndex. */
   private readonly balanceReading = new Set<number>();
@@ -453,8 +452,8 @@ export class TickraftNode {
   private handOverIfStillPreferred(groupId: number, preferred: NodeId, attempt: number): void {
     const replica = this.host.groups.get(groupId);
     const record = this.meta.groups.get(groupId);
-    const now = record?.preferredLeader ?? this.plannedLeaders.get(groupId);
-    if (this.stopping || replica?.isLeader !== true || now !== preferred) return;
+    const preferredNow = record?.preferredLeader ?? this.plannedLeaders.get(groupId);
+    if (this.stopping || replica?.isLeader !== true || preferredNow !== preferred) return;
     if (this.meta.moves.has(groupId) || this.scheduler.isHandingOver(groupId)) return;
     if (!this.mayLeadNow(replica, preferred)) return;
     const chosen = record?.preferredLeader !== undefined;

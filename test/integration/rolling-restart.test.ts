@@ -1,7 +1,8 @@
 // A rolling restart under load, the way an operator runs it: `npm start` brings the cluster up,
 // jobs of both delivery semantics fire every second to a webhook sink, `npm run
 // rolling-restart` restarts every node in turn (drain, stop, start, catch up), and afterwards
-// every slot of the window was delivered exactly once: no duplicate, no skipped slot.
+// every slot of the window was delivered exactly once: no duplicate, no skipped slot; and every
+// data group is led by the node that led it before (leader balancing gives the groups back).
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -21,6 +22,16 @@ function collect(child: ChildProcess): { text: () => string } {
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   return { text: () => out };
+}
+
+/** Group id → leader node ('' while none), for every data group, as ClusterStatus reports. */
+async function dataLeaders(client: ApiClient): Promise<Record<string, string>> {
+  const cs = await client.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});
+  const out: Record<string, string> = {};
+  for (const g of cs['groups'] as Record<string, unknown>[])
+    if (Number(g['groupId']) !== 0)
+      out[String(g['groupId'])] = typeof g['leader'] === 'string' ? g['leader'] : '';
+  return out;
 }
 
 t.test('rolling restart with jobs firing: zero duplicates, zero skipped slots', async (t) => {
@@ -83,6 +94,16 @@ t.test('rolling restart with jobs firing: zero duplicates, zero skipped slots', 
     });
   }
   await sleep(3000);
+  // Where each data group's leadership is once it stopped moving (start-up balancing is over):
+  // the same view twice in a row, a second apart.
+  let leadersBefore = await dataLeaders(client);
+  for (let tries = 0; tries < 30; tries++) {
+    await sleep(1000);
+    const again = await dataLeaders(client);
+    const same = JSON.stringify(again) === JSON.stringify(leadersBefore);
+    leadersBefore = again;
+    if (same && !Object.values(again).includes('')) break;
+  }
   const windowStartMs = Math.ceil(Date.now() / 1000) * 1000;
 
   const rolling = spawn(process.execPath, ['--import', 'tsx', ROLLING], {
@@ -123,6 +144,19 @@ t.test('rolling restart with jobs firing: zero duplicates, zero skipped slots', 
         worstLagMs = Math.max(worstLagMs, r.atMs - r.slotMs);
     }
   }
+  // Each node hands its groups away while it stops; once back, leader balancing gives them
+  // back, also the groups with no jobs, which have quiesced meanwhile.
+  const deadlineBack = Date.now() + 30_000;
+  let leadersAfter = await dataLeaders(client);
+  while (
+    JSON.stringify(leadersAfter) !== JSON.stringify(leadersBefore) &&
+    Date.now() < deadlineBack
+  ) {
+    await sleep(500);
+    leadersAfter = await dataLeaders(client);
+  }
+  t.same(leadersAfter, leadersBefore, 'every data group is led where it was before the restarts');
+
   const slots = ((windowEndMs - windowStartMs) / 1000 + 1) * JOBS;
   t.ok(slots >= JOBS * 5, `the window spans the restarts: ${slots} slots`);
   t.equal(duplicates, 0, 'no slot delivered twice');

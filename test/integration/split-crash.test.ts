@@ -92,7 +92,15 @@ async function waitSplitDone(client: ApiClient, child: number): Promise<Obj> {
 }
 
 t.test('crashes in the middle of group splits', async (t) => {
-  const sc = await SchedulerCluster.start(t, { groups: 2, nodes: 3 });
+  // Step 1 needs the split still in flight a moment after the group's leader froze: until the
+  // group elects another leader nothing can commit it. Election timeouts of 1.5-3 s (75 ticks of
+  // 20 ms) leave that moment to the test even on a loaded machine; with the default 0.2-0.4 s a
+  // full npm test once saw the split done before it looked.
+  const sc = await SchedulerCluster.start(t, {
+    groups: 2,
+    nodes: 3,
+    extraArgs: ['--election-ticks', '75'],
+  });
   keepLogs(t, sc, 'split-crash');
   const spec = { schedule: '* * * * * *', misfire: { policy: 'fire_all' } };
   const jobs1 = jobsAcrossSplit(sc, 1, QUARTER, 'one', 8);

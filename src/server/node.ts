@@ -419,8 +419,7 @@ export class TickraftNode {
     const now = Date.now();
     for (const [groupId, replica] of this.host.groups) {
       if (groupId === META_GROUP_ID || !replica.isLeader) continue;
-      const preferred =
-        this.meta.groups.get(groupId)?.preferredLeader ?? this.plannedLeaders.get(groupId);
+      const preferred = this.preferredLeaderOf(groupId);
       if (preferred === undefined || preferred === this.config.id) continue;
       const key = `${groupId}>${preferred}`;
       if (!this.mayLeadNow(replica, preferred)) {
@@ -448,15 +447,19 @@ export class TickraftNode {
     }
   }
 
+  /** Where a data group's leadership belongs: the recorded choice, else the bootstrap plan's. */
+  private preferredLeaderOf(groupId: number): NodeId | undefined {
+    return this.meta.groups.get(groupId)?.preferredLeader ?? this.plannedLeaders.get(groupId);
+  }
+
   /** Leader balancing's hand-over, once the meta replica has caught up (balanceLeaders). */
   private handOverIfStillPreferred(groupId: number, preferred: NodeId, attempt: number): void {
     const replica = this.host.groups.get(groupId);
-    const record = this.meta.groups.get(groupId);
-    const preferredNow = record?.preferredLeader ?? this.plannedLeaders.get(groupId);
-    if (this.stopping || replica?.isLeader !== true || preferredNow !== preferred) return;
+    if (this.stopping || replica?.isLeader !== true) return;
+    if (this.preferredLeaderOf(groupId) !== preferred) return;
     if (this.meta.moves.has(groupId) || this.scheduler.isHandingOver(groupId)) return;
     if (!this.mayLeadNow(replica, preferred)) return;
-    const chosen = record?.preferredLeader !== undefined;
+    const chosen = this.meta.groups.get(groupId)?.preferredLeader !== undefined;
     this.log.info(
       { group: groupId, to: preferred, try: attempt, chosen },
       chosen

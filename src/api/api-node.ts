@@ -3,6 +3,7 @@
  * (src/server/node.ts) satisfies it, and the API never reaches into the node's wiring. Keeping
  * it narrow is what lets src/api sit below the server in the layering.
  */
+import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { FireIntent } from '../scheduler/commands.js';
 import type { MetaStateMachine } from '../placement/meta-state.js';
@@ -20,6 +21,8 @@ export interface DataGroupView {
 
 export interface ApiNode {
   readonly id: NodeId;
+  /** Pull-based workers' streams on this node (WorkerService). */
+  readonly workers: WorkerHub;
   readonly meta: MetaStateMachine;
   readonly config: {
     readonly groups: number;

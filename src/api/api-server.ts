@@ -15,6 +15,7 @@ import { runServiceHandlers } from './run-service.js';
 import { SplitDriver } from './split-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { tenantServiceHandlers } from './tenant-service.js';
+import { workerServiceHandlers } from './worker-service.js';
 
 /** How often a node checks that the meta group holds its API address. */
 export const REGISTER_EVERY_MS = 500;
@@ -46,6 +47,7 @@ export class ApiServer {
     server.addService(s.TenantService.service, tenantServiceHandlers(this.api));
     server.addService(s.AdminService.service, adminServiceHandlers(this.api));
     server.addService(s.NodeService.service, nodeServiceHandlers(this.api));
+    server.addService(s.WorkerService.service, workerServiceHandlers(this.node, this.log));
   }
 
   start(): void {

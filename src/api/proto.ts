@@ -20,13 +20,15 @@ export const API_LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: [PROTO_DIR],
 };
 
-export type PublicServiceName = 'JobService' | 'RunService' | 'TenantService' | 'AdminService';
+export type PublicServiceName =
+  'JobService' | 'RunService' | 'TenantService' | 'AdminService' | 'WorkerService';
 
 export interface ApiServices {
   readonly JobService: grpc.ServiceClientConstructor;
   readonly RunService: grpc.ServiceClientConstructor;
   readonly TenantService: grpc.ServiceClientConstructor;
   readonly AdminService: grpc.ServiceClientConstructor;
+  readonly WorkerService: grpc.ServiceClientConstructor;
   readonly NodeService: grpc.ServiceClientConstructor;
 }
 
@@ -51,6 +53,7 @@ export function loadApiServices(): ApiServices {
     RunService: v1.RunService,
     TenantService: v1.TenantService,
     AdminService: v1.AdminService,
+    WorkerService: v1.WorkerService,
     NodeService: pkg.tickraft.internal.v1.NodeService,
   };
   return loaded;

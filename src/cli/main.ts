@@ -1,7 +1,8 @@
 /**
  * tickctl: the command-line tool. This file builds the commander program and maps its outcomes
  * to exit codes; each noun lives in its own file under commands/ (preview, jobs, runs and dlq,
- * tenants, cluster and leader, the demo webhook sink) and registers itself on the program.
+ * tenants, cluster and leader, the demo webhook sink, the pull-based worker) and registers itself
+ * on the program.
  *
  * Exit codes: 0 success, 1 unexpected failure, 2 bad usage or invalid input, 3 not found,
  * 4 conflict, 5 cluster unavailable or deadline exceeded (src/cli/remote.ts).
@@ -16,6 +17,7 @@ import { registerPreviewCommand } from './commands/preview.js';
 import { registerRunsCommands } from './commands/runs.js';
 import { registerSinkCommand } from './commands/sink.js';
 import { registerTenantsCommand } from './commands/tenants.js';
+import { registerWorkerCommand } from './commands/worker.js';
 import { EXIT_CODES_HELP } from './remote.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
 import type { CliIo, CliRun } from './io.js';
@@ -43,6 +45,7 @@ export function buildProgram(run: CliRun): Command {
   registerTenantsCommand(program, run);
   registerClusterCommands(program, run);
   registerSinkCommand(program, run);
+  registerWorkerCommand(program, run);
   program.addHelpText(
     'after',
     `

@@ -11,6 +11,8 @@ import type { Job } from '../scheduler/model.js';
 import { FairQueue, type FairItem, type FairQueueOptions } from './fair-queue.js';
 import type { OriginPools } from './origin-pools.js';
 import { compileSigningKeys, type SigningKeys } from './signing.js';
+import type { WorkerHub } from './worker-hub.js';
+import { isWorkerUrl, parseWorkerUrl } from './worker-target.js';
 import {
   buildWebhookRequest,
   deliverWebhook,
@@ -59,6 +61,8 @@ export interface DeliveryRunnerOptions {
   readonly mayStart?: (owner: string, request: DeliveryRequest) => StartVerdict;
   readonly clock?: Clock;
   readonly limits?: WebhookLimits;
+  /** Where attempts of `worker:<pool>` targets are leased; without it they fail as retries. */
+  readonly workers?: WorkerHub;
 }
 
 export type StartVerdict = 'start' | 'wait' | 'drop' | 'cancel';
@@ -192,6 +196,7 @@ export class DeliveryRunner {
    * rendered already, or RENDERED_MAX requests wait.
    */
   prerender(r: DeliveryRequest): boolean {
+    if (isWorkerUrl(r.job.target.url)) return false;
     const nowMs = this.clock.nowMs();
     if (this.rendered.size >= RENDERED_MAX) this.forgetStaleRendered(nowMs);
     if (this.rendered.size >= RENDERED_MAX) return false;
@@ -346,6 +351,10 @@ export class DeliveryRunner {
       });
       return;
     }
+    if (isWorkerUrl(r.job.target.url)) {
+      this.leaseToWorker(task);
+      return;
+    }
     const signing = this.signingKeys(r.job.tenant);
     if (!signing) {
       this.finish(task, {
@@ -374,6 +383,64 @@ export class DeliveryRunner {
           isProvablyUndelivered: false,
         }),
     );
+  }
+
+  /**
+   * A `worker:` target's attempt goes to the worker hub, which leases it to a connected worker
+   * of the pool (asking mayStart again when one is found: the wait may be long) and resolves
+   * with the outcome; the attempt keeps its place in the fair queue's caps until then.
+   */
+  private leaseToWorker(task: Task): void {
+    const r = task.request;
+    const target = parseWorkerUrl(r.job.target.url);
+    if (typeof target === 'string') {
+      this.finish(task, {
+        outcome: 'fail',
+        code: 'DELIVERY_INVALID_REQUEST',
+        durationMs: 0,
+        error: `target.url: ${target}`,
+        responseExcerpt: '',
+        isProvablyUndelivered: true,
+      });
+      return;
+    }
+    const hub = this.options.workers;
+    if (hub === undefined) {
+      this.finish(task, {
+        outcome: 'retry',
+        code: 'WORKER_HUB_CLOSED',
+        durationMs: 0,
+        error: 'this node leases no runs to workers',
+        responseExcerpt: '',
+        isProvablyUndelivered: true,
+      });
+      return;
+    }
+    const mayStart = this.options.mayStart;
+    hub
+      .lease({
+        target,
+        jobId: r.job.id,
+        tenant: r.job.tenant,
+        fireId: r.fireId,
+        slotMs: r.slotMs,
+        attempt: r.attempt,
+        token: r.token,
+        payload: r.job.payload,
+        attemptDeadlineMs: r.job.attemptDeadlineMs,
+        mayStart: () => mayStart?.(task.owner, r) ?? 'start',
+      })
+      .then(
+        (report) => this.finish(task, report),
+        (err: unknown) =>
+          this.finish(task, {
+            outcome: 'retry',
+            durationMs: 0,
+            error: `internal: ${err instanceof Error ? err.message : String(err)}`,
+            responseExcerpt: '',
+            isProvablyUndelivered: false,
+          }),
+      );
   }
 
   private signingKeys(tenant: string): SigningKeys | undefined {

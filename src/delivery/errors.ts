@@ -42,7 +42,17 @@ export type DeliveryErrorCode =
   /** The sender's leadership or lease ended while the attempt waited; it was never sent. */
   | 'DELIVERY_NOT_STARTED'
   /** The job's tenant has no signing secret, so nothing can be signed or sent. */
-  | 'DELIVERY_TENANT_UNKNOWN';
+  | 'DELIVERY_TENANT_UNKNOWN'
+  /** No connected worker of the job's pool (with its tags) took the run in time: never leased. */
+  | 'WORKER_UNAVAILABLE'
+  /** The worker holding the lease neither renewed nor completed it within the lease bound. */
+  | 'WORKER_LEASE_EXPIRED'
+  /** The stream of the worker holding the lease ended before it completed the run. */
+  | 'WORKER_DISCONNECTED'
+  /** The worker completed the run as failed (retryable or not, as it said). */
+  | 'WORKER_FAILED'
+  /** This node accepts no worker leases (closed, or started without a worker hub). */
+  | 'WORKER_HUB_CLOSED';
 
 /**
  * A local refusal to deliver, carrying the classification an attempt would get (STYLE §3:

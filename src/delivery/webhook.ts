@@ -27,6 +27,7 @@ import {
 import { DeliveryError, type DeliveryErrorCode } from './errors.js';
 import type { OriginLease, OriginPools } from './origin-pools.js';
 import { signWebhook, type SigningKeys } from './signing.js';
+import { isWorkerUrl, workerTargetViolations } from './worker-target.js';
 
 /** The fields of a job an attempt reads. */
 export type WebhookJob = Pick<Job, 'id' | 'tenant' | 'target' | 'payload' | 'attemptDeadlineMs'>;
@@ -161,6 +162,16 @@ function checkWebhookJob(
   const add = (field: string, reason: string): void => {
     violations.push({ field: `${prefix}${field}`, reason });
   };
+  if (isWorkerUrl(job.target.url)) {
+    // Leased to pull-based workers (worker-target.ts): no HTTP request to check.
+    violations.push(...workerTargetViolations(job.target.url, job.target.headers, prefix));
+    if (!isValidDeadline(job.attemptDeadlineMs)) {
+      add('attemptDeadlineMs', `must be an integer in [1, ${ATTEMPT_DEADLINE_MS_MAX}]`);
+    }
+    const workerPayload = payloadJson(job.payload);
+    if (workerPayload === undefined) add('payload', 'must be JSON text');
+    return { violations, url: undefined, payload: workerPayload };
+  }
   const url = parseTargetUrl(job.target.url);
   if (typeof url === 'string') add('target.url', url);
   const entries = Object.entries(job.target.headers);
@@ -224,7 +235,9 @@ function parseTargetUrlOnce(text: string): URL | string {
   } catch {
     return 'must be an absolute URL';
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'scheme must be http or https';
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return 'scheme must be http or https (or worker:<pool> for pull-based workers)';
+  }
   if (url.username !== '' || url.password !== '') return 'must not carry credentials';
   if (url.hostname === '') return 'must name a host';
   return url;

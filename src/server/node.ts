@@ -16,6 +16,7 @@ import { NodeStore } from '../storage/node-store.js';
 import { PeerTransport } from '../transport/peer-transport.js';
 import type { NodeId } from '../raft/messages.js';
 import { DeliveryRunner, type DeliveryRunnerStats } from '../delivery/delivery-runner.js';
+import { WorkerHub } from '../delivery/worker-hub.js';
 import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -44,6 +45,8 @@ export class TickraftNode {
   scheduler!: SchedulerRuntime;
   private pools!: OriginPools;
   private runner!: DeliveryRunner;
+  /** Pull-based workers' streams on this node, and the runs leased to them (DESIGN §7). */
+  readonly workers = new WorkerHub();
   private store!: NodeStore;
   private transport!: PeerTransport;
   private plan: BootstrapPlan | undefined;
@@ -123,6 +126,7 @@ export class TickraftNode {
       },
       weightOf: (tenant) => this.meta.tenants.get(tenant)?.priorityWeight ?? 1,
       mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
+      workers: this.workers,
     });
     this.scheduler = new SchedulerRuntime({
       host: this.host,
@@ -520,6 +524,7 @@ export class TickraftNode {
     const remaining = led().length;
     this.scheduler.stop();
     this.runner.close();
+    this.workers.close();
     // Whatever the drain left in flight is cut: the next leader re-delivers (at least once) or
     // marks it UNKNOWN (at most once).
     await this.pools.destroy();

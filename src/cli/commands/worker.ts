@@ -1,0 +1,189 @@
+/**
+ * `tickctl worker`: a pull-based worker from the command line (src/api/worker-client.ts). It
+ * connects to every node, takes leases of runs whose job targets `worker:<pool>`, and either
+ * runs `--exec` for each (the payload on stdin, the run's identity in TICKRAFT_* variables; exit
+ * 0 succeeds, an exit code listed in --fail-exit fails the run for good, any other is retried by
+ * the job's retry policy) or, without --exec, prints each lease and completes it as done.
+ * SIGINT or SIGTERM: no more leases, the runs in hand get --drain-ms to finish, exit 0.
+ */
+import { spawn } from 'node:child_process';
+import { Option, type Command } from 'commander';
+import {
+  PermanentRunError,
+  Worker,
+  type LeasedRun,
+  type WorkerResult,
+} from '../../api/worker-client.js';
+import { WORKER_CAPACITY_MAX } from '../../delivery/worker-hub.js';
+import { WORKER_NAME, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
+import { EXIT_OK, EXIT_USAGE, type CliRun } from '../io.js';
+import { DEFAULT_ENDPOINT } from '../remote.js';
+
+/** Most output of a command kept as the attempt's excerpt (the node keeps 1024 characters). */
+const OUTPUT_MAX = 1024;
+
+interface WorkerFlags {
+  endpoint: string;
+  pool: string;
+  tags?: string;
+  capacity: string;
+  id?: string;
+  exec?: string;
+  failExit?: string;
+  drainMs: string;
+}
+
+export function registerWorkerCommand(program: Command, run: CliRun): void {
+  program
+    .command('worker')
+    .description(
+      'run a pull-based worker: lease the runs of jobs whose target is worker:<pool> and run --exec for each (Ctrl-C drains and stops)',
+    )
+    .addOption(
+      new Option('--endpoint <host:port,...>', 'nodes to find the cluster from (any one will do)')
+        .env('TICKCTL_ENDPOINT')
+        .default(DEFAULT_ENDPOINT),
+    )
+    .requiredOption('--pool <name>', 'the worker pool (a job targets it as worker:<name>)')
+    .option(
+      '--tags <a,b>',
+      "tags this worker offers (a job's worker:<pool>?tags=... must all be offered)",
+    )
+    .option('--capacity <n>', 'runs at once per node connection', '1')
+    .option('--id <worker-id>', 'names the worker in attempt records (default: hostname:pid)')
+    .option(
+      '--exec <command>',
+      'shell command per run: payload JSON on stdin, TICKRAFT_JOB_ID, TICKRAFT_FIRE_ID, TICKRAFT_FENCING_TOKEN, TICKRAFT_ATTEMPT, TICKRAFT_SLOT, TICKRAFT_TENANT in its environment; stdout (first 1 KiB) is kept as the output',
+    )
+    .option(
+      '--fail-exit <codes>',
+      'exit codes of --exec that fail the run without retry (e.g. 2,64)',
+    )
+    .option('--drain-ms <ms>', 'on SIGINT/SIGTERM, how long runs in hand get to finish', '10000')
+    .action(async (o: WorkerFlags) => {
+      run.exitCode = await runWorker(run, o);
+    });
+}
+
+async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
+  const io = run.io;
+  const usage = (msg: string): number => {
+    io.writeErr(`tickctl worker: ${msg}\n`);
+    return EXIT_USAGE;
+  };
+  if (!WORKER_NAME.test(o.pool))
+    return usage("--pool: must be 1-64 characters of a-z, 0-9, '.', '_' or '-'");
+  const tags = o.tags === undefined || o.tags === '' ? [] : o.tags.split(',');
+  if (tags.length > WORKER_TAGS_MAX) return usage(`--tags: at most ${WORKER_TAGS_MAX}`);
+  const badTag = tags.find((t) => !WORKER_NAME.test(t));
+  if (badTag !== undefined)
+    return usage(`--tags: "${badTag}" must be 1-64 characters of a-z, 0-9, '.', '_' or '-'`);
+  const capacity = Number(o.capacity);
+  if (!Number.isInteger(capacity) || capacity < 1 || capacity > WORKER_CAPACITY_MAX) {
+    return usage(`--capacity: must be a whole number in [1, ${WORKER_CAPACITY_MAX}]`);
+  }
+  const drainMs = Number(o.drainMs);
+  if (!Number.isSafeInteger(drainMs) || drainMs < 0)
+    return usage('--drain-ms: must be a whole number of ms');
+  const failExit = new Set<number>();
+  for (const c of (o.failExit ?? '').split(',').filter((x) => x !== '')) {
+    const n = Number(c);
+    if (!Number.isInteger(n) || n < 1 || n > 255)
+      return usage(`--fail-exit: "${c}" is not an exit code in [1, 255]`);
+    failExit.add(n);
+  }
+  const endpoints = o.endpoint.split(',').filter((e) => e !== '');
+  if (endpoints.length === 0) return usage('--endpoint: name at least one node');
+  const workerId = o.id ?? `${(await import('node:os')).hostname()}:${process.pid}`;
+  const line = (text: string): void =>
+    io.writeOut(`${new Date(io.clock.nowMs()).toISOString()}  ${text}\n`);
+  const exec = o.exec;
+  const worker = new Worker({
+    endpoints,
+    workerId,
+    pool: o.pool,
+    tags,
+    capacity,
+    log: {
+      info: () => {},
+      warn: (fields, msg) => io.writeErr(`tickctl worker: ${msg} ${JSON.stringify(fields)}\n`),
+    },
+    onRefused: (fireId, kind, reason) => line(`fire ${fireId}  ${kind} refused: ${reason}`),
+    handle: async (lease, signal) => {
+      line(
+        `lease  job ${lease.jobId}  fire ${lease.fireId}  slot ${lease.slot}  lag ${io.clock.nowMs() - lease.slotMs}ms` +
+          `  attempt ${lease.attempt}  token ${lease.fencingToken}  from ${lease.nodeId}`,
+      );
+      if (exec === undefined) {
+        line(`done   fire ${lease.fireId}`);
+        return {};
+      }
+      try {
+        const result = await runCommand(exec, lease, signal, failExit);
+        line(`done   fire ${lease.fireId}`);
+        return result;
+      } catch (err) {
+        line(`failed fire ${lease.fireId}: ${err instanceof Error ? err.message : String(err)}`);
+        throw err;
+      }
+    },
+  });
+  await worker.start();
+  io.writeOut(
+    `tickctl worker: ${workerId} serving pool ${o.pool}${tags.length ? ` (tags ${tags.join(',')})` : ''}` +
+      ` with capacity ${capacity} per node on ${worker.nodes.join(', ')}; Ctrl-C stops\n`,
+  );
+  const signalName = await new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  const running = worker.runningCount;
+  await worker.stop(drainMs);
+  io.writeOut(`tickctl worker: stopped (${signalName}); ${running} run(s) were in hand\n`);
+  return EXIT_OK;
+}
+
+/** Runs the command for one lease; resolves on exit 0, rejects otherwise. */
+function runCommand(
+  command: string,
+  lease: LeasedRun,
+  signal: AbortSignal,
+  failExit: ReadonlySet<number>,
+): Promise<WorkerResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/bin/sh', ['-c', command], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: {
+        ...process.env,
+        TICKRAFT_JOB_ID: lease.jobId,
+        TICKRAFT_TENANT: lease.tenant,
+        TICKRAFT_FIRE_ID: lease.fireId,
+        TICKRAFT_FENCING_TOKEN: String(lease.fencingToken),
+        TICKRAFT_ATTEMPT: String(lease.attempt),
+        TICKRAFT_SLOT: lease.slot,
+      },
+    });
+    const onAbort = (): void => {
+      child.kill('SIGTERM');
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      if (out.length < OUTPUT_MAX) out += chunk.slice(0, OUTPUT_MAX - out.length);
+    });
+    // A command that does not read its stdin must not fail the run with EPIPE.
+    child.stdin.on('error', () => {});
+    child.stdin.end(lease.payloadJson);
+    child.on('error', (err) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+    child.on('close', (code, sig) => {
+      signal.removeEventListener('abort', onAbort);
+      if (code === 0) resolve({ output: out });
+      else if (code !== null && failExit.has(code)) reject(new PermanentRunError(`exit ${code}`));
+      else reject(new Error(code !== null ? `exit ${code}` : `killed by ${sig ?? 'a signal'}`));
+    });
+  });
+}

@@ -26,6 +26,9 @@ const CASES: [string, Obj, Obj?][] = [
   ['spec.anchor_ms', { schedule: 'every 10s', anchorMs: 2 ** 60 }],
   ['spec.target', { target: null }],
   ['spec.target.url', { target: { url: 'ftp://example.com/x' } }],
+  ['spec.target.url', { target: { url: 'worker:Not A Pool' } }],
+  ['spec.target.url', { target: { url: 'worker:reports?tags=gpu,gpu' } }],
+  ['spec.target.headers', { target: { url: 'worker:reports', headers: { 'x-a': 'b' } } }],
   [
     'spec.target.headers.idempotency-key',
     { target: { url: URL_OK, headers: { 'idempotency-key': 'x' } } },

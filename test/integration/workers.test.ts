@@ -3,6 +3,10 @@
 // long run's lease, an unrenewed lease returns the run with a higher token, stale completions
 // are refused, and a leader killed while a worker holds a lease leaves the run to the next one.
 import * as grpc from '@grpc/grpc-js';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { ApiCallError } from '../../src/api/client.js';
 import { loadApiServices } from '../../src/api/proto.js';
@@ -14,6 +18,7 @@ import {
 } from '../../src/api/worker-client.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import { iso, SchedulerCluster, slotAhead } from '../helpers/scheduler-cluster.js';
+import { TICKCTL } from '../helpers/tickctl.js';
 
 interface Seen {
   readonly run: LeasedRun;
@@ -352,5 +357,122 @@ t.test(
     t.equal(leases[1]!.run.nodeId, second.node.id, 'from the new leader');
     t.equal(run.attempts.at(-1)?.responseExcerpt, 'after the crash');
     leader.node.start();
+  },
+);
+
+t.test(
+  'a pause acknowledged while a run waits for a worker wins; no worker: retried',
+  async (t) => {
+    const sc = await SchedulerCluster.start(t);
+    const slot = slotAhead(3000);
+    // No worker of pool "lonely" yet: the runs wait on the leader for one (up to the 8 s deadline).
+    await sc.createJob('lonely-paused', {
+      schedule: `at ${iso(slot)}`,
+      target: { url: 'worker:lonely' },
+      attemptDeadlineMs: 8000,
+    });
+    await sc.createJob('lonely-kept', {
+      schedule: `at ${iso(slot)}`,
+      target: { url: 'worker:lonely' },
+      attemptDeadlineMs: 8000,
+    });
+    await sc.createJob('nobody', {
+      schedule: `at ${iso(slot)}`,
+      target: { url: 'worker:nobody' },
+      attemptDeadlineMs: 500,
+      retry: { initialBackoffMs: 200, maxBackoffMs: 200, maxAttempts: 2 },
+    });
+    await sleep(Math.max(0, slot - Date.now()) + 500);
+    await sc.cluster.scheduler({ op: 'pause-job', jobId: 'lonely-paused' });
+    t.pass('paused after the slot, while its run waited for a worker');
+    const { worker, seen } = testWorker(sc, { pool: 'lonely', id: 'late' }, {});
+    t.teardown(() => worker.stop());
+    await worker.start();
+    await sc.runOf('lonely-kept', slot, (r) => r.status === 'SUCCEEDED');
+    t.pass('the worker that connected late took the run that kept waiting');
+    await sleep(500);
+    t.notOk(
+      seen.some((s) => s.run.jobId === 'lonely-paused'),
+      'the paused job was never leased',
+    );
+    const paused = await sc.runOf('lonely-paused', slot, (r) => r.status === 'SKIPPED');
+    t.equal(paused.reason, 'paused', 'its slot is recorded SKIPPED (paused)');
+    const dead = await sc.runOf('nobody', slot, (r) => r.status === 'DEAD');
+    t.equal(dead.attempts.length, 2, 'with no worker at all, each attempt waits and fails');
+    t.match(
+      dead.attempts[0]?.error,
+      /no worker of pool nobody connected to this node took the run/,
+    );
+  },
+);
+
+t.test(
+  'tickctl worker --exec: payload on stdin, identity in the environment, exit codes',
+  async (t) => {
+    const sc = await SchedulerCluster.start(t);
+    const out = mkdtempSync(join(tmpdir(), 'tickraft-worker-'));
+    t.teardown(() => rmSync(out, { recursive: true, force: true }));
+    const n0 = sc.cluster.nodes[0]!;
+    const script =
+      'if [ "$TICKRAFT_JOB_ID" = sh-fail ]; then exit 3; fi; ' +
+      'cat > "$OUT/$TICKRAFT_JOB_ID.json"; echo "token=$TICKRAFT_FENCING_TOKEN attempt=$TICKRAFT_ATTEMPT"';
+    const child = spawn(
+      process.execPath,
+      [
+        TICKCTL,
+        'worker',
+        '--endpoint',
+        `${n0.host}:${n0.apiPort}`,
+        '--pool',
+        'shell',
+        '--capacity',
+        '2',
+        '--exec',
+        script,
+        '--fail-exit',
+        '3',
+      ],
+      { env: { ...process.env, OUT: out }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    t.teardown(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    let text = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (text += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (text += c));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    await waitFor(() => {
+      if (!/serving pool shell with capacity 2 per node on (\S+, ){2}\S+;/.test(text)) {
+        throw new Error(`not serving yet: ${text}`);
+      }
+    }, 20_000);
+    t.pass('tickctl worker connected to the three nodes');
+    const slot = slotAhead(3000);
+    await sc.createJob('sh-ok', {
+      schedule: `at ${iso(slot)}`,
+      target: { url: 'worker:shell' },
+      payload: { invoice: 42 },
+    });
+    await sc.createJob('sh-fail', { schedule: `at ${iso(slot)}`, target: { url: 'worker:shell' } });
+    const ok = await sc.runOf('sh-ok', slot, (r) => r.status === 'SUCCEEDED');
+    t.same(
+      JSON.parse(readFileSync(join(out, 'sh-ok.json'), 'utf8')),
+      { invoice: 42 },
+      'the command read the payload on stdin',
+    );
+    t.equal(
+      ok.attempts[0]?.responseExcerpt,
+      `token=${ok.attempts[0]!.token} attempt=1\n`,
+      "the command's stdout is kept, with the fencing token it was given",
+    );
+    const failed = await sc.runOf('sh-fail', slot, (r) => r.status === 'DEAD');
+    t.equal(failed.attempts.length, 1, 'an exit code listed in --fail-exit is not retried');
+    t.match(failed.attempts[0]?.error, /exit 3/);
+    t.match(text, /lease {2}job sh-ok {2}fire sh-ok:\d+/, 'each lease is printed');
+    child.kill('SIGTERM');
+    t.equal(await exited, 0, 'SIGTERM stops it with exit 0');
+    t.match(text, /stopped \(SIGTERM\)/);
   },
 );

@@ -41,6 +41,10 @@ export interface MetricsSource {
   schedulerGroups(): Iterable<SchedulerGroupFacts>;
   deliveryQueued(): number;
   deliveryInflight(): number;
+  /** Pull-based workers connected to this node, by pool. */
+  workersConnected(): ReadonlyMap<string, number>;
+  /** Runs leased to workers now, and runs waiting on this node for a worker. */
+  workerLeases(): { readonly held: number; readonly waiting: number };
 }
 
 /** How an attempt handed to delivery ended; `not_started` = dropped before it was sent. */
@@ -251,6 +255,27 @@ export class NodeMetrics {
       registers,
       collect() {
         this.set(source.deliveryQueued());
+      },
+    });
+    new Gauge({
+      name: 'tickraft_workers_connected',
+      help: 'Pull-based workers with a Work stream open to this node, by pool',
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [pool, n] of source.workersConnected()) this.set({ pool }, n);
+      },
+    });
+    new Gauge({
+      name: 'tickraft_worker_leases',
+      help: 'Runs leased to workers by this node (state=held), and runs waiting here for a worker of their pool (state=waiting)',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const l = source.workerLeases();
+        this.set({ state: 'held' }, l.held);
+        this.set({ state: 'waiting' }, l.waiting);
       },
     });
   }

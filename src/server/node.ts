@@ -188,6 +188,8 @@ export class TickraftNode {
         schedulerGroups: () => this.schedulerFacts(),
         deliveryQueued: () => this.runner.queuedCount,
         deliveryInflight: () => this.runner.inflightCount,
+        workersConnected: () => this.workers.workerCounts(),
+        workerLeases: () => ({ held: this.workers.heldCount, waiting: this.workers.waitingCount }),
       },
       this.config.id,
     );

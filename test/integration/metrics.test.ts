@@ -1,10 +1,11 @@
 // Observability with real processes: every node started with --metrics-listen answers /healthz,
 // turns /readyz to 200 once the cluster is ready, and after a job fires every second its
 // /metrics show the fire lag histograms growing, successful fires, and the per-group Raft and
-// wheel gauges. Unknown paths are 404.
+// wheel gauges. Unknown paths are 404. A pull-based worker shows in the worker gauges.
 import t from 'tap';
+import { Worker } from '../../src/api/worker-client.js';
 import { ApiCluster } from '../helpers/api-cluster.js';
-import { eventually, type ProcNode } from '../helpers/cluster.js';
+import { eventually, sleep, type ProcNode } from '../helpers/cluster.js';
 
 async function get(n: ProcNode, path: string): Promise<{ status: number; body: string }> {
   const res = await fetch(`http://${n.host}:${n.metricsPort}${path}`);
@@ -98,4 +99,48 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
     t.match(text, /^tickraft_deliveries_inflight\{node="n\d"\} \d+/m);
     t.match(text, /^tickraft_group_commit_fsync_seconds_bucket/m);
   }
+});
+
+t.test('worker metrics: streams per pool and leases held', async (t) => {
+  const ac = await ApiCluster.start(t, { metrics: true });
+  const nodes = ac.cluster.nodes;
+  const scrape = (): Promise<string[]> =>
+    Promise.all(nodes.map(async (n) => (await get(n, '/metrics')).body));
+  const n1 = nodes[0]!;
+  const worker = new Worker({
+    endpoints: [`${n1.host}:${n1.apiPort}`],
+    workerId: 'metrics-worker',
+    pool: 'metrics',
+    capacity: 4,
+    handle: () => sleep(1500).then(() => ({ output: 'ok' })),
+  });
+  t.teardown(() => worker.stop());
+  await worker.start();
+  const connected = await eventually(async () => {
+    const texts = await scrape();
+    if (sum(texts, 'tickraft_workers_connected', 'pool="metrics"') < 3) throw new Error('not yet');
+    return texts;
+  }, 20_000);
+  t.equal(
+    sum(connected, 'tickraft_workers_connected', 'pool="metrics"'),
+    3,
+    'the worker has a stream to each of the three nodes',
+  );
+  await ac.client('n1').call('JobService', 'CreateJob', {
+    jobId: 'worker-every-second',
+    spec: ac.spec({ schedule: '* * * * * *', target: { url: 'worker:metrics' } }),
+  });
+  const held = await eventually(async () => {
+    const texts = await scrape();
+    if (sum(texts, 'tickraft_worker_leases', 'state="held"') < 1) throw new Error('none held');
+    return texts;
+  }, 20_000);
+  t.ok(sum(held, 'tickraft_worker_leases', 'state="held"') >= 1, 'a lease is held while it runs');
+  await worker.stop(3000);
+  const gone = await eventually(async () => {
+    const texts = await scrape();
+    if (sum(texts, 'tickraft_workers_connected', 'pool="metrics"') > 0) throw new Error('still');
+    return texts;
+  }, 20_000);
+  t.equal(sum(gone, 'tickraft_workers_connected', 'pool="metrics"'), 0, 'streams closed on stop');
 });

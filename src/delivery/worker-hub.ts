@@ -234,6 +234,9 @@ export class WorkerHub {
 
   /** Leases what waits for `pool` to its workers with room, oldest first. */
   private handOut(pool: string): void {
+    // Closing ends streams, whose freed slots must not go to waiting attempts (close reports
+    // those as never leased).
+    if (this.closed) return;
     const list = this.waiting.get(pool);
     const set = this.sessions.get(pool);
     if (list === undefined || list.length === 0 || set === undefined || set.size === 0) return;

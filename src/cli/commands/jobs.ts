@@ -49,7 +49,10 @@ function specOptions(cmd: Command): Command {
     .option('--name <text>', 'a human name')
     .option('--schedule <text>', "cron (5 or 6 fields), 'every 90s' or 'at 2025-07-01T09:00:00Z'")
     .option('--tz <zone>', 'IANA time zone the schedule is read in (default UTC)')
-    .option('--url <url>', 'webhook URL fired at every slot')
+    .option(
+      '--url <url>',
+      'webhook URL fired at every slot, or worker:<pool>[?tags=a,b] to lease each run to a pull-based worker',
+    )
     .option('--header <name=value>', 'extra webhook header (repeatable)', collect)
     .option('--payload <json>', 'JSON sent as `payload` in the webhook body (default {})')
     .option('--delivery <mode>', 'at_least_once (default) or at_most_once')

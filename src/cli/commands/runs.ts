@@ -89,7 +89,7 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
         run.io.writeOut('\n');
         table(
           run,
-          ['ATTEMPT', 'STARTED', 'OUTCOME', 'CODE', 'MS', 'TOKEN', 'ERROR'],
+          ['ATTEMPT', 'STARTED', 'OUTCOME', 'CODE', 'MS', 'TOKEN', 'ERROR OR RESPONSE'],
           attempts.map((a) => [
             text(a['attempt']),
             iso(a['startedAtMs']),
@@ -97,7 +97,8 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
             a['statusCode'] ? text(a['statusCode']) : '-',
             a['durationMs'] === undefined ? '-' : text(a['durationMs']),
             text(a['fencingToken']),
-            text(a['error'] || a['responseExcerpt'] || ''),
+            // One line per attempt: a response or a worker's output may hold newlines.
+            text(a['error'] || a['responseExcerpt'] || '').replace(/\s+/g, ' ').trim(),
           ]),
         );
       }),

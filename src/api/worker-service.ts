@@ -7,7 +7,12 @@
 import * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
 import { formatInstant } from '../schedule/civil.js';
-import type { WorkerCompletion, WorkerHub, WorkerSession } from '../delivery/worker-hub.js';
+import type {
+  LeaseAnswer,
+  WorkerCompletion,
+  WorkerHub,
+  WorkerSession,
+} from '../delivery/worker-hub.js';
 import type { Msg } from './convert.js';
 import type { ApiLogger } from './service-kit.js';
 import { toServiceError } from './status-map.js';
@@ -46,130 +51,153 @@ function serveWorker(
   node: WorkerServiceNode,
   log: ApiLogger,
 ): void {
-  let session: WorkerSession | undefined;
-  let ended = false;
-  const fail = (err: unknown): void => {
-    if (ended) return;
-    ended = true;
-    session?.close();
-    call.emit('error', toServiceError(err).error);
-  };
-  const write = (msg: unknown): void => {
-    if (!ended) call.write(msg);
-  };
-  call.on('data', (m: Msg) => {
+  const stream = new WorkerStream(call, node, log);
+  call.on('data', (m: Msg) => stream.onMessage(m));
+  call.on('end', () => {
+    stream.closed();
+    call.end();
+  });
+  call.on('cancelled', () => stream.closed());
+  call.on('error', () => stream.closed());
+}
+
+/** One Work stream: its session in the hub once the hello arrived, and its replies. */
+class WorkerStream {
+  private session: WorkerSession | undefined;
+  private ended = false;
+
+  constructor(
+    private readonly call: grpc.ServerDuplexStream<Msg, unknown>,
+    private readonly node: WorkerServiceNode,
+    private readonly log: ApiLogger,
+  ) {}
+
+  onMessage(m: Msg): void {
     try {
       const hello = sub(m, 'hello');
-      if (session === undefined) {
+      if (this.session === undefined) {
         if (hello === undefined) {
           throw badMessage('hello', 'the first message of a Work stream must be hello');
         }
-        const tags = Array.isArray(hello['tags']) ? (hello['tags'] as unknown[]).map(String) : [];
-        session = node.workers.connect(
-          {
-            workerId: text(hello, 'workerId'),
-            pool: text(hello, 'pool'),
-            tags,
-            capacity: int(hello, 'capacity'),
-          },
-          {
-            lease: (l) =>
-              write({
-                lease: {
-                  jobId: l.jobId,
-                  tenant: l.tenant,
-                  fireId: l.fireId,
-                  slotMs: l.slotMs,
-                  slot: formatInstant(l.slotMs),
-                  attempt: l.attempt,
-                  fencingToken: l.token,
-                  payloadJson: l.payload,
-                  leaseMs: l.leaseMs,
-                  leaseDeadlineMs: l.leaseDeadlineMs,
-                  nodeId: node.id,
-                },
-              }),
-            revoke: (fireId, token, reason) =>
-              write({ revoked: { fireId, fencingToken: token, reason } }),
-            end: (reason) => {
-              if (ended) return;
-              ended = true;
-              const md = new grpc.Metadata();
-              md.set('tickraft-error-code', 'WORKER_HUB_CLOSED');
-              call.emit('error', { code: grpc.status.UNAVAILABLE, details: reason, metadata: md });
-            },
-          },
-        );
-        log.info(
-          { workerId: text(hello, 'workerId'), pool: text(hello, 'pool'), tags },
-          'worker connected',
-        );
+        this.session = this.connect(hello);
         return;
       }
       if (hello !== undefined) throw badMessage('hello', 'may be sent only once');
-      const renew = sub(m, 'renew');
-      const complete = sub(m, 'complete');
-      if (renew !== undefined) {
-        const fireId = text(renew, 'fireId');
-        const token = int(renew, 'fencingToken');
-        const answer = session.renew(fireId, token);
-        write({
-          ack: {
-            fireId,
-            fencingToken: token,
-            kind: 'renew',
-            ok: answer.ok,
-            reason: answer.ok ? '' : answer.reason,
-            leaseDeadlineMs: answer.ok ? answer.leaseDeadlineMs : 0,
-          },
-        });
-      } else if (complete !== undefined) {
-        const fireId = text(complete, 'fireId');
-        const token = int(complete, 'fencingToken');
-        const retryAfter = complete['retryAfterMs'];
-        const completion: WorkerCompletion = {
-          success: complete['success'] === true,
-          retryable: complete['retryable'] === true,
-          error: text(complete, 'error'),
-          retryAfterMs: typeof retryAfter === 'number' ? retryAfter : undefined,
-          output: text(complete, 'output'),
-        };
-        const answer = session.complete(fireId, token, completion);
-        write({
-          ack: {
-            fireId,
-            fencingToken: token,
-            kind: 'complete',
-            ok: answer.ok,
-            reason: answer.ok ? '' : answer.reason,
-            leaseDeadlineMs: 0,
-          },
-        });
-      } else if (sub(m, 'drain') !== undefined) {
-        session.draining = true;
-      } else {
-        throw badMessage('renew', 'a message must carry hello, renew, complete or drain');
-      }
+      this.answer(this.session, m);
     } catch (err) {
-      fail(err);
+      this.fail(err);
     }
-  });
-  const closed = (): void => {
-    if (session !== undefined) {
-      log.info(
-        { workerId: session.hello.workerId, pool: session.hello.pool },
-        'worker disconnected',
-      );
+  }
+
+  private connect(hello: Msg): WorkerSession {
+    const tags = Array.isArray(hello['tags']) ? (hello['tags'] as unknown[]).map(String) : [];
+    const session = this.node.workers.connect(
+      {
+        workerId: text(hello, 'workerId'),
+        pool: text(hello, 'pool'),
+        tags,
+        capacity: int(hello, 'capacity'),
+      },
+      {
+        lease: (l) =>
+          this.write({
+            lease: {
+              jobId: l.jobId,
+              tenant: l.tenant,
+              fireId: l.fireId,
+              slotMs: l.slotMs,
+              slot: formatInstant(l.slotMs),
+              attempt: l.attempt,
+              fencingToken: l.token,
+              payloadJson: l.payload,
+              leaseMs: l.leaseMs,
+              leaseDeadlineMs: l.leaseDeadlineMs,
+              nodeId: this.node.id,
+            },
+          }),
+        revoke: (fireId, token, reason) =>
+          this.write({ revoked: { fireId, fencingToken: token, reason } }),
+        end: (reason) => this.endUnavailable(reason),
+      },
+    );
+    this.log.info(
+      { workerId: session.hello.workerId, pool: session.hello.pool, tags },
+      'worker connected',
+    );
+    return session;
+  }
+
+  /** A renewal, a completion or a drain, answered with an ack (a drain needs none). */
+  private answer(session: WorkerSession, m: Msg): void {
+    const renew = sub(m, 'renew');
+    const complete = sub(m, 'complete');
+    if (renew !== undefined) {
+      const fireId = text(renew, 'fireId');
+      const token = int(renew, 'fencingToken');
+      this.ack('renew', fireId, token, session.renew(fireId, token));
+    } else if (complete !== undefined) {
+      const fireId = text(complete, 'fireId');
+      const token = int(complete, 'fencingToken');
+      const retryAfter = complete['retryAfterMs'];
+      const completion: WorkerCompletion = {
+        success: complete['success'] === true,
+        retryable: complete['retryable'] === true,
+        error: text(complete, 'error'),
+        retryAfterMs: typeof retryAfter === 'number' ? retryAfter : undefined,
+        output: text(complete, 'output'),
+      };
+      this.ack('complete', fireId, token, session.complete(fireId, token, completion));
+    } else if (sub(m, 'drain') !== undefined) {
+      session.draining = true;
+    } else {
+      throw badMessage('renew', 'a message must carry hello, renew, complete or drain');
     }
-    ended = true;
-    session?.close();
-  };
-  call.on('end', () => {
-    closed();
-    call.end();
-  });
-  call.on('cancelled', closed);
-  call.on('error', closed);
+  }
+
+  private ack(kind: string, fireId: string, token: number, answer: LeaseAnswer): void {
+    this.write({
+      ack: {
+        fireId,
+        fencingToken: token,
+        kind,
+        ok: answer.ok,
+        reason: answer.ok ? '' : answer.reason,
+        leaseDeadlineMs: answer.ok && kind === 'renew' ? answer.leaseDeadlineMs : 0,
+      },
+    });
+  }
+
+  private write(msg: unknown): void {
+    if (!this.ended) this.call.write(msg);
+  }
+
+  private fail(err: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.session?.close();
+    this.call.emit('error', toServiceError(err).error);
+  }
+
+  /** The hub closes (the node shuts down): the worker should reconnect elsewhere or later. */
+  private endUnavailable(reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    const md = new grpc.Metadata();
+    md.set('tickraft-error-code', 'WORKER_HUB_CLOSED');
+    this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: reason, metadata: md });
+  }
+
+  /** The stream ended from the worker's side (or failed): its leases return their runs. */
+  closed(): void {
+    const session = this.session;
+    this.ended = true;
+    if (session === undefined || !session.isOpen) return;
+    this.log.info(
+      { workerId: session.hello.workerId, pool: session.hello.pool },
+      'worker disconnected',
+    );
+    session.close();
+  }
 }
 
 /** A malformed stream message: INVALID_ARGUMENT, naming the message field. */

@@ -296,15 +296,6 @@ export class WorkerHub {
   private grant(w: Waiting, session: WorkerSession): void {
     const req = w.req;
     const leaseMs = this.leaseMsOf(req);
-    // A newer attempt of the same fire id supersedes an older one still out (a leadership that
-    // came back to this node with a higher token).
-    const older = this.held.get(req.fireId);
-    if (older !== undefined)
-      this.end(
-        older,
-        expired(older, this.clock, 'superseded by a newer attempt'),
-        'superseded by a newer attempt',
-      );
     const held: Held = {
       req,
       resolve: w.resolve,
@@ -314,9 +305,17 @@ export class WorkerHub {
       timer: setTimeout(() => this.expire(req.fireId, req.token), leaseMs),
     };
     held.timer.unref();
+    // A newer attempt of the same fire id supersedes an older one still out (a leadership that
+    // came back to this node with a higher token). The new lease is counted first, so that the
+    // hand-out the older one's end triggers sees this worker's true load.
+    const older = this.held.get(req.fireId);
     this.held.set(req.fireId, held);
     session.inflight++;
     this.stats.leased++;
+    if (older !== undefined) {
+      const why = 'superseded by a newer attempt';
+      this.end(older, expired(older, this.clock, why), why);
+    }
     session.io.lease({
       jobId: req.jobId,
       tenant: req.tenant,
@@ -552,6 +551,10 @@ function expired(held: Held, clock: Clock, why: string): AttemptReport {
   };
 }
 
+/** At most WORKER_TEXT_CHARS_MAX UTF-16 units, never half of a surrogate pair. */
 function truncate(s: string): string {
-  return s.length <= WORKER_TEXT_CHARS_MAX ? s : s.slice(0, WORKER_TEXT_CHARS_MAX);
+  if (s.length <= WORKER_TEXT_CHARS_MAX) return s;
+  const last = s.charCodeAt(WORKER_TEXT_CHARS_MAX - 1);
+  const cut = last >= 0xd800 && last <= 0xdbff ? WORKER_TEXT_CHARS_MAX - 1 : WORKER_TEXT_CHARS_MAX;
+  return s.slice(0, cut);
 }

@@ -60,6 +60,8 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
     schedulerGroups: () => [],
     deliveryQueued: () => 0,
     deliveryInflight: () => 0,
+    workersConnected: () => new Map([['reports', 2]]),
+    workerLeases: () => ({ held: 3, waiting: 1 }),
   } as unknown as MetricsSource; // the metrics read only these members
   const m = new NodeMetrics(source, 'n1');
   m.deliveryHandedOut(1, 1_000, 2_500);
@@ -73,6 +75,9 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
   t.match(body, /tickraft_retries_total\{node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="success",node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="retry",node="n1"\} 1\n/);
+  t.match(body, /tickraft_workers_connected\{pool="reports",node="n1"\} 2\n/);
+  t.match(body, /tickraft_worker_leases\{state="held",node="n1"\} 3\n/);
+  t.match(body, /tickraft_worker_leases\{state="waiting",node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="fail",node="n1"\} 0\n/);
   const again = (await m.render()).body;
   t.match(again, /tickraft_retries_total\{node="n1"\} 1\n/, 'nothing counted twice');

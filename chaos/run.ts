@@ -29,7 +29,7 @@ import {
   type NemesisCounts,
   type NemesisFamily,
 } from './nemesis/runner.js';
-import { Workload, type WorkloadCounts } from './workload.js';
+import { CHAOS_POOL, Workload, type WorkloadCounts } from './workload.js';
 
 export interface ChaosOptions {
   readonly timeSec: number;
@@ -62,6 +62,7 @@ export interface ChaosResult {
 }
 
 const SINK = fileURLToPath(new URL('./sink.ts', import.meta.url));
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 /** The tenants' signing secret (whsec_ + 24 bytes). */
 const SECRET = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
 const TENANTS = ['acme', 'globex', 'initech', 'umbrella'];
@@ -78,18 +79,24 @@ export function seedNumber(seed: string): number {
   return h;
 }
 
-async function startSink(args: string[]): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', SINK, ...args], {
+/** Starts a helper process (the sink, the worker) and waits for its ready line. */
+async function startHelper(
+  what: string,
+  script: string,
+  args: string[],
+  ready: RegExp,
+): Promise<{ proc: ChildProcess; said: string }> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const url = await new Promise<string>((ok, fail) => {
+  const said = await new Promise<string>((ok, fail) => {
     let out = '';
-    const timer = setTimeout(() => fail(new Error(`sink did not start: ${err}`)), 60_000);
+    const timer = setTimeout(() => fail(new Error(`${what} did not start: ${err}`)), 60_000);
     proc.stdout.on('data', (d: Buffer) => {
       out += d.toString();
-      const m = /listening on (\S+)/.exec(out);
+      const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
         ok(m[1]!);
@@ -97,10 +104,15 @@ async function startSink(args: string[]): Promise<{ proc: ChildProcess; url: str
     });
     proc.on('exit', (code) => {
       clearTimeout(timer);
-      fail(new Error(`sink exited ${code}: ${err}`));
+      fail(new Error(`${what} exited ${code}: ${err}`));
     });
   });
-  return { proc, url };
+  return { proc, said };
+}
+
+async function startSink(args: string[]): Promise<{ proc: ChildProcess; url: string }> {
+  const { proc, said } = await startHelper('sink', SINK, args, /listening on (\S+)/);
+  return { proc, url: said };
 }
 
 /** Stops everything a run started, whatever state it is in. */
@@ -108,15 +120,21 @@ async function teardown(
   pc: ProxiedCluster,
   clients: ApiClient[],
   sink: ChildProcess,
+  worker: ChildProcess | undefined,
 ): Promise<void> {
   for (const c of clients) c.close();
-  if (sink.exitCode === null && sink.signalCode === null) sink.kill('SIGKILL');
+  for (const p of [sink, worker]) {
+    if (p !== undefined && p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+  }
   for (const n of pc.cluster.nodes) if (n.paused) n.resume();
   await pc.cleanup();
 }
 
-/** Lets deliveries in flight land, then stops the sink (it closes its history on SIGTERM). */
-async function stopSink(proc: ChildProcess): Promise<void> {
+/**
+ * Lets deliveries in flight land, then stops the sink or the worker (each closes its history on
+ * SIGTERM).
+ */
+async function stopHelper(proc: ChildProcess): Promise<void> {
   await sleep(1000);
   proc.kill('SIGTERM');
   await new Promise((r) => proc.once('exit', r));
@@ -198,10 +216,10 @@ async function bringUp(
     );
 }
 
-/** Reads the run's three history files and checks them; writes report.json. */
+/** Reads the run's four history files and checks them; writes report.json. */
 function checkRun(dir: string): { report: CheckReport; summary: string } {
   const read = readHistoryFiles(
-    ['driver.jsonl', 'sink.jsonl', 'nemesis.jsonl'].map((f) => join(dir, f)),
+    ['driver.jsonl', 'sink.jsonl', 'worker.jsonl', 'nemesis.jsonl'].map((f) => join(dir, f)),
   );
   const report = checkHistory(read.records);
   writeFileSync(join(dir, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
@@ -243,14 +261,31 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const clients: ApiClient[] = [];
   let workload: Workload | undefined;
   let nemesis: NemesisRunner | undefined;
+  let worker: ChildProcess | undefined;
   try {
     await bringUp(pc, clients, o.dir, clocks);
-    log(`chaos: cluster up, sink at ${sink.url}, ${o.timeSec}s of workload`);
+    // The worker finds the nodes (also those the membership nemesis adds) from ClusterStatus.
+    worker = (
+      await startHelper(
+        'worker',
+        WORKER,
+        [
+          ...['--history', join(o.dir, 'worker.jsonl'), '--started-at', String(startedAtEpochMs)],
+          ...['--endpoints', pc.cluster.nodes.map((n) => `${n.host}:${n.apiPort}`).join(',')],
+          ...['--seed', String(seed ^ 0x3017)],
+        ],
+        /worker ready on (\S+)/,
+      )
+    ).proc;
+    log(
+      `chaos: cluster up, sink at ${sink.url}, worker of pool ${CHAOS_POOL}, ${o.timeSec}s of workload`,
+    );
     workload = new Workload({
       seed,
       clients,
       tenants: TENANTS,
       sinkUrl: sink.url,
+      workerPool: CHAOS_POOL,
       history: driver,
       now,
       startedAtEpochMs,
@@ -278,7 +313,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     await sleep(R);
     log('chaos: final reads');
     const unreadJobs = await workload.finalReads(now() + 180_000);
-    await stopSink(sink.proc);
+    await stopHelper(sink.proc);
+    await stopHelper(worker);
     driver.close();
     nemesisHistory.close();
     const { report, summary } = checkRun(o.dir);
@@ -296,7 +332,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   } finally {
     workload?.stop();
     nemesis?.stop();
-    await teardown(pc, clients, sink.proc);
+    await teardown(pc, clients, sink.proc, worker);
   }
 }
 

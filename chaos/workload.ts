@@ -12,6 +12,7 @@
  *   forward, reset) is `info`, and the process id is retired: the thread goes on under a new id.
  * - Schedules: `every Ns` (1–5 s) with an explicit anchorMs, cron with seconds, one-off `at`;
  *   both delivery semantics; all three misfire policies. All choices come from one seed.
+ * - Targets: the sink, or (with `workerPool`) for a quarter of the jobs the chaos worker.
  */
 import { ApiCallError, type ApiClient } from '../src/api/client.js';
 import { SeededRand } from '../src/base/rand.js';
@@ -80,6 +81,11 @@ export interface WorkloadOptions {
   readonly jobsPerProcess?: number;
   /** Deadline of each call; default 4000 ms. */
   readonly callTimeoutMs?: number;
+  /**
+   * With a pool, one job in four (by a hash of its id, so an update keeps it) targets
+   * `worker:<pool>` instead of the sink: its runs are leased to the chaos worker (chaos/worker.ts).
+   */
+  readonly workerPool?: string;
 }
 
 interface OwnedJob {
@@ -167,14 +173,32 @@ function runReadOf(run: Obj): RunRead {
   };
 }
 
+/** The pool of the chaos worker (chaos/worker.ts), which worker jobs target as `worker:chaos`. */
+export const CHAOS_POOL = 'chaos';
+
+/** Whether a job is one of the quarter leased to workers: FNV-1a of its id, not its group's hash. */
+export function isWorkerJob(jobId: string): boolean {
+  let h = 2166136261;
+  for (let i = 0; i < jobId.length; i++) h = Math.imul(h ^ jobId.charCodeAt(i), 16777619) >>> 0;
+  return h % 4 === 0;
+}
+
 /** The API spec for a definition (the enums as the proto names them). */
-function specOf(def: JobDefinition, sinkUrl: string): Obj {
+function specOf(
+  def: JobDefinition,
+  jobId: string,
+  o: Pick<WorkloadOptions, 'sinkUrl' | 'workerPool'>,
+): Obj {
+  const url =
+    o.workerPool !== undefined && isWorkerJob(jobId)
+      ? `worker:${o.workerPool}`
+      : `${o.sinkUrl}/hook`;
   return {
     tenant: def.tenant,
     name: def.name,
     schedule: def.schedule,
     ...(def.anchorMs === undefined ? {} : { anchorMs: def.anchorMs }),
-    target: { url: `${sinkUrl}/hook` },
+    target: { url },
     delivery:
       def.delivery === 'at_most_once'
         ? 'DELIVERY_SEMANTICS_AT_MOST_ONCE'
@@ -351,7 +375,7 @@ export class Workload {
         const r = await this.client(rand).call<Obj>(
           'JobService',
           'CreateJob',
-          { jobId, requestId, spec: specOf(definition, this.o.sinkUrl) },
+          { jobId, requestId, spec: specOf(definition, jobId, this.o) },
           timeout,
         );
         return jobReadOf(r['job'] as Obj);
@@ -425,7 +449,7 @@ export class Workload {
           await this.client(rand).call<Obj>(
             'JobService',
             'UpdateJob',
-            { jobId: job.jobId, expectedVersion, spec: specOf(definition, this.o.sinkUrl) },
+            { jobId: job.jobId, expectedVersion, spec: specOf(definition, job.jobId, this.o) },
             timeout,
           ),
         ),

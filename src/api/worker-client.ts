@@ -3,7 +3,8 @@
  * WorkerService.Work stream open to every node of the cluster (found from ClusterStatus, and
  * looked up again every few seconds, so joined nodes are picked up), runs `handle` for each
  * leased run, renews the lease while the handler runs, and completes it with the handler's
- * outcome. A stream that fails is opened again with a growing delay.
+ * outcome. A stream that fails is opened again with a growing delay; the stream of a node that
+ * left the cluster is closed.
  *
  * What it promises: a handler's run is completed at most once, with the lease's own fencing
  * token; when the node revokes the lease (not renewed in time, leadership gone) or the stream
@@ -288,6 +289,7 @@ export class Worker {
 
   private async discover(): Promise<void> {
     const found = new Set<string>();
+    let listed = false;
     for (const endpoint of this.opts.endpoints) {
       const client = new ApiClient(endpoint, 3000);
       try {
@@ -297,6 +299,7 @@ export class Worker {
           {},
         );
         for (const n of res.nodes) if (n.apiAddress !== '') found.add(n.apiAddress);
+        listed = true;
         break;
       } catch {
         // Try the next endpoint; with none answering, the streams already open stay.
@@ -308,6 +311,17 @@ export class Worker {
     if (found.size === 0 && this.streams.size === 0)
       for (const e of this.opts.endpoints) found.add(e);
     if (this.stopped) return;
+    if (listed) {
+      // A node removed from the cluster leads nothing any more: its stream is closed.
+      for (const [address, s] of this.streams) {
+        if (found.has(address)) continue;
+        s.cancel();
+        this.streams.delete(address);
+        this.clients.get(address)?.close();
+        this.clients.delete(address);
+        this.opts.log?.info({ node: address }, 'worker stream closed: the node left the cluster');
+      }
+    }
     for (const address of found) {
       if (this.streams.has(address)) continue;
       const ctor = loadApiServices().WorkerService;

@@ -1,5 +1,6 @@
-// A short chaos run inside `npm test`: a proxied 3-node cluster of real processes, the sink in
-// its own process, 75 s of workload with kill -9, SIGSTOP pauses, partitions (every shape,
+// A short chaos run inside `npm test`: a proxied 3-node cluster of real processes, the sink and
+// the pull-based worker (a quarter of the jobs are leased to it) in processes of their own, 75 s
+// of workload with kill -9, SIGSTOP pauses, partitions (every shape,
 // drawn) and clock skew, plus leadership transfers during the faults; then the final heal and
 // reads and the checker. It passes only when the checker finds no violation.
 //

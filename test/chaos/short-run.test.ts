@@ -1,8 +1,7 @@
 // A short chaos run inside `npm test`: a proxied 3-node cluster of real processes, the sink and
 // the pull-based worker (a quarter of the jobs are leased to it) in processes of their own, 75 s
-// of workload with kill -9, SIGSTOP pauses, partitions (every shape,
-// drawn) and clock skew, plus leadership transfers during the faults; then the final heal and
-// reads and the checker. It passes only when the checker finds no violation.
+// of workload with kill -9, SIGSTOP pauses, partitions (every shape, drawn) and clock skew, plus
+// leadership transfers during the faults; then the final heal and reads and the checker. It passes only when the checker finds no violation.
 //
 // The clock nemesis is in this run: libfaketime is preloaded into every node (npm test installs
 // it). A skewed leader stamps a create or update with its own clock, and the definition owes

@@ -249,6 +249,25 @@ class NodeStream {
     this.call?.write({ drain: {} });
   }
 
+  /** Half-closes the stream; resolves once the node closed it, or after `maxMs`. */
+  end(maxMs: number): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    const call = this.call;
+    if (call === undefined) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, maxMs);
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      call.once('close', done);
+      call.once('error', done);
+      call.once('status', done);
+      call.end();
+    });
+  }
+
   /** Ends the stream at once (handlers in flight are aborted). */
   cancel(): void {
     this.stopped = true;
@@ -262,6 +281,8 @@ export class Worker {
   private readonly streams = new Map<string, NodeStream>();
   private readonly clients = new Map<string, grpc.Client>();
   private readonly inflight = new Set<Promise<void>>();
+  /** Lookups in a row that did not list a node this worker has a stream to. */
+  private readonly missing = new Map<string, number>();
   private discoverTimer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -299,7 +320,8 @@ export class Worker {
           {},
         );
         for (const n of res.nodes) if (n.apiAddress !== '') found.add(n.apiAddress);
-        listed = true;
+        // An answer naming no node is no list to close streams by.
+        listed = found.size > 0;
         break;
       } catch {
         // Try the next endpoint; with none answering, the streams already open stay.
@@ -312,9 +334,17 @@ export class Worker {
       for (const e of this.opts.endpoints) found.add(e);
     if (this.stopped) return;
     if (listed) {
-      // A node removed from the cluster leads nothing any more: its stream is closed.
+      // A node removed from the cluster leads nothing any more: its stream is closed once two
+      // lookups in a row left it out (one answer may come from a replica that is behind).
       for (const [address, s] of this.streams) {
-        if (found.has(address)) continue;
+        if (found.has(address)) {
+          this.missing.delete(address);
+          continue;
+        }
+        const misses = (this.missing.get(address) ?? 0) + 1;
+        this.missing.set(address, misses);
+        if (misses < 2) continue;
+        this.missing.delete(address);
         s.cancel();
         this.streams.delete(address);
         this.clients.get(address)?.close();
@@ -325,7 +355,12 @@ export class Worker {
     for (const address of found) {
       if (this.streams.has(address)) continue;
       const ctor = loadApiServices().WorkerService;
-      const client = new ctor(address, grpc.credentials.createInsecure());
+      // Pings find a node whose host vanished while the stream is idle (no FIN to read).
+      const client = new ctor(address, grpc.credentials.createInsecure(), {
+        'grpc.keepalive_time_ms': 10_000,
+        'grpc.keepalive_timeout_ms': 10_000,
+        'grpc.keepalive_permit_without_calls': 1,
+      });
       this.clients.set(address, client);
       const s = new NodeStream(address, client, this.opts, (p) => {
         this.inflight.add(p);
@@ -354,9 +389,10 @@ export class Worker {
         }),
       ]);
       if (timer) clearTimeout(timer);
-      // Completions written just now need a moment to leave before the streams end.
-      await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    // Half-closed, not cancelled: completions written just now still leave, and the node ends
+    // each stream once it has read them. A stream not closed within a second is cancelled.
+    await Promise.all([...this.streams.values()].map((s) => s.end(1000)));
     for (const s of this.streams.values()) s.cancel();
     for (const c of this.clients.values()) c.close();
     this.streams.clear();

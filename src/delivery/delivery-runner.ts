@@ -161,7 +161,13 @@ export class DeliveryRunner {
   /** Queues one attempt; `onDone` is called exactly once, asynchronously or at once. */
   submit(owner: string, request: DeliveryRequest, onDone: DeliveryCallback): void {
     this.stats.submitted++;
-    const origin = originOf(request.job.target.url) ?? request.job.target.url;
+    const url = request.job.target.url;
+    // A worker pool is one origin whatever tags its jobs ask for (docs/API.md, "Workers").
+    const worker = isWorkerUrl(url) ? parseWorkerUrl(url) : undefined;
+    const origin =
+      worker !== undefined && typeof worker !== 'string'
+        ? `worker:${worker.pool}`
+        : (originOf(url) ?? url);
     const task: Task = {
       tenant: request.job.tenant,
       origin,
@@ -278,9 +284,11 @@ export class DeliveryRunner {
       waiting++;
       return false;
     });
+    // Attempts waiting in the worker hub for a worker: released as well (their caps with them).
+    const leasesWaiting = this.options.workers?.releaseWaiting() ?? 0;
     this.stats.dropped += removed.length + waiting;
     if (waiting > 0) this.pump();
-    return removed.length + waiting;
+    return removed.length + waiting + leasesWaiting;
   }
 
   /** Attempts taken from the queue (holding their capacity) that were told to wait. */

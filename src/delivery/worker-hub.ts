@@ -14,6 +14,7 @@
 import { assert } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
+import { RETRY_AFTER_MAX_MS } from './classify.js';
 import type { StartVerdict } from './delivery-runner.js';
 import type { DeliveryErrorCode } from './errors.js';
 import type { AttemptReport } from './webhook.js';
@@ -132,6 +133,8 @@ export class WorkerHub {
   /** Leases out now, by fire id (a fire id has one attempt in flight at a time). */
   private readonly held = new Map<string, Held>();
   private closed = false;
+  /** Pools whose waiting attempts will be offered again shortly (mayStart said `wait`). */
+  private readonly waitTimers = new Map<string, NodeJS.Timeout>();
   readonly stats: WorkerHubStats = {
     connected: 0,
     leased: 0,
@@ -210,6 +213,12 @@ export class WorkerHub {
 
   private giveUpWaiting(w: Waiting): void {
     if (!this.removeWaiting(w)) return;
+    const verdict = w.req.mayStart();
+    if (verdict === 'drop' || verdict === 'cancel') {
+      // Paused, deleted or deposed while it waited: no attempt, as for a queued webhook.
+      w.resolve(notStarted(verdict));
+      return;
+    }
     this.stats.unavailable++;
     const waitedMs = Math.round(this.clock.monotonicMs() - w.sinceMs);
     const tags = w.req.target.tags.length > 0 ? ` with tags ${w.req.target.tags.join(',')}` : '';
@@ -257,22 +266,20 @@ export class WorkerHub {
       list.splice(i, 1);
       if (w.timer) clearTimeout(w.timer);
       if (verdict !== 'start') {
-        w.resolve({
-          outcome: 'retry',
-          code: 'DELIVERY_NOT_STARTED',
-          durationMs: 0,
-          error:
-            verdict === 'drop'
-              ? 'leadership or its lease ended before the lease'
-              : 'job paused or deleted before the lease',
-          responseExcerpt: '',
-          isProvablyUndelivered: true,
-        });
+        w.resolve(notStarted(verdict));
         continue;
       }
       this.grant(w, session);
     }
-    if (retryLater) setTimeout(() => this.handOut(pool), WAIT_RETRY_MS).unref();
+    if (retryLater && !this.waitTimers.has(pool)) {
+      // One timer per pool however many attempts were told to wait.
+      const timer = setTimeout(() => {
+        this.waitTimers.delete(pool);
+        this.handOut(pool);
+      }, WAIT_RETRY_MS);
+      timer.unref();
+      this.waitTimers.set(pool, timer);
+    }
   }
 
   /** The worker with room that offers every tag, least loaded first. */
@@ -338,6 +345,25 @@ export class WorkerHub {
       expired(held, this.clock, `lease of ${held.leaseMs} ms not renewed`),
       'lease expired',
     );
+  }
+
+  /**
+   * Releases the waiting attempts whose owner may no longer lease them (its leadership ended, or
+   * its job was paused or deleted): the runner calls it when a leadership ends, so that they do
+   * not hold their tenant's and pool's caps until their wait runs out.
+   */
+  releaseWaiting(): number {
+    let released = 0;
+    for (const list of this.waiting.values()) {
+      for (const w of [...list]) {
+        const verdict = w.req.mayStart();
+        if (verdict !== 'drop' && verdict !== 'cancel') continue;
+        this.removeWaiting(w);
+        w.resolve(notStarted(verdict));
+        released++;
+      }
+    }
+    return released;
   }
 
   /** Ends a lease: the runner hears `report`, the worker hears why (unless it ended it). */
@@ -409,7 +435,7 @@ export class WorkerHub {
           error: `worker ${session.hello.workerId}: ${truncate(c.error) || 'failed'}`,
           responseExcerpt: output,
           ...(c.retryable && c.retryAfterMs !== undefined && c.retryAfterMs > 0
-            ? { retryAfterMs: c.retryAfterMs }
+            ? { retryAfterMs: Math.min(c.retryAfterMs, RETRY_AFTER_MAX_MS) }
             : {}),
           isProvablyUndelivered: false,
         };
@@ -444,6 +470,8 @@ export class WorkerHub {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    for (const timer of this.waitTimers.values()) clearTimeout(timer);
+    this.waitTimers.clear();
     for (const set of [...this.sessions.values()]) {
       for (const s of [...set]) s.close('the node is shutting down');
     }
@@ -526,6 +554,20 @@ function helloViolations(h: WorkerHello): FieldViolation[] {
     });
   }
   return out;
+}
+
+function notStarted(verdict: 'drop' | 'cancel'): AttemptReport {
+  return {
+    outcome: 'retry',
+    code: 'DELIVERY_NOT_STARTED',
+    durationMs: 0,
+    error:
+      verdict === 'drop'
+        ? 'leadership or its lease ended before the lease'
+        : 'job paused or deleted before the lease',
+    responseExcerpt: '',
+    isProvablyUndelivered: true,
+  };
 }
 
 function notLeased(code: DeliveryErrorCode, error: string, durationMs: number): AttemptReport {

@@ -147,7 +147,13 @@ export class DebugServer {
   async start(address: string, addServices?: (server: grpc.Server) => void): Promise<number> {
     const service = loadDebugService();
     // Channelz (grpc-js's introspection service, unused here) would track every call.
-    const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
+    const server = new grpc.Server({
+      'grpc.enable_channelz': 0,
+      // Pings on idle connections find a pull-based worker whose host vanished (no FIN): its
+      // stream ends and its leases return their runs within ~20 s, before their own bound.
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+    });
     addServices?.(server);
     // PutBatch requests are parsed by hand (put-batch.ts): the benchmark's hot path.
     const definition: grpc.ServiceDefinition = {

@@ -85,8 +85,23 @@ t.test('the whole cluster down across several slots, then each misfire policy', 
     const gaps = [];
     for (let s = lastBefore; s <= newest; s += 2000) if (!have.has(s)) gaps.push(iso(s));
     t.same(gaps, [], `${id}: every slot is a run (fired, or MISSED with a reason)`);
-    const delivered = sc.sink.of(id).map((r) => r.fireId);
-    t.equal(new Set(delivered).size, delivered.length, `${id}: no slot delivered twice`);
+    // At least once: a slot may reach the receiver twice only across a failure (here, the
+    // restart: the first leaders elected may be deposed by a node starting later before their
+    // result commits), with the same fire id and a higher token; never twice before the outage.
+    const got = sc.sink.of(id);
+    const lastToken = new Map<string, number>();
+    const badRepeats: string[] = [];
+    const repeats: string[] = [];
+    for (const r of got) {
+      const before = lastToken.get(r.fireId);
+      if (before !== undefined) {
+        repeats.push(`${r.slotMs - restartAt} in term ${r.term}`);
+        if (r.token <= before || r.atMs < restartAt) badRepeats.push(`${r.fireId}@${r.token}`);
+      }
+      lastToken.set(r.fireId, Math.max(before ?? 0, r.token));
+    }
+    t.same(badRepeats, [], `${id}: a slot repeated only after the restart, with a higher token`);
+    if (repeats.length > 0) t.comment(`${id}: repeated across the restart: ${repeats.join(', ')}`);
   }
 });
 

@@ -7,6 +7,7 @@
  * SIGINT or SIGTERM: no more leases, the runs in hand get --drain-ms to finish, exit 0.
  */
 import { spawn } from 'node:child_process';
+import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import {
   PermanentRunError,
@@ -14,13 +15,15 @@ import {
   type LeasedRun,
   type WorkerResult,
 } from '../../api/worker-client.js';
-import { WORKER_CAPACITY_MAX } from '../../delivery/worker-hub.js';
+import { WORKER_CAPACITY_MAX, WORKER_ID_CHARS_MAX } from '../../delivery/worker-hub.js';
 import { WORKER_NAME, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
 import { EXIT_OK, EXIT_USAGE, type CliRun } from '../io.js';
 import { DEFAULT_ENDPOINT } from '../remote.js';
 
 /** Most output of a command kept as the attempt's excerpt (the node keeps 1024 characters). */
 const OUTPUT_MAX = 1024;
+/** A command told to stop (its lease was revoked) that still runs after this is killed. */
+const KILL_AFTER_MS = 5000;
 
 interface WorkerFlags {
   endpoint: string;
@@ -94,7 +97,10 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
   }
   const endpoints = o.endpoint.split(',').filter((e) => e !== '');
   if (endpoints.length === 0) return usage('--endpoint: name at least one node');
-  const workerId = o.id ?? `${(await import('node:os')).hostname()}:${process.pid}`;
+  const workerId = o.id ?? `${hostname()}:${process.pid}`;
+  if (workerId === '' || workerId.length > WORKER_ID_CHARS_MAX) {
+    return usage(`--id: must be 1-${WORKER_ID_CHARS_MAX} characters`);
+  }
   const line = (text: string): void =>
     io.writeOut(`${new Date(io.clock.nowMs()).toISOString()}  ${text}\n`);
   const exec = o.exec;
@@ -151,7 +157,10 @@ function runCommand(
   failExit: ReadonlySet<number>,
 ): Promise<WorkerResult> {
   return new Promise((resolve, reject) => {
+    // Its own process group: a Ctrl-C at the terminal reaches tickctl (which drains) and not the
+    // commands in hand, and a revoked lease stops the command with everything it started.
     const child = spawn('/bin/sh', ['-c', command], {
+      detached: true,
       stdio: ['pipe', 'pipe', 'inherit'],
       env: {
         ...process.env,
@@ -163,8 +172,18 @@ function runCommand(
         TICKRAFT_SLOT: lease.slot,
       },
     });
+    let killTimer: NodeJS.Timeout | undefined;
+    const killGroup = (signal: NodeJS.Signals): void => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, signal);
+      } catch {
+        // The group is gone already.
+      }
+    };
     const onAbort = (): void => {
-      child.kill('SIGTERM');
+      killGroup('SIGTERM');
+      killTimer = setTimeout(() => killGroup('SIGKILL'), KILL_AFTER_MS);
+      killTimer.unref();
     };
     signal.addEventListener('abort', onAbort, { once: true });
     let out = '';
@@ -181,6 +200,7 @@ function runCommand(
     });
     child.on('close', (code, sig) => {
       signal.removeEventListener('abort', onAbort);
+      if (killTimer) clearTimeout(killTimer);
       if (code === 0) resolve({ output: out });
       else if (code !== null && failExit.has(code)) reject(new PermanentRunError(`exit ${code}`));
       else reject(new Error(code !== null ? `exit ${code}` : `killed by ${sig ?? 'a signal'}`));

@@ -744,3 +744,50 @@ t.test('a newer attempt of the same fire id supersedes the one still out', async
   const r = await within(attemptNewer.promise, 1000, 'the newer attempt');
   t.equal(r.responseExcerpt, 'v2');
 });
+
+t.test('a run paused or deposed while it waits for a worker is released unleased', async (t) => {
+  const hub = newHub(t);
+  let verdict: 'start' | 'cancel' | 'drop' = 'start';
+  // No worker: both wait. One gives up at its bound with its job paused meanwhile.
+  const paused = track(
+    hub.lease(
+      request({
+        attemptDeadlineMs: 40,
+        mayStart: () => (verdict === 'start' ? 'start' : 'cancel'),
+      }),
+    ),
+  );
+  verdict = 'cancel';
+  const report = await within(paused.promise, 1000, 'the paused attempt');
+  t.equal(report.code, 'DELIVERY_NOT_STARTED', 'no attempt is recorded for a paused job');
+  t.equal(report.isProvablyUndelivered, true);
+  t.equal(hub.stats.unavailable, 0, 'not counted as a worker shortage');
+
+  // The other is released at once when its leadership ends (the runner drops its owner's work).
+  let deposed = false;
+  const waiting = track(
+    hub.lease(request({ attemptDeadlineMs: 10_000, mayStart: () => (deposed ? 'drop' : 'start') })),
+  );
+  const kept = track(hub.lease(request({ attemptDeadlineMs: 10_000 })));
+  t.equal(hub.waitingCount, 2);
+  deposed = true;
+  t.equal(hub.releaseWaiting(), 1, 'only the deposed owner’s attempt is released');
+  const dropped = await within(waiting.promise, 1000, 'the released attempt');
+  t.equal(dropped.code, 'DELIVERY_NOT_STARTED');
+  t.match(dropped.error, /leadership/);
+  t.equal(hub.waitingCount, 1, 'the other keeps waiting');
+  await flush();
+  t.equal(kept.report, undefined);
+  const w = connect(hub);
+  t.equal(w.io.leases.length, 1, 'and is leased when a worker comes');
+});
+
+t.test('a worker’s retry delay is capped at 24 h', async (t) => {
+  const hub = newHub(t);
+  const w = connect(hub);
+  const req = request();
+  const attempt = hub.lease(req);
+  t.equal(w.session.complete(req.fireId, req.token, failed(true, 'later', 10 ** 12)).ok, true);
+  const report = await within(attempt, 1000, 'the attempt');
+  t.equal(report.retryAfterMs, 24 * 3_600_000);
+});

@@ -23,9 +23,9 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { SeededRand } from '../src/base/rand.js';
 import { compileSigningKeys, verifyWebhook } from '../src/delivery/signing.js';
-import { termOfToken } from '../src/scheduler/dispatcher.js';
 import type { DeliveryRecord, SinkAnswer } from './history/format.js';
 import { HistoryWriter } from './history/jsonl.js';
+import { TermFence } from './term-fence.js';
 
 interface Flags {
   readonly history: string;
@@ -36,11 +36,6 @@ interface Flags {
   readonly slowFraction: string;
   readonly errorFraction: string;
   readonly slowMs: string;
-}
-
-interface JobFence {
-  maxTerm: number;
-  readonly tokens: Set<number>;
 }
 
 function fail(message: string): never {
@@ -71,7 +66,7 @@ function run(flags: Flags): void {
   const keys = compileSigningKeys([flags.secret]);
   const rand = new SeededRand(Number(flags.seed) >>> 0);
   const history = new HistoryWriter(flags.history);
-  const fences = new Map<string, JobFence>();
+  const fence = new TermFence();
   const now = (): number => performance.timeOrigin + performance.now() - startedAt;
 
   const server = createServer((req, res) => {
@@ -104,20 +99,12 @@ function run(flags: Flags): void {
           heldMs === undefined ? { ...base, answer, status } : { ...base, answer, status, heldMs };
         history.append(r);
       };
-      let fence = fences.get(jobId);
-      if (fence === undefined) {
-        fence = { maxTerm: 0, tokens: new Set() };
-        fences.set(jobId, fence);
-      }
-      const term = termOfToken(token);
-      if (!Number.isSafeInteger(token) || term < fence.maxTerm || fence.tokens.has(token)) {
+      if (!fence.admit(jobId, token)) {
         // Recorded before answering: a crash after the answer must not lose the receipt.
         record('stale', 409);
         res.writeHead(409, { 'content-type': 'text/plain' }).end('stale fencing token');
         return;
       }
-      fence.maxTerm = term;
-      fence.tokens.add(token);
       const draw = rand.float();
       if (draw < errorFraction) {
         record('5xx', 503);

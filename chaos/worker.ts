@@ -19,9 +19,9 @@ import { Command } from 'commander';
 import { performance } from 'node:perf_hooks';
 import { PermanentRunError, Worker } from '../src/api/worker-client.js';
 import { SeededRand } from '../src/base/rand.js';
-import { termOfToken } from '../src/scheduler/dispatcher.js';
 import type { DeliveryRecord, SinkAnswer } from './history/format.js';
 import { HistoryWriter } from './history/jsonl.js';
+import { TermFence } from './term-fence.js';
 import { CHAOS_POOL } from './workload.js';
 
 interface Flags {
@@ -56,7 +56,7 @@ async function run(flags: Flags): Promise<void> {
   if (endpoints.length === 0) fail('--endpoints must name at least one node');
   const rand = new SeededRand(Number(flags.seed) >>> 0);
   const history = new HistoryWriter(flags.history);
-  const fences = new Map<string, { maxTerm: number; readonly tokens: Set<number> }>();
+  const fence = new TermFence();
   const now = (): number => performance.timeOrigin + performance.now() - startedAt;
   const worker = new Worker({
     endpoints,
@@ -81,19 +81,10 @@ async function run(flags: Flags): Promise<void> {
           heldMs === undefined ? { ...base, answer, status } : { ...base, answer, status, heldMs };
         history.append(r);
       };
-      let fence = fences.get(lease.jobId);
-      if (fence === undefined) {
-        fence = { maxTerm: 0, tokens: new Set() };
-        fences.set(lease.jobId, fence);
-      }
-      const token = lease.fencingToken;
-      const term = termOfToken(token);
-      if (!Number.isSafeInteger(token) || term < fence.maxTerm || fence.tokens.has(token)) {
+      if (!fence.admit(lease.jobId, lease.fencingToken)) {
         record('stale', 409);
         throw new PermanentRunError('stale fencing token');
       }
-      fence.maxTerm = term;
-      fence.tokens.add(token);
       const draw = rand.float();
       if (draw < errorFraction) {
         record('5xx', 503);

@@ -380,16 +380,9 @@ export class DeliveryRunner {
     if (rendered !== undefined) this.stats.sentPrerendered++;
     deliverWebhook(attemptOf(r, signing, nowMs), this.io, rendered).then(
       (report) => this.finish(task, report),
-      (err: unknown) =>
-        // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as
-        // a retry so the run is not lost.
-        this.finish(task, {
-          outcome: 'retry',
-          durationMs: 0,
-          error: `internal: ${err instanceof Error ? err.message : String(err)}`,
-          responseExcerpt: '',
-          isProvablyUndelivered: false,
-        }),
+      // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as a
+      // retry so the run is not lost.
+      (err: unknown) => this.finish(task, internalFailure(err)),
     );
   }
 
@@ -440,14 +433,7 @@ export class DeliveryRunner {
       })
       .then(
         (report) => this.finish(task, report),
-        (err: unknown) =>
-          this.finish(task, {
-            outcome: 'retry',
-            durationMs: 0,
-            error: `internal: ${err instanceof Error ? err.message : String(err)}`,
-            responseExcerpt: '',
-            isProvablyUndelivered: false,
-          }),
+        (err: unknown) => this.finish(task, internalFailure(err)),
       );
   }
 
@@ -470,6 +456,17 @@ export class DeliveryRunner {
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];
   }
+}
+
+/** A rejection where a report was due (a bug): a retry, so that the run is not lost. */
+function internalFailure(err: unknown): AttemptReport {
+  return {
+    outcome: 'retry',
+    durationMs: 0,
+    error: `internal: ${err instanceof Error ? err.message : String(err)}`,
+    responseExcerpt: '',
+    isProvablyUndelivered: false,
+  };
 }
 
 /** The webhook attempt of a request, signed with `signing`, made at `nowMs`. */

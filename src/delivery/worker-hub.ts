@@ -38,8 +38,8 @@ export interface WorkerHello {
   readonly capacity: number;
 }
 
-/** A run leased to a worker. */
-export interface RunLease {
+/** Which attempt of which run: what a lease names, and a lease request asks for. */
+export interface LeasedAttempt {
   readonly jobId: string;
   readonly tenant: string;
   readonly fireId: string;
@@ -48,6 +48,10 @@ export interface RunLease {
   readonly token: number;
   /** The job's JSON payload text. */
   readonly payload: string;
+}
+
+/** A run leased to a worker. */
+export interface RunLease extends LeasedAttempt {
   /** How long the lease lasts from now, and from each renewal. */
   readonly leaseMs: number;
   /** Wall-clock ms when it ends unless renewed. */
@@ -80,15 +84,8 @@ export interface WorkerStreamIo {
 }
 
 /** One attempt the delivery runner asks a worker to perform. */
-export interface WorkerLeaseRequest {
+export interface WorkerLeaseRequest extends LeasedAttempt {
   readonly target: WorkerTarget;
-  readonly jobId: string;
-  readonly tenant: string;
-  readonly fireId: string;
-  readonly slotMs: number;
-  readonly attempt: number;
-  readonly token: number;
-  readonly payload: string;
   readonly attemptDeadlineMs: number;
   /**
    * Asked when a worker is found, just before the lease is sent, and at each renewal and

@@ -98,7 +98,9 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
             a['durationMs'] === undefined ? '-' : text(a['durationMs']),
             text(a['fencingToken']),
             // One line per attempt: a response or a worker's output may hold newlines.
-            text(a['error'] || a['responseExcerpt'] || '').replace(/\s+/g, ' ').trim(),
+            text(a['error'] || a['responseExcerpt'] || '')
+              .replace(/\s+/g, ' ')
+              .trim(),
           ]),
         );
       }),

@@ -346,17 +346,7 @@ export class DeliveryRunner {
     }
     if (verdict === 'drop' || verdict === 'cancel') {
       this.stats.dropped++;
-      this.finish(task, {
-        outcome: 'retry',
-        code: 'DELIVERY_NOT_STARTED',
-        durationMs: 0,
-        error:
-          verdict === 'drop'
-            ? 'leadership or its lease ended before the send'
-            : 'job paused or deleted before the send',
-        responseExcerpt: '',
-        isProvablyUndelivered: true,
-      });
+      this.finish(task, notStartedReport(verdict, 'the send'));
       return;
     }
     if (isWorkerUrl(r.job.target.url)) {
@@ -456,6 +446,21 @@ export class DeliveryRunner {
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];
   }
+}
+
+/** An attempt that never started: its owner's leadership ended, or its job was paused or deleted. */
+export function notStartedReport(verdict: 'drop' | 'cancel', before: string): AttemptReport {
+  return {
+    outcome: 'retry',
+    code: 'DELIVERY_NOT_STARTED',
+    durationMs: 0,
+    error:
+      verdict === 'drop'
+        ? `leadership or its lease ended before ${before}`
+        : `job paused or deleted before ${before}`,
+    responseExcerpt: '',
+    isProvablyUndelivered: true,
+  };
 }
 
 /** A rejection where a report was due (a bug): a retry, so that the run is not lost. */

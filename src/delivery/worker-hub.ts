@@ -15,10 +15,16 @@ import { assert } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
 import { RETRY_AFTER_MAX_MS } from './classify.js';
-import type { StartVerdict } from './delivery-runner.js';
+import { notStartedReport, type StartVerdict } from './delivery-runner.js';
 import type { DeliveryErrorCode } from './errors.js';
 import type { AttemptReport } from './webhook.js';
-import { offersAll, WORKER_NAME, WORKER_TAGS_MAX, type WorkerTarget } from './worker-target.js';
+import {
+  offersAll,
+  WORKER_NAME,
+  WORKER_NAME_RULE,
+  WORKER_TAGS_MAX,
+  type WorkerTarget,
+} from './worker-target.js';
 
 /** The longest a lease lasts without a renewal (DESIGN §7: at most 30 s). */
 export const LEASE_MAX_MS = 30_000;
@@ -530,8 +536,7 @@ function helloViolations(h: WorkerHello): FieldViolation[] {
   if (!WORKER_NAME.test(h.pool)) {
     out.push({
       field: 'hello.pool',
-      reason:
-        "must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
+      reason: WORKER_NAME_RULE,
     });
   }
   if (h.tags.length > WORKER_TAGS_MAX)
@@ -540,7 +545,7 @@ function helloViolations(h: WorkerHello): FieldViolation[] {
     if (!WORKER_NAME.test(t)) {
       out.push({
         field: `hello.tags[${i}]`,
-        reason: "must be 1-64 characters of a-z, 0-9, '.', '_' or '-'",
+        reason: WORKER_NAME_RULE,
       });
     }
   });
@@ -554,17 +559,7 @@ function helloViolations(h: WorkerHello): FieldViolation[] {
 }
 
 function notStarted(verdict: 'drop' | 'cancel'): AttemptReport {
-  return {
-    outcome: 'retry',
-    code: 'DELIVERY_NOT_STARTED',
-    durationMs: 0,
-    error:
-      verdict === 'drop'
-        ? 'leadership or its lease ended before the lease'
-        : 'job paused or deleted before the lease',
-    responseExcerpt: '',
-    isProvablyUndelivered: true,
-  };
+  return notStartedReport(verdict, 'the lease');
 }
 
 function notLeased(code: DeliveryErrorCode, error: string, durationMs: number): AttemptReport {

@@ -10,6 +10,9 @@ export const WORKER_SCHEME = 'worker:';
 /** Pool and tag names: lower-case letters, digits, `.`, `_`, `-`; 1–64 characters. */
 export const WORKER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 export const WORKER_TAGS_MAX = 16;
+/** Why a pool or tag name breaks WORKER_NAME. */
+export const WORKER_NAME_RULE =
+  "must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit";
 
 export interface WorkerTarget {
   readonly pool: string;
@@ -40,7 +43,7 @@ function parseOnce(url: string): WorkerTarget | string {
   const q = rest.indexOf('?');
   const pool = q < 0 ? rest : rest.slice(0, q);
   if (!WORKER_NAME.test(pool)) {
-    return `worker pool "${pool}" must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit`;
+    return `worker pool "${pool}" ${WORKER_NAME_RULE}`;
   }
   if (q < 0) return { pool, tags: [] };
   const query = rest.slice(q + 1);
@@ -51,7 +54,7 @@ function parseOnce(url: string): WorkerTarget | string {
   if (tags.length > WORKER_TAGS_MAX) return `at most ${WORKER_TAGS_MAX} tags`;
   for (const t of tags) {
     if (!WORKER_NAME.test(t)) {
-      return `tag "${t}" must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit`;
+      return `tag "${t}" ${WORKER_NAME_RULE}`;
     }
   }
   const unique = [...new Set(tags)].sort();

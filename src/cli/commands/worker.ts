@@ -16,7 +16,7 @@ import {
   type WorkerResult,
 } from '../../api/worker-client.js';
 import { WORKER_CAPACITY_MAX, WORKER_ID_CHARS_MAX } from '../../delivery/worker-hub.js';
-import { WORKER_NAME, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
+import { WORKER_NAME, WORKER_NAME_RULE, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
 import { EXIT_OK, EXIT_USAGE, type CliRun } from '../io.js';
 import { DEFAULT_ENDPOINT } from '../remote.js';
 
@@ -74,13 +74,11 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
     io.writeErr(`tickctl worker: ${msg}\n`);
     return EXIT_USAGE;
   };
-  if (!WORKER_NAME.test(o.pool))
-    return usage("--pool: must be 1-64 characters of a-z, 0-9, '.', '_' or '-'");
+  if (!WORKER_NAME.test(o.pool)) return usage(`--pool: ${WORKER_NAME_RULE}`);
   const tags = o.tags === undefined || o.tags === '' ? [] : o.tags.split(',');
   if (tags.length > WORKER_TAGS_MAX) return usage(`--tags: at most ${WORKER_TAGS_MAX}`);
   const badTag = tags.find((t) => !WORKER_NAME.test(t));
-  if (badTag !== undefined)
-    return usage(`--tags: "${badTag}" must be 1-64 characters of a-z, 0-9, '.', '_' or '-'`);
+  if (badTag !== undefined) return usage(`--tags: "${badTag}" ${WORKER_NAME_RULE}`);
   const capacity = Number(o.capacity);
   if (!Number.isInteger(capacity) || capacity < 1 || capacity > WORKER_CAPACITY_MAX) {
     return usage(`--capacity: must be a whole number in [1, ${WORKER_CAPACITY_MAX}]`);

@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 import { performance } from 'node:perf_hooks';
 import { SeededRand } from '../src/base/rand.js';
-import type { DeliveryRecord, SinkAnswer } from './history/format.js';
+import type { DeliveryRecord } from './history/format.js';
 import { HistoryWriter } from './history/jsonl.js';
 import { TermFence } from './term-fence.js';
 
@@ -75,10 +75,10 @@ export class Receiver {
   }
 
   /**
-   * Fences, draws and records one delivery received at `t` (driver ms). A stale token is
-   * refused before any draw, so the seeded answers do not depend on how many were stale.
+   * Fences, draws and records one delivery received at `t` (driver ms; default now). A stale
+   * token is refused before any draw, so the seeded answers do not depend on how many were stale.
    */
-  receive(receipt: Receipt, t: number): Verdict {
+  receive(receipt: Receipt, t: number = this.now()): Verdict {
     let verdict: Verdict;
     if (!this.fence.admit(receipt.jobId, receipt.token)) verdict = { answer: 'stale', status: 409 };
     else {
@@ -92,20 +92,10 @@ export class Receiver {
         };
       else verdict = { answer: '2xx', status: 200 };
     }
-    const answer: SinkAnswer = verdict.answer;
+    const { answer, status } = verdict;
     // Written with the hold it will get: a receiver killed during the hold still has it.
-    this.history.append(
-      verdict.answer === 'slow'
-        ? {
-            type: 'delivery',
-            t,
-            ...receipt,
-            answer,
-            status: verdict.status,
-            heldMs: verdict.heldMs,
-          }
-        : { type: 'delivery', t, ...receipt, answer, status: verdict.status },
-    );
+    const heldMs = verdict.answer === 'slow' ? { heldMs: verdict.heldMs } : {};
+    this.history.append({ type: 'delivery', t, ...receipt, answer, status, ...heldMs });
     return verdict;
   }
 

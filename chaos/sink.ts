@@ -28,6 +28,9 @@ interface Flags extends ReceiverFlags {
   readonly listen: string;
 }
 
+/** What the sink answers besides the status the verdict carries. */
+const SINK_BODIES = { stale: 'stale fencing token', '5xx': 'chaos: seeded error', '2xx': 'ok' };
+
 function fail(message: string): never {
   process.stderr.write(`chaos sink: ${message}\n`);
   process.exit(2);
@@ -69,22 +72,14 @@ function run(flags: Flags): void {
         t,
       );
       const plain = { 'content-type': 'text/plain' };
-      switch (verdict.answer) {
-        case 'stale':
-          res.writeHead(409, plain).end('stale fencing token');
-          return;
-        case '5xx':
-          res.writeHead(503, plain).end('chaos: seeded error');
-          return;
-        case 'slow':
-          // The sender may give up during the hold; the record already says what was drawn.
-          setTimeout(() => {
-            if (!res.destroyed) res.writeHead(200, plain).end('ok (slow)');
-          }, verdict.heldMs);
-          return;
-        case '2xx':
-          res.writeHead(200, plain).end('ok');
+      if (verdict.answer === 'slow') {
+        // The sender may give up during the hold; the record already says what was drawn.
+        setTimeout(() => {
+          if (!res.destroyed) res.writeHead(verdict.status, plain).end('ok (slow)');
+        }, verdict.heldMs);
+        return;
       }
+      res.writeHead(verdict.status, plain).end(SINK_BODIES[verdict.answer]);
     });
   });
   server.keepAliveTimeout = 60_000;

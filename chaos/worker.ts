@@ -40,17 +40,14 @@ async function run(flags: Flags): Promise<void> {
     capacity: 64,
     discoverEveryMs: 2000,
     handle: async (lease) => {
-      const verdict = receiver.receive(
-        {
-          fireId: lease.fireId,
-          jobId: lease.jobId,
-          slotMs: lease.slotMs,
-          attempt: lease.attempt,
-          token: lease.fencingToken,
-          node: lease.nodeId,
-        },
-        receiver.now(),
-      );
+      const verdict = receiver.receive({
+        fireId: lease.fireId,
+        jobId: lease.jobId,
+        slotMs: lease.slotMs,
+        attempt: lease.attempt,
+        token: lease.fencingToken,
+        node: lease.nodeId,
+      });
       switch (verdict.answer) {
         case 'stale':
           throw new PermanentRunError('stale fencing token');

@@ -140,12 +140,14 @@ try {
     for (const g of groups) m.set(g.leader, (m.get(g.leader) ?? 0) + 1);
     return m;
   };
+  // A status read mid-hand-over shows a group with no leader: only whole pictures are kept.
   let leaders = countLeaders(st.groups);
   for (let i = 0; i < 50; i++) {
     const counts = ids.map((id) => leaders.get(id) ?? 0);
     if (Math.max(...counts) - Math.min(...counts) <= 1) break;
     await new Promise((r) => setTimeout(r, 100));
-    leaders = countLeaders((await probe.status(1000)).groups);
+    const groups = (await probe.status(1000)).groups;
+    if (groups.every((g) => g.leader)) leaders = countLeaders(groups);
   }
   console.log(`tickraft: 3 nodes ready, ${st.metaGroups} data groups + the meta group`);
   for (const [i, id] of ids.entries()) {

@@ -28,6 +28,12 @@ export interface FireIntent {
    * slots not yet recorded even if the leader's own intent got to some of them first.
    */
   readonly settlesVersion?: number;
+  /**
+   * The job's version the leader planned this intent from. An update in between (its next slot
+   * may even be the same instant) makes the intent a no-op: its slots and the following slot
+   * were computed from the old definition. Absent in entries written before it existed.
+   */
+  readonly version?: number;
 }
 
 export interface AttemptResultCommand {

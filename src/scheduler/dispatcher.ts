@@ -517,13 +517,24 @@ export class GroupDispatcher {
    * SCHEDULED, at this attempt; at-most-once: DISPATCHED with this attempt started). An attempt
    * waits in the delivery queue for its tenant's or origin's turn; a pause or delete committed
    * meanwhile was acknowledged before anything left, so it wins.
+   *
+   * An update committed meanwhile wins over an at-least-once attempt too: the order carries the
+   * definition it was handed out with, and the job now has another. The run was either
+   * superseded (its slot belongs to the new definition, which did not plan it) or is still
+   * owed; then it goes back to the dispatcher (attemptNotStarted) and out again with the
+   * definition it has now. An at-most-once attempt whose start committed before the update is
+   * already an attempt: it finishes as it started.
    */
   maySend(o: Pick<DeliveryOrder, 'fireId' | 'attempt' | 'job'>): boolean {
     const run = this.sm.runs.get(o.fireId);
     if (this.sm.jobs.pausedOf(o.job.id) !== false || !run) return false;
     if (o.job.delivery === 'at_most_once')
       return run.status === 'DISPATCHED' && run.attempts.length === o.attempt;
-    return run.status === 'SCHEDULED' && run.attempts.length + 1 === o.attempt;
+    return (
+      run.status === 'SCHEDULED' &&
+      run.attempts.length + 1 === o.attempt &&
+      this.sm.jobs.versionOf(o.job.id) === o.job.version
+    );
   }
 
   /**

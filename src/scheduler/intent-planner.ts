@@ -115,7 +115,7 @@ function toOverlapPolicy(job: Job): OverlapPolicy {
 function planJob(job: Job, input: PlanInput): FireIntent | undefined {
   const slot = job.nextFireAtMs;
   if (slot === undefined || slot > input.nowMs + input.lookAheadMs) return undefined;
-  const base = { jobId: job.id, expectedNextFireAtMs: slot };
+  const base = { jobId: job.id, expectedNextFireAtMs: slot, version: job.version };
   if (job.endAtMs !== undefined && slot > job.endAtMs) {
     return { ...base, slots: [], notFired: [], nextFireAtMs: undefined };
   }

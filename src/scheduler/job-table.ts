@@ -386,6 +386,12 @@ export class JobTable {
     return row === -1 ? undefined : this.paused.get(row) === 1;
   }
 
+  /** The job's definition version, undefined when there is no such job. */
+  versionOf(id: string): number | undefined {
+    const row = this.rows.get(id);
+    return row === -1 ? undefined : this.version.get(row);
+  }
+
   /** The job's next slot, undefined when it has none, or null when there is no such job. */
   nextFireOrMissing(id: string): number | undefined | null {
     const row = this.rows.get(id);

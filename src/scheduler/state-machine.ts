@@ -171,8 +171,6 @@ export class SchedulerStateMachine {
       case 'create-job':
         break;
       case 'update-job':
-        this.touchJob(c.jobId);
-        break;
       case 'delete-job':
       case 'pause-job':
       case 'resume-job':
@@ -492,8 +490,28 @@ export class SchedulerStateMachine {
       });
       this.finished.delete(job.id);
       if (c.nextFireAtMs === undefined) this.markFinished(job.id, c.atMs);
+      this.supersede(job.id, version, c.atMs);
       return { ok: true, jobId: job.id, version };
     });
+  }
+
+  /**
+   * The new definition owns every slot from the update's stamp on (docs/schedules.md): runs the
+   * old one planned for those slots and nobody has attempted yet are CANCELLED, with the reason
+   * saying which version superseded them. The new definition plans its own slots from the
+   * update's next slot; one that both definitions have gets its run back (addRun), so it fires
+   * once, with the new definition. Runs already attempted keep going to their outcome (an
+   * at-most-once start committed before the update, an attempt in flight, a retry), and so do
+   * manual runs (trigger, backfill) and slots before the stamp, which the old definition owed.
+   */
+  private supersede(jobId: string, version: number, atMs: number): void {
+    const reason = this.keep.shared(supersededReason(version));
+    for (const id of this.runsByJob.get(jobId) ?? []) {
+      const run = this.runs.get(id)!;
+      if (run.status !== 'SCHEDULED' || run.attempts.length > 0 || run.manual) continue;
+      if (run.slotMs < atMs) continue;
+      this.finish(run, 'CANCELLED', reason, atMs);
+    }
   }
 
   private deleteJob(jobId: string, atMs: number): ApplyResult {
@@ -601,6 +619,7 @@ export class SchedulerStateMachine {
     if (!job) return false;
     if (intent.settlesVersion !== undefined) return this.applySettle(job, intent, atMs);
     if (job.nextFireAtMs !== intent.expectedNextFireAtMs) return false;
+    if (intent.version !== undefined && intent.version !== job.version) return false;
     for (const slot of intent.slots) {
       // Paused between planning and commit: the pause wins and the slot is recorded.
       if (job.paused) this.addRun(job.id, slot, 'SKIPPED', 'paused', atMs, false);
@@ -647,7 +666,12 @@ export class SchedulerStateMachine {
     return true;
   }
 
-  /** Creates the run of (job, slot) unless it exists: runs are unique per slot. */
+  /**
+   * Creates the run of (job, slot) unless it exists: runs are unique per slot. The one
+   * exception is a run an update superseded before anyone attempted it: the new definition
+   * owns that slot too, so the run is planned afresh under the same fire id (the receiver never
+   * saw it).
+   */
   private addRun(
     jobId: string,
     slotMs: number,
@@ -657,7 +681,9 @@ export class SchedulerStateMachine {
     manual: boolean,
   ): Run | undefined {
     const fireId = fireIdOf(jobId, slotMs);
-    if (this.runs.has(fireId)) return undefined;
+    const prior = this.runs.get(fireId);
+    if (prior !== undefined && !(manual === prior.manual && isSupersededUnattempted(prior)))
+      return undefined;
     const run: Run = {
       fireId,
       jobId,
@@ -671,6 +697,8 @@ export class SchedulerStateMachine {
       manual,
     };
     this.runs.set(fireId, run);
+    // A superseded run planned again keeps its place in the history (its fire id is there).
+    if (prior !== undefined) return run;
     let list = this.runsByJob.get(jobId);
     if (!list) this.runsByJob.set(jobId, (list = []));
     list.push(fireId);
@@ -930,6 +958,22 @@ export class SchedulerStateMachine {
     for (const [k, v] of s.finished) this.finished.set(k, v);
     this.appliedCommands = s.appliedCommands;
   }
+}
+
+/** The reason of a run an update to `version` cancelled before it was attempted. */
+export function supersededReason(version: number): string {
+  return `${SUPERSEDED_REASON_PREFIX}${version}`;
+}
+
+export const SUPERSEDED_REASON_PREFIX = 'superseded by update to version ';
+
+function isSupersededUnattempted(run: Run): boolean {
+  return (
+    run.status === 'CANCELLED' &&
+    run.attempts.length === 0 &&
+    run.reason !== undefined &&
+    run.reason.startsWith(SUPERSEDED_REASON_PREFIX)
+  );
 }
 
 function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {

@@ -62,6 +62,7 @@ t.test('an on-time slot inside the look-ahead becomes an intent with the next sl
     {
       jobId: 'j1',
       expectedNextFireAtMs: T0 + MIN,
+      version: 1,
       slots: [T0 + MIN],
       notFired: [],
       nextFireAtMs: T0 + 2 * MIN,

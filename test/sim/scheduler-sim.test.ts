@@ -59,6 +59,10 @@ t.test(`${SEEDS.length} scheduler seeds with faults keep every invariant`, (t) =
     'at-least-once duplicates and UNKNOWN runs happen',
   );
   t.ok(n('missed') > 100 && n('skipped') > 100 && n('dead') > 100, 'MISSED, SKIPPED, DEAD runs');
+  t.ok(
+    n('updates') > 500 && n('superseded') > 20 && n('queuedRefused') > 10,
+    'updates superseded planned runs, and held deliveries were refused at the send',
+  );
   t.end();
 });
 

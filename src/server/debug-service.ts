@@ -75,6 +75,12 @@ export class DebugServer {
       case 'delete-job':
       case 'trigger-job':
         return this.admin.jobCommand(req['op'], jobId);
+      case 'update-job':
+        return this.admin.updateJob(
+          jobId,
+          req['spec'],
+          typeof req['expectedVersion'] === 'number' ? req['expectedVersion'] : undefined,
+        );
       case 'get-job':
         return this.admin.getJob(jobId);
       default:

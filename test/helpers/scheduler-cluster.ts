@@ -95,6 +95,15 @@ export class SchedulerCluster {
     })) as Job;
   }
 
+  /** Replaces the job's definition (UpdateJob's path); the reply is the job after it. */
+  async updateJob(jobId: string, spec: Record<string, unknown>): Promise<Job> {
+    return (await this.cluster.scheduler({
+      op: 'update-job',
+      jobId,
+      spec: { tenant: TENANT, name: jobId, target: { url: `${this.sink.url}/hook` }, ...spec },
+    })) as Job;
+  }
+
   async getJob(jobId: string): Promise<{ job: Job; runs: Run[] }> {
     return (await this.cluster.scheduler({ op: 'get-job', jobId })) as { job: Job; runs: Run[] };
   }

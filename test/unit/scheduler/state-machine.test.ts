@@ -473,3 +473,112 @@ t.test('determinism: replicas agree byte for byte, with and without a snapshot r
   }
   t.end();
 });
+
+// ---------------------------------------------------------------------------------------
+// An update owns the future
+
+function update(sm: SchedulerStateMachine, atMs: number, nextFireAtMs: number, over = {}) {
+  return sm.applyCommand({
+    op: 'update-job',
+    atMs,
+    jobId: 'j1',
+    spec: spec({ schedule: '*/7 * * * * *', ...over }),
+    nextFireAtMs,
+    expectedVersion: undefined,
+  });
+}
+
+t.test(
+  'an update cancels the unattempted runs its old definition planned from its stamp on',
+  (t) => {
+    const sm = new SchedulerStateMachine();
+    create(sm);
+    const s1 = T0 + MIN;
+    intent(sm, 'j1', s1, s1 + 10_000);
+    intent(sm, 'j1', s1 + 10_000, s1 + 20_000);
+    intent(sm, 'j1', s1 + 20_000, s1 + 30_000);
+    // s1 was attempted (a retry waits); s1 + 20 s is a manual trigger's slot as well.
+    sm.applyCommand({
+      op: 'attempt-result',
+      atMs: s1 + 100,
+      fireId: `j1:${s1}`,
+      attempt: 1,
+      token: nextToken(0, 1),
+      outcome: 'retry',
+      statusCode: 503,
+      durationMs: 50,
+      error: undefined,
+      responseExcerpt: undefined,
+      retryAtMs: s1 + 25_000,
+    });
+    sm.applyCommand({ op: 'trigger-job', atMs: s1 + 15_000, jobId: 'j1', slotMs: s1 + 15_000 });
+    const stamp = s1 + 5000;
+    t.same(update(sm, stamp, s1 + 7000), { ok: true, jobId: 'j1', version: 2 });
+    const st = (slot: number) => {
+      const r = sm.runs.get(`j1:${slot}`);
+      return [r?.status, r?.reason];
+    };
+    t.same(st(s1), ['SCHEDULED', undefined], 'attempted before the update: its retry goes on');
+    t.same(st(s1 + 10_000), ['CANCELLED', 'superseded by update to version 2']);
+    t.same(st(s1 + 20_000), ['CANCELLED', 'superseded by update to version 2']);
+    t.same(st(s1 + 15_000), ['SCHEDULED', undefined], 'a manual run is not the schedule’s');
+    t.equal(sm.jobs.get('j1')?.nextFireAtMs, s1 + 7000);
+    t.end();
+  },
+);
+
+t.test('a slot both definitions own is planned again, once, under the same fire id', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const s1 = T0 + MIN;
+  intent(sm, 'j1', s1, s1 + 60_000);
+  update(sm, s1 - 500, s1, { schedule: '* * * * *', payload: '{"v":2}' });
+  t.equal(sm.runs.get(`j1:${s1}`)?.status, 'CANCELLED', 'superseded first');
+  const history = sm.runsOf('j1').length;
+  sm.applyCommand({
+    op: 'fire-intents',
+    atMs: s1 - 400,
+    term: 1,
+    intents: [
+      {
+        jobId: 'j1',
+        expectedNextFireAtMs: s1,
+        version: 2,
+        slots: [s1],
+        notFired: [],
+        nextFireAtMs: s1 + MIN,
+      },
+    ],
+  });
+  const run = sm.runs.get(`j1:${s1}`);
+  t.equal(run?.status, 'SCHEDULED', 'the new definition planned it again');
+  t.equal(run?.reason, undefined);
+  t.equal(sm.runsOf('j1').length, history, 'one run per slot in the history');
+  t.end();
+});
+
+t.test('an intent planned from the old version is a no-op, even for the same next slot', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm);
+  const s1 = T0 + MIN;
+  // The update's first slot happens to be the slot the old intent expected.
+  update(sm, s1 - 2000, s1);
+  sm.applyCommand({
+    op: 'fire-intents',
+    atMs: s1 - 1000,
+    term: 1,
+    intents: [
+      {
+        jobId: 'j1',
+        expectedNextFireAtMs: s1,
+        version: 1,
+        slots: [s1],
+        notFired: [],
+        nextFireAtMs: s1 + MIN,
+      },
+    ],
+  });
+  t.equal(sm.runs.get(`j1:${s1}`), undefined, 'no run from the old definition');
+  t.equal(sm.jobs.get('j1')?.nextFireAtMs, s1, 'the job does not follow the old schedule');
+  t.end();
+});

@@ -15,7 +15,8 @@
  *   under any policy);
  * - SKIPPED `paused`: only when an order consistent with the history had the job paused around
  *   the slot; `run_in_flight` only under overlap skip; `buffer_full` only under buffer_one/all;
- * - CANCELLED: only if a delete (or bulk cancel) was issued;
+ * - CANCELLED: only if a delete (or bulk cancel) was issued, or, with the reason
+ *   `superseded by update to version N`, an update (the new definition owns the slot's time);
  * - UNKNOWN: only for an at-most-once job.
  */
 import { formatInstant } from '../../src/schedule/civil.js';
@@ -129,12 +130,15 @@ function checkRecordReasons(
   const deleteIssued = ctx
     .actionsOn(jobId)
     .some((op) => (op.f === 'delete' || op.f === 'bulk-cancel') && op.outcome !== 'fail');
+  const updateIssued = ctx
+    .actionsOn(jobId)
+    .some((op) => op.f === 'update' && op.outcome !== 'fail');
   let checked = 0;
   for (const [slotMs, runs] of records) {
     const reported = new Set<string>();
     for (const run of runs) {
       checked++;
-      const why = whyNotAllowed(ctx, run, defs, segments, deleteIssued);
+      const why = whyNotAllowed(ctx, run, defs, segments, deleteIssued, updateIssued);
       const key = `${run.status}/${run.reason ?? ''}`;
       if (why === undefined || reported.has(key)) continue;
       reported.add(key);
@@ -158,6 +162,7 @@ function whyNotAllowed(
   defs: readonly JobDefinition[],
   segments: readonly JobSegment[],
   deleteIssued: boolean,
+  updateIssued: boolean,
 ): string | undefined {
   const sT = ctx.tOf(run.slotMs);
   const { lookAheadMs, inFlightSlackMs } = ctx.tolerances;
@@ -196,6 +201,8 @@ function whyNotAllowed(
       return 'no policy gives this reason';
     }
     case 'CANCELLED':
+      if (run.reason?.startsWith('superseded by update to version '))
+        return updateIssued ? undefined : 'no update of the job was issued';
       return deleteIssued ? undefined : 'no delete or bulk cancel of the job was issued';
     case 'UNKNOWN':
       return defs.some((d) => d.delivery === 'at_most_once')

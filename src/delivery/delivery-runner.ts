@@ -448,7 +448,7 @@ export class DeliveryRunner {
   }
 }
 
-/** An attempt that never started: its owner's leadership ended, or its job was paused or deleted. */
+/** An attempt that never started: its owner's leadership ended, or its job was paused, deleted or updated. */
 export function notStartedReport(verdict: 'drop' | 'cancel', before: string): AttemptReport {
   return {
     outcome: 'retry',
@@ -457,7 +457,7 @@ export function notStartedReport(verdict: 'drop' | 'cancel', before: string): At
     error:
       verdict === 'drop'
         ? `leadership or its lease ended before ${before}`
-        : `job paused or deleted before ${before}`,
+        : `job paused, deleted or updated before ${before}`,
     responseExcerpt: '',
     isProvablyUndelivered: true,
   };

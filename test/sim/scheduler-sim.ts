@@ -507,7 +507,8 @@ export class SchedulerSim {
       gracefulP: maybe(0.6, 0.15),
       rxOutageP: maybe(0.3, 0.05),
       fullStopP: 0.3,
-      queueP: maybe(0.6, 0.4),
+      // Drawn in start(), for runs with faults only: a scripted (calm) scenario's draws stay.
+      queueP: 0,
       clientEveryMs: 150 + r.int(400),
       maxJobs: 6 + r.int(10),
       rx5xxP: maybe(0.6, 0.15),
@@ -1733,6 +1734,8 @@ export class SchedulerSim {
       `seed ${this.opts.seed} epoch ${this.epochName} t0 ${this.t0} profile ${JSON.stringify(this.profile)}`,
     );
     if (this.opts.calm) return;
+    if (this.opts.profile?.queueP === undefined)
+      this.profile.queueP = this.rand.chance(0.6) ? this.rand.float() * 0.4 : 0;
     this.q.push(300, { kind: 'fault' });
     // A first batch of jobs, then a steady trickle of operations.
     const initial = 3 + this.rand.int(4);

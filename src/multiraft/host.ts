@@ -114,6 +114,8 @@ export class MultiRaftHost {
   private scheduled = false;
   private interval: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** holdElections(): only leaders are ticked, so no replica here starts an election. */
+  private electionsHeld = false;
   private idleWaiters: (() => void)[] = [];
   /** Replicas to delete at the start of the next turn (see removeGroup). */
   private removals: { groupId: number; done: () => void; fail: (err: unknown) => void }[] = [];
@@ -194,6 +196,16 @@ export class MultiRaftHost {
   start(): void {
     this.interval = setInterval(() => this.wake(), this.opts.tickMs);
     this.wake();
+  }
+
+  /**
+   * From now on no replica here starts an election on its own (a node that is stopping): only
+   * leaders are ticked, so they keep their heartbeats, check-quorum and transfer time-outs,
+   * while followers' election timers stand still. A replica still votes, and still campaigns
+   * when a leader hands it the group (timeout-now) or the node asks it to.
+   */
+  holdElections(): void {
+    this.electionsHeld = true;
   }
 
   /** Stops the loop after the current turn; pending work fails. */
@@ -306,7 +318,7 @@ export class MultiRaftHost {
     const readies: [GroupReplica, Ready][] = [];
     const updates: GroupUpdate[] = [];
     for (const g of this.groups.values()) {
-      if (ticks > 0) g.node.tick(ticks);
+      if (ticks > 0 && (!this.electionsHeld || g.isLeader)) g.node.tick(ticks);
       g.drain();
       if (!g.node.hasReady()) continue;
       const rd = g.node.ready();

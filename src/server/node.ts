@@ -60,6 +60,7 @@ export class TickraftNode {
   /** Groups whose balancing hand-over waits for a meta ReadIndex. */
   private readonly balanceReading = new Set<number>();
   private stopping = false;
+  private shutdownOnce: Promise<{ transferred: number; remaining: number }> | undefined;
   metrics!: NodeMetrics;
   private ops: OpsHttpServer | undefined;
   /** The port /metrics is served on (after start), when --metrics-listen is given. */
@@ -263,6 +264,8 @@ export class TickraftNode {
 
   /** Membership changes: peers, replicas created for moves here, replicas that left. */
   private wireMembership(): void {
+    // Peers may still hold this node's stopping flag from its last shutdown: clear it.
+    this.transport.setStopping(false);
     this.membership = new MembershipRuntime({
       selfId: this.config.id,
       host: this.host,
@@ -477,53 +480,93 @@ export class TickraftNode {
 
   /**
    * Whether handing a group to `id` can work now: it is still a voter of the group (a move may
-   * have taken it out), an active member (not draining, not removed), and it answers and is
-   * caught up. Handing over to a dead or lagging node would pause the group's deliveries for
-   * the whole drain and transfer bound, for nothing.
+   * have taken it out), an active member (not draining, not removed), live and caught up.
+   * Handing over to a dead, stopping or lagging node leaves the group planning nothing until
+   * Raft gives the transfer up, and a slot due meanwhile fires late or is missed.
    */
   private mayLeadNow(replica: GroupReplica, id: NodeId): boolean {
     const raft = replica.node.raft;
     if (!raft.confState.voters.includes(id)) return false;
     if (this.meta.initialized && this.meta.members.get(id)?.state !== 'active') return false;
-    // A new leader's progress starts at match 0: a live peer passes once it has answered.
+    if (!this.isLivePeer(id)) return false;
+    // Caught up: it holds everything committed (a new leader's progress starts at match 0, so
+    // a live peer passes once it has answered).
     const pr = raft.progress.get(id);
-    if (pr === undefined || pr.match + 64 < raft.log.committed) return false;
+    if (pr === undefined || pr.match < raft.log.committed) return false;
     // A quiesced group hears nothing from caught-up followers, so recentActive is stale there
-    // (a node back from a restart would never look active); the peer stream to the node says
-    // whether it is up, and a follower that came back behind wakes the group by answering the
-    // leader's beacon.
-    if (replica.node.isQuiesced()) return this.transport.peerState(id) === 'ready';
-    return pr.recentActive;
+    // (a node back from a restart would never look active); the peer stream says it is up, and
+    // a follower that came back behind wakes the group by answering the leader's beacon.
+    return replica.node.isQuiesced() || pr.recentActive;
   }
 
   /**
-   * Graceful stop: hand every leadership to another voter (data groups drain their in-flight
-   * attempts first), wait (bounded) until none is left here, then stop the loop and close the
-   * transport and the store.
+   * A peer that may be handed a leadership at all: our stream to it is up (it drops within
+   * moments of the process exiting) and its last frame did not say it is stopping.
    */
-  async shutdown(): Promise<{ transferred: number; remaining: number }> {
+  private isLivePeer(id: NodeId): boolean {
+    return this.transport.peerState(id) === 'ready' && !this.transport.isPeerStopping(id);
+  }
+
+  /**
+   * Graceful stop, run once however many signals ask for it. The node first tells its peers it
+   * is stopping (they hand it nothing from then on), holds its own elections, and listens for
+   * half an election timeout: nodes stopped by the same Ctrl-C, `docker compose down` or
+   * orchestrator announce themselves within moments. Then every leadership goes to a live voter
+   * that is not stopping (data groups drain their in-flight attempts first); a group with no
+   * such voter stays here and only drains. A node whose every peer is stopping therefore hands
+   * nothing over and stops at once, and stopping the whole cluster moves no leadership. All of
+   * it is bounded by --shutdown-timeout-ms; then the loop, the transport and the store stop.
+   */
+  shutdown(): Promise<{ transferred: number; remaining: number }> {
+    this.shutdownOnce ??= this.shutdownNow();
+    return this.shutdownOnce;
+  }
+
+  private async shutdownNow(): Promise<{ transferred: number; remaining: number }> {
     this.stopping = true;
     if (this.campaignTimer) clearTimeout(this.campaignTimer);
     const deadline = Date.now() + this.config.shutdownTimeoutMs;
-    let transferred = 0;
-    const led = () => [...this.host.groups.values()].filter((g) => g.isLeader);
-    for (let round = 0; led().length > 0 && Date.now() < deadline; round++) {
-      let asked = 0;
+    this.transport.setStopping(true);
+    // A follower here that campaigned now would take a group this node is about to leave.
+    this.host.holdElections();
+    const led = (): GroupReplica[] => [...this.host.groups.values()].filter((g) => g.isLeader);
+    const hasLivePeer = (): boolean =>
+      [...this.host.groups.values()].some((g) =>
+        g.node.raft.confState.voters.some((id) => id !== this.config.id && this.isLivePeer(id)),
+      );
+    if (led().length > 0 && hasLivePeer()) {
+      const listenMs = (this.config.raft.electionTimeoutTicks * this.config.tickMs) / 2;
+      await sleep(Math.min(listenMs, Math.max(0, deadline - Date.now())));
+    }
+    const handedOver = new Set<number>();
+    while (Date.now() < deadline) {
+      let handing = 0;
       for (const g of led()) {
-        const target = this.bestTransferTarget(g.groupId);
-        if (target) {
-          if (g.groupId === META_GROUP_ID)
-            this.host.report(g.groupId, { kind: 'transfer-leader', to: target });
-          else this.scheduler.handOver(g.groupId, target);
-          asked++;
-          if (round === 0) transferred++;
+        const target = this.stopTargetFor(g);
+        if (g.groupId === META_GROUP_ID) {
+          if (target === undefined) continue;
+          this.host.report(g.groupId, { kind: 'transfer-leader', to: target });
+        } else {
+          const current = this.scheduler.handOverTargetOf(g.groupId);
+          // A target that announced its own stop meanwhile is dropped; the group drains on.
+          if (current !== undefined && current !== target) this.scheduler.cancelHandOver(g.groupId);
+          if (target === undefined) continue;
+          this.scheduler.handOver(g.groupId, target);
         }
+        handedOver.add(g.groupId);
+        handing++;
       }
-      // Groups with no other voter (a single-node cluster) have nobody to hand over to.
-      if (asked === 0) break;
+      if (handing === 0) break;
       await sleep(Math.min(200, this.config.tickMs * 4));
     }
+    // The groups still led here had nobody to go to: their in-flight attempts finish and their
+    // results commit, within the bound, before the deliveries are cut.
+    const kept = led().filter((g) => g.groupId !== META_GROUP_ID);
+    await Promise.all(
+      kept.map((g) => this.scheduler.drain(g.groupId, Math.max(0, deadline - Date.now()))),
+    );
     const remaining = led().length;
+    const transferred = [...handedOver].filter((id) => !this.host.groups.get(id)?.isLeader).length;
     this.scheduler.stop();
     this.runner.close();
     this.workers.close();
@@ -537,19 +580,27 @@ export class TickraftNode {
     return { transferred, remaining };
   }
 
-  private bestTransferTarget(groupId: number): NodeId | undefined {
-    const g = this.host.groups.get(groupId);
-    if (!g) return undefined;
-    const st = g.node.status();
+  /**
+   * Where a stopping node hands a group: the target of a hand-over under way while it stays
+   * fit, else the live voter that is not stopping with the longest log; none when no voter
+   * qualifies (every peer is stopping or down).
+   */
+  private stopTargetFor(g: GroupReplica): NodeId | undefined {
+    const raft = g.node.raft;
+    const fit = (id: NodeId): boolean =>
+      id !== this.config.id &&
+      raft.confState.voters.includes(id) &&
+      this.meta.members.get(id)?.state !== 'removed' &&
+      this.isLivePeer(id);
+    const current = this.scheduler.handOverTargetOf(g.groupId);
+    if (current !== undefined && fit(current)) return current;
     let best: NodeId | undefined;
     let bestMatch = -1;
-    for (const id of st.confState.voters) {
-      if (id === this.config.id) continue;
-      const pr = st.progress.get(id);
-      if (pr && pr.match > bestMatch) {
-        best = id;
-        bestMatch = pr.match;
-      }
+    for (const id of raft.confState.voters) {
+      const pr = raft.progress.get(id);
+      if (pr === undefined || !fit(id) || pr.match <= bestMatch) continue;
+      best = id;
+      bestMatch = pr.match;
     }
     return best;
   }

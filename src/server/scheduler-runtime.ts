@@ -84,6 +84,8 @@ interface HandOver {
   readonly to: NodeId;
   readonly sinceMs: number;
   askedAtMs: number;
+  /** Raft took the transfer on (leadTransferee was `to`) at some step since it was asked. */
+  transferSeen: boolean;
 }
 
 export interface SchedulerRuntimeStats {
@@ -460,7 +462,27 @@ export class SchedulerRuntime {
     }
     if (this.handOvers.has(groupId)) return;
     g.dispatcher.beginDrain();
-    this.handOvers.set(groupId, { to, sinceMs: this.opts.clock.nowMs(), askedAtMs: 0 });
+    this.handOvers.set(groupId, {
+      to,
+      sinceMs: this.opts.clock.nowMs(),
+      askedAtMs: 0,
+      transferSeen: false,
+    });
+  }
+
+  /** The node a hand-over of the group under way goes to, if one is. */
+  handOverTargetOf(groupId: number): NodeId | undefined {
+    return this.handOvers.get(groupId)?.to;
+  }
+
+  /**
+   * Gives a hand-over up (its target is no longer fit to lead, e.g. it announced it is
+   * stopping): the group dispatches again here. A transfer Raft already took on runs out on
+   * its own within an election timeout.
+   */
+  cancelHandOver(groupId: number): void {
+    if (!this.handOvers.delete(groupId)) return;
+    this.groups.get(groupId)?.dispatcher.endDrain();
   }
 
   /**
@@ -500,6 +522,21 @@ export class SchedulerRuntime {
       }
       const drained = g.dispatcher.isDrained || nowMs - h.sinceMs > drainMaxMs;
       if (!drained) continue;
+      if (h.askedAtMs !== 0) {
+        if (replica.node.raft.leadTransferee === h.to) {
+          h.transferSeen = true;
+          continue;
+        }
+        if (h.transferSeen) {
+          // Raft gave the transfer up (the target did not take over within an election
+          // timeout: it is down, stopping or behind). Lead on at once and dispatch again, rather
+          // than leave the group planning nothing while the target is away; whoever asked for
+          // the hand-over decides whether to ask again.
+          g.dispatcher.endDrain();
+          this.handOvers.delete(groupId);
+          continue;
+        }
+      }
       if (h.askedAtMs !== 0 && nowMs - h.askedAtMs < 1000) continue;
       if (h.askedAtMs !== 0 && nowMs - h.sinceMs > drainMaxMs + 5000) {
         // The transfer keeps failing (target lagging or gone): lead on, and dispatch again.

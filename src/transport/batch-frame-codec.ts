@@ -39,6 +39,8 @@ export interface ParsedBatchFrame {
   readonly to: NodeId;
   readonly messages: FrameMessage[];
   readonly heartbeats: CompactHeartbeat[];
+  /** The sender is stopping (BatchFrame.stopping). */
+  readonly stopping: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -53,6 +55,7 @@ const FRAME_FROM = 1;
 const FRAME_TO = 2;
 const FRAME_MESSAGES = 3;
 const FRAME_HEARTBEATS = 4;
+const FRAME_STOPPING = 5;
 
 const MSG_GROUP_ID = 1;
 const MSG_TYPE = 2;
@@ -268,9 +271,11 @@ export function encodeBatchFrameBytes(
   to: NodeId,
   messages: readonly FrameMessage[],
   heartbeats: readonly CompactHeartbeat[],
+  stopping = false,
 ): Buffer {
   const messageSizes = new Array<number>(messages.length);
-  let size = stringFieldSize(from) + stringFieldSize(to);
+  // A bool set is one tag byte and one value byte; false is left out.
+  let size = stringFieldSize(from) + stringFieldSize(to) + (stopping ? 2 : 0);
   for (let i = 0; i < messages.length; i++) {
     const s = groupMessageSize(messages[i]!);
     messageSizes[i] = s;
@@ -317,6 +322,7 @@ export function encodeBatchFrameBytes(
     w.varintField(HB_CONTEXT, m.context);
     w.varintField(HB_AFTER_MESSAGES, h.afterMessages);
   }
+  w.varintField(FRAME_STOPPING, stopping ? 1 : 0);
   if (w.pos !== size) assertionFailed(`batch frame encoded to ${w.pos} bytes, sized ${size}`);
   return w.buf;
 }
@@ -698,6 +704,7 @@ export function parseBatchFrame(bytes: Buffer): ParsedBatchFrame {
   const r = new Reader(bytes);
   let from = '';
   let to = '';
+  let stopping = false;
   // Pass 1: the frame's own fields, and where its messages and heartbeats are.
   const spans: number[] = [];
   while (r.pos < end) {
@@ -711,6 +718,11 @@ export function parseBatchFrame(bytes: Buffer): ParsedBatchFrame {
       case FRAME_TO:
         if (wt !== LEN) wrongWireType('to', wt);
         to = r.string(end);
+        break;
+      case FRAME_STOPPING:
+        if (wt !== VARINT) wrongWireType('stopping', wt);
+        // A proto3 bool: any non-zero varint is true.
+        stopping = r.varint(end) !== 0;
         break;
       case FRAME_MESSAGES:
       case FRAME_HEARTBEATS: {
@@ -744,5 +756,5 @@ export function parseBatchFrame(bytes: Buffer): ParsedBatchFrame {
       }
     }
   }
-  return { from, to, messages, heartbeats };
+  return { from, to, messages, heartbeats, stopping };
 }

@@ -68,6 +68,13 @@ export class PeerClient {
   private readonly snapshots = new Set<SnapshotSend>();
   private closing: Promise<void> | undefined;
   private readonly frameOverheadBytes: number;
+  /** This node is stopping: every frame says so (BatchFrame.stopping). */
+  private stopping = false;
+  /**
+   * The peer has not yet been told this node's stopping flag on the current stream: the next
+   * flush writes a frame even if nothing is queued. Every new stream starts out so.
+   */
+  private flagPending = false;
 
   constructor(
     private readonly selfId: NodeId,
@@ -129,6 +136,18 @@ export class PeerClient {
       }
     }
     if (dropped.length > 0) this.dropAll(dropped);
+    if (this.stateValue === 'idle') this.connect();
+    else if (this.stateValue === 'ready') this.scheduleFlush();
+  }
+
+  /**
+   * Tells the peer whether this node is stopping: every later frame carries the flag, and one
+   * frame goes out now even if nothing else is queued (connecting first if need be).
+   */
+  announce(stopping: boolean): void {
+    this.stopping = stopping;
+    if (this.stateValue === 'closed') return;
+    this.flagPending = true;
     if (this.stateValue === 'idle') this.connect();
     else if (this.stateValue === 'ready') this.scheduleFlush();
   }
@@ -215,6 +234,9 @@ export class PeerClient {
     clearTimeout(this.connectTimer);
     this.stateValue = 'ready';
     this.readySinceMs = SystemClock.monotonicMs();
+    // A new stream may reach a new process of the peer: the flag goes first, with whatever is
+    // queued or alone.
+    this.flagPending = true;
     this.scheduleFlush();
   }
 
@@ -280,7 +302,11 @@ export class PeerClient {
 
   private flush(): void {
     const call = this.call;
-    if (call === undefined || this.stateValue !== 'ready' || this.queue.length === 0) return;
+    if (call === undefined || this.stateValue !== 'ready') return;
+    if (this.queue.length === 0) {
+      if (this.flagPending && !this.needsDrain) this.writeFrame(call, []);
+      return;
+    }
     const inflightMax = INFLIGHT_FRAMES_MAX * this.limits.maxFrameBytes;
     const batch = this.queue;
     let i = 0;
@@ -299,7 +325,13 @@ export class PeerClient {
   }
 
   private writeFrame(call: ClientStream, messages: GroupMessage[]): void {
-    const bytes = encodeBatchFrame({ from: this.selfId, to: this.peerId, messages });
+    const bytes = encodeBatchFrame({
+      from: this.selfId,
+      to: this.peerId,
+      messages,
+      stopping: this.stopping,
+    });
+    this.flagPending = false;
     this.counters.sentFrameCount++;
     this.counters.sentMessageCount += messages.length;
     this.counters.sentBytes += bytes.length;

@@ -38,6 +38,8 @@ export interface PeerServerContext {
   readonly counters: CounterTable;
   onMessages(from: NodeId, msgs: GroupMessage[]): void;
   isGroupHosted(groupId: number): boolean;
+  /** Each valid frame's BatchFrame.stopping, before its messages are delivered. */
+  onPeerStopping(from: NodeId, stopping: boolean): void;
 }
 
 /** Headroom over maxFrameBytes the server accepts, for peers configured a little differently. */
@@ -157,6 +159,7 @@ export class PeerServer {
       counters.receivedMessageCount += frame.messages.length;
       counters.receivedBytes += bytes.length;
 
+      this.ctx.onPeerStopping(sender, frame.stopping);
       const { hosted, notHosted } = this.splitByHosting(frame.messages);
       if (hosted.length > 0) this.ctx.onMessages(sender, hosted);
       if (notHosted.length > 0) {

@@ -45,6 +45,10 @@ export class PeerTransport {
   private state: TransportState = 'new';
   private portValue = 0;
   private closing: Promise<void> | undefined;
+  /** This node is stopping (setStopping): every frame to every peer says so. */
+  private stoppingSelf = false;
+  /** Peers whose last frame said they are stopping (a restarted peer's first frame clears it). */
+  private readonly stoppingPeers = new Set<NodeId>();
 
   constructor(options: PeerTransportOptions) {
     this.limits = compileOptions(options);
@@ -63,6 +67,10 @@ export class PeerTransport {
       counters: this.counterTable,
       onMessages: (from, msgs) => this.whileOpen(() => options.onMessages(from, msgs)),
       isGroupHosted: (groupId) => options.isGroupHosted(groupId),
+      onPeerStopping: (from, stopping) => {
+        if (stopping) this.stoppingPeers.add(from);
+        else this.stoppingPeers.delete(from);
+      },
     });
   }
 
@@ -165,6 +173,23 @@ export class PeerTransport {
     return this.clients.get(nodeId)?.queuedBytes ?? 0;
   }
 
+  /**
+   * Tells every known peer whether this node is stopping, at once (a stream is opened where
+   * none is), and marks every later frame so. A node calls it with false once it serves, so a
+   * peer that kept the flag from this node's last shutdown learns it is back, and with true
+   * when its graceful stop begins, so no peer hands it a leadership meanwhile.
+   */
+  setStopping(stopping: boolean): void {
+    if (this.state === 'closed') return;
+    this.stoppingSelf = stopping;
+    for (const id of this.addresses.keys()) this.clientFor(id)?.announce(stopping);
+  }
+
+  /** Whether the last frame from `nodeId` said it is stopping (it may have exited since). */
+  isPeerStopping(nodeId: NodeId): boolean {
+    return this.stoppingPeers.has(nodeId);
+  }
+
   /** The connection state towards a peer ('idle' when no stream was ever needed). */
   peerState(nodeId: NodeId): PeerClient['state'] {
     return this.clients.get(nodeId)?.state ?? 'idle';
@@ -190,6 +215,8 @@ export class PeerTransport {
           for (const g of groupIds) this.options.onGroupNotHosted?.(to, g);
         }),
     });
+    // A client made after setStopping(true) (a peer added, or its address changed) says so too.
+    if (this.stoppingSelf) client.announce(true);
     this.clients.set(to, client);
     return client;
   }

@@ -46,11 +46,14 @@ export interface BatchFrame {
   readonly from: NodeId;
   readonly to: NodeId;
   readonly messages: readonly GroupMessage[];
+  /** The sender is stopping and must not be handed a leadership (false when absent). */
+  readonly stopping?: boolean;
 }
 
 /** A decoded frame: the messages array is fresh and the caller's to keep. */
 export interface DecodedBatchFrame extends BatchFrame {
   readonly messages: GroupMessage[];
+  readonly stopping: boolean;
 }
 
 export interface NoticeFrame {
@@ -236,9 +239,9 @@ export function estimateMessageBytes(gm: GroupMessage): number {
   return n;
 }
 
-/** Frame bytes besides its messages (the from/to strings), an upper bound. */
+/** Frame bytes besides its messages (the from/to strings and the stopping flag), an upper bound. */
 export function estimateFrameOverheadBytes(from: NodeId, to: NodeId): number {
-  return stringBytesMax(from) + stringBytesMax(to);
+  return stringBytesMax(from) + stringBytesMax(to) + 2;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +311,7 @@ export function encodeBatchFrame(frame: BatchFrame): Buffer {
       messages.push(gm);
     }
   }
-  return encodeBatchFrameBytes(frame.from, frame.to, messages, heartbeats);
+  return encodeBatchFrameBytes(frame.from, frame.to, messages, heartbeats, frame.stopping);
 }
 
 export function encodeNoticeFrame(notice: NoticeFrame): Buffer {
@@ -481,13 +484,13 @@ function readGroupMessage(value: unknown, path: string): GroupMessage {
 
 /** Decodes and validates one Stream frame; throws MalformedFrameError naming the first bad field. */
 export function decodeBatchFrame(bytes: Buffer): DecodedBatchFrame {
-  const { from, to, messages: full, heartbeats } = parseBatchFrame(bytes);
+  const { from, to, messages: full, heartbeats, stopping } = parseBatchFrame(bytes);
   for (let i = 0; i < full.length; i++) {
     if (full[i]!.message.type === 'snap') {
       fail(`messages[${i}].type`, 'a snapshot travels on SendSnapshot, not in a frame');
     }
   }
-  if (heartbeats.length === 0) return { from, to, messages: full };
+  if (heartbeats.length === 0) return { from, to, messages: full, stopping };
 
   let previousAfter = 0;
   for (let i = 0; i < heartbeats.length; i++) {
@@ -508,7 +511,7 @@ export function decodeBatchFrame(bytes: Buffer): DecodedBatchFrame {
     const gm = full[i];
     if (gm !== undefined) messages.push(gm);
   }
-  return { from, to, messages };
+  return { from, to, messages, stopping };
 }
 
 export function decodeNoticeFrame(bytes: Buffer): NoticeFrame {

@@ -46,7 +46,11 @@ t.test('every message type round-trips with every field preserved', (t) => {
           message: randMessage(r, type, FROM, TO),
         };
         const back = decodeBatchFrame(encodeBatchFrame({ from: FROM, to: TO, messages: [gm] }));
-        t.strictSame(back, { from: FROM, to: TO, messages: [gm] }, `seed ${seed} ${type} #${i}`);
+        t.strictSame(
+          back,
+          { from: FROM, to: TO, messages: [gm], stopping: false },
+          `seed ${seed} ${type} #${i}`,
+        );
       }
     }
   }
@@ -240,7 +244,7 @@ t.test('batch frames we write are what proto-loader reads from the .proto', (t) 
     }
     t.strictSame(
       decoded,
-      { from: FROM, to: TO, messages: full.map(protoMessage), heartbeats },
+      { from: FROM, to: TO, messages: full.map(protoMessage), heartbeats, stopping: false },
       `round ${round}`,
     );
   }
@@ -252,6 +256,7 @@ t.test('batch frames proto-loader writes (every field present) decode to the mes
   for (let round = 0; round < 100; round++) {
     const messages = randFrameMessages(r, 1 + r.int(30));
     // Only full messages: proto-loader writes what it is given, zeros included.
+    const stopping = round % 2 === 1;
     const bytes = rawEncode('BatchFrame', {
       from: FROM,
       to: TO,
@@ -259,9 +264,33 @@ t.test('batch frames proto-loader writes (every field present) decode to the mes
         ...m,
         entries: m.entries.map((e) => ({ ...e, data: Uint8Array.from(e.data) })),
       })),
+      stopping,
     });
-    t.strictSame(decodeBatchFrame(bytes), { from: FROM, to: TO, messages }, `round ${round}`);
+    t.strictSame(
+      decodeBatchFrame(bytes),
+      { from: FROM, to: TO, messages, stopping },
+      `round ${round}`,
+    );
   }
+  t.end();
+});
+
+t.test('the stopping flag round-trips and proto-loader reads it; false stays off the wire', (t) => {
+  const messages: GroupMessage[] = [];
+  for (const stopping of [false, true]) {
+    const bytes = encodeBatchFrame({ from: FROM, to: TO, messages, stopping });
+    t.equal(decodeBatchFrame(bytes).stopping, stopping, `decoded: ${stopping}`);
+    t.equal(
+      (rawDecode('BatchFrame', bytes) as { stopping: boolean }).stopping,
+      stopping,
+      `proto-loader reads ${stopping}`,
+    );
+  }
+  t.equal(
+    encodeBatchFrame({ from: FROM, to: TO, messages, stopping: true }).length,
+    encodeBatchFrame({ from: FROM, to: TO, messages }).length + 2,
+    'the flag costs two bytes when set, none when not',
+  );
   t.end();
 });
 

@@ -319,6 +319,31 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     /^pz\s+acme\s+every 1h\s+paused\s+-\s+\d+$/m,
     'tickctl jobs get: paused, NEXT FIRE -',
   );
+  // jobs create --anchor: the interval counts from the instant given.
+  const anchor = '2025-07-01T09:00:07Z';
+  const made = await tickctl([
+    'jobs',
+    'create',
+    'anchored',
+    '--tenant',
+    'acme',
+    '--schedule',
+    'every 10s',
+    '--anchor',
+    anchor,
+    '--url',
+    `${ac.sink.url}/hook`,
+    '--endpoint',
+    endpoint,
+  ]);
+  t.equal(made.code, 0, `jobs create --anchor: ${made.err}`);
+  const anchored = await c.call<Obj>('JobService', 'GetJob', { jobId: 'anchored' });
+  t.equal((anchored['spec'] as Obj)['anchorMs'], Date.parse(anchor), 'the anchor is the one given');
+  t.equal(
+    ((anchored['nextFireAtMs'] as number) - Date.parse(anchor)) % 10_000,
+    0,
+    'slots 10 s apart from it',
+  );
   const resumed = await retryUnavailable(() =>
     c.call<Obj>('JobService', 'ResumeJob', { jobId: 'pz' }),
   );

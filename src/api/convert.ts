@@ -93,7 +93,9 @@ export function jobSpecOut(s: JobSpec): Msg {
   };
 }
 
+/** A paused job fires nothing until it is resumed, so it shows no next fire. */
 export function jobOut(j: Job, groupId: number): Msg {
+  const next = j.paused ? undefined : j.nextFireAtMs;
   return {
     id: j.id,
     spec: jobSpecOut(j),
@@ -103,8 +105,8 @@ export function jobOut(j: Job, groupId: number): Msg {
     createdAt: isoOf(j.createdAtMs),
     updatedAtMs: j.updatedAtMs,
     updatedAt: isoOf(j.updatedAtMs),
-    nextFireAtMs: j.nextFireAtMs,
-    nextFireAt: isoOf(j.nextFireAtMs),
+    nextFireAtMs: next,
+    nextFireAt: isoOf(next),
     remaining: j.remaining,
     groupId,
   };

@@ -106,6 +106,7 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
   const delivery = oneOf<DeliverySemantics>(
     input.delivery,
     'delivery',
+    'DELIVERY_SEMANTICS_',
     ['at_least_once', 'at_most_once'],
     'at_least_once',
     add,
@@ -135,6 +136,7 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
     policy: oneOf<MisfirePolicyName>(
       misfireIn['policy'],
       'misfire.policy',
+      'MISFIRE_POLICY_',
       ['fire_all', 'fire_once', 'skip'],
       'fire_once',
       add,
@@ -152,6 +154,7 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
     policy: oneOf<OverlapPolicyName>(
       overlapIn['policy'],
       'overlap.policy',
+      'OVERLAP_POLICY_',
       ['allow', 'skip', 'buffer_one', 'buffer_all'],
       'allow',
       add,
@@ -166,7 +169,7 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
   const startAtMs = optInt(input.startAtMs, 'startAtMs', add);
   const endAtMs = optInt(input.endAtMs, 'endAtMs', add);
   if (startAtMs !== undefined && endAtMs !== undefined && endAtMs < startAtMs)
-    add('endAtMs', 'must not be before startAtMs');
+    add('endAtMs', 'must not be before start_at_ms');
   const remainingFires = optInt(input.remainingFires, 'remainingFires', add);
   if (remainingFires !== undefined && remainingFires < 1)
     add('remainingFires', 'must be at least 1 when given');
@@ -429,12 +432,19 @@ export function firstSlotMs(c: CompiledJobSpec, fromMs: number): number | undefi
   return slot;
 }
 
-/** A create for a job that would never fire is refused rather than stored finished. */
-export function requireFirstSlot(c: CompiledJobSpec, nowMs: number): number {
+/**
+ * A create for a job that would never fire is refused rather than stored finished; `field` is
+ * the schedule's path in the request.
+ */
+export function requireFirstSlot(
+  c: CompiledJobSpec,
+  nowMs: number,
+  field = 'spec.schedule',
+): number {
   const slot = firstSlotMs(c, nowMs);
   if (slot === undefined) {
     throw new ValidationError('JOB_SPEC_INVALID', [
-      { field: 'schedule', reason: 'has no slot from now on (an instant in the past, or ended)' },
+      { field, reason: 'has no slot from now on (an instant in the past, or ended)' },
     ]);
   }
   return slot;
@@ -502,16 +512,25 @@ function optInt(value: unknown, field: string, add: Add): number | undefined {
   return value;
 }
 
+/**
+ * An enum field: absent takes `dflt`; anything but one of `allowed` (an unknown number a client
+ * sent, say) is a violation naming the values as the API spells them (`protoPrefix` + name).
+ */
 function oneOf<T extends string>(
   value: unknown,
   field: string,
+  protoPrefix: string,
   allowed: readonly T[],
   dflt: T,
   add: Add,
 ): T {
   if (value === undefined || value === null) return dflt;
   if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
-    add(field, `must be one of ${allowed.join(', ')}`);
+    const names = allowed.map((a) => `${protoPrefix}${a.toUpperCase()}`);
+    add(
+      field,
+      `${JSON.stringify(value)} is not one of ${names.join(', ')} (leave it unset for ${protoPrefix}${dflt.toUpperCase()})`,
+    );
     return dflt;
   }
   return value as T;

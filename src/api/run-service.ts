@@ -50,7 +50,10 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       const status = runStatusIn(req['status']);
       if (req['status'] !== 'RUN_STATUS_UNSPECIFIED' && !RUN_STATUSES.includes(status as RunStatus))
         throw new ValidationError('REQUEST_INVALID', [
-          { field: 'status', reason: `must be one of ${RUN_STATUSES.join(', ')}` },
+          {
+            field: 'status',
+            reason: `${JSON.stringify(req['status'])} is not one of ${RUN_STATUSES.map((s) => `RUN_STATUS_${s}`).join(', ')} (or RUN_STATUS_UNSPECIFIED for every status)`,
+          },
         ]);
       const pageSize = pageSizeOf(num(req, 'pageSize'));
       const scope = `${jobId}/${status ?? ''}`;

@@ -70,7 +70,7 @@ export function jobIdOfFireId(fireId: string): string {
   const at = fireId.lastIndexOf(':');
   if (at <= 0 || !/^\d+$/.test(fireId.slice(at + 1)))
     throw new ValidationError('REQUEST_INVALID', [
-      { field: 'fireId', reason: 'must be <jobId>:<slot ms>, as runs list it' },
+      { field: 'fireId', reason: 'must be <job_id>:<slot ms>, as runs list it' },
     ]);
   return fireId.slice(0, at);
 }
@@ -194,7 +194,14 @@ export class SchedulerAdmin {
         field: 'expectedVersion',
         reason: 'must be a positive integer when given',
       });
-    const compiled = this.compileSpec(spec ?? {}, new JobSpecCompiler(nowMs), 'spec.', violations);
+    const compiled = this.compileSpec(spec ?? {}, new JobSpecCompiler(nowMs), '', violations);
+    // A job belongs to its tenant for life: its runs, quotas and signing secrets are the tenant's.
+    const current = this.node.data.get(this.groupOf(jobId))?.scheduler.jobs.get(jobId);
+    if (compiled && current && compiled.spec.tenant !== current.tenant)
+      violations.push({
+        field: 'spec.tenant',
+        reason: `cannot be changed by an update (the job belongs to ${current.tenant}): delete it and create it under the other tenant`,
+      });
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
     const r = await this.propose(
@@ -204,7 +211,7 @@ export class SchedulerAdmin {
         atMs: nowMs,
         jobId,
         spec: compiled.spec,
-        nextFireAtMs: requireFirstSlot(compiled, nowMs),
+        nextFireAtMs: requireFirstSlot(compiled, nowMs, 'spec.schedule'),
         expectedVersion,
       },
       // An update bound to fail its version check settles nothing: an error changes nothing.
@@ -222,7 +229,7 @@ export class SchedulerAdmin {
     if (!Number.isSafeInteger(fromMs) || fromMs < 0)
       violations.push({ field: 'fromMs', reason: 'must be a time in UTC ms' });
     if (!Number.isSafeInteger(toMs) || toMs <= fromMs)
-      violations.push({ field: 'toMs', reason: 'must be after fromMs' });
+      violations.push({ field: 'toMs', reason: 'must be after from_ms' });
     else if (toMs > nowMs)
       violations.push({
         field: 'toMs',
@@ -419,7 +426,7 @@ export class SchedulerAdmin {
       atMs: nowMs,
       jobId,
       spec: compiled.spec,
-      nextFireAtMs: requireFirstSlot(compiled, nowMs),
+      nextFireAtMs: requireFirstSlot(compiled, nowMs, `${prefix}spec.schedule`),
       requestId:
         typeof req.requestId === 'string' && req.requestId !== '' ? req.requestId : undefined,
     };

@@ -85,7 +85,7 @@ export function apiFieldPath(field: string): string {
   return parts
     .map((p, i) => (i > 0 && parts[i - 1] === 'headers' ? p : snake(p)))
     .join('.')
-    .replace(/^spec\.payload\b/, 'spec.payload_json');
+    .replace(/(^|\.)spec\.payload$/, '$1spec.payload_json');
 }
 
 function snake(segment: string): string {

@@ -60,7 +60,7 @@ export class TenantAdmin {
     const violations: FieldViolation[] = [];
     checkId(req.id, violations);
     const secret = req.secret === '' ? generateSecret() : req.secret;
-    violations.push(...validateSigningSecrets([secret], 'signingSecret'));
+    violations.push(...oneSecret(secret, 'signingSecret'));
     const inflightMax = req.inflightMax ?? DEFAULT_TENANT_INFLIGHT_MAX;
     checkInflight(inflightMax, violations);
     const priorityWeight = req.priorityWeight ?? DEFAULT_PRIORITY_WEIGHT;
@@ -120,7 +120,7 @@ export class TenantAdmin {
   ): Promise<{ tenant: TenantRecord; secret: string }> {
     const violations: FieldViolation[] = [];
     const secret = newSecret === '' ? generateSecret() : newSecret;
-    violations.push(...validateSigningSecrets([secret], 'newSecret'));
+    violations.push(...oneSecret(secret, 'newSecret'));
     const grace = graceMs ?? DEFAULT_ROTATION_GRACE_MS;
     if (!Number.isSafeInteger(grace) || grace < 0 || grace > ROTATION_GRACE_MS_MAX)
       violations.push({
@@ -172,6 +172,11 @@ export class TenantAdmin {
     const r = (await this.node.host.propose(META_GROUP_ID, encodeMetaCommand(c))) as MetaResult;
     if (!r.ok) throw new TenantAdminError(r.code, r.reason);
   }
+}
+
+/** The violations of one secret sent in a singular field, named by that field (no `[0]`). */
+function oneSecret(secret: string, field: string): FieldViolation[] {
+  return validateSigningSecrets([secret], field).map((v) => ({ ...v, field }));
 }
 
 function checkId(id: string, out: FieldViolation[]): void {

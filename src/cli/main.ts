@@ -11,6 +11,7 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { SystemClock } from '../base/clock.js';
+import { packageVersion } from '../config/version.js';
 import { registerClusterCommands } from './commands/cluster.js';
 import { registerJobsCommand } from './commands/jobs.js';
 import { registerPreviewCommand } from './commands/preview.js';
@@ -38,7 +39,8 @@ export function buildProgram(run: CliRun): Command {
     .configureOutput({ writeOut: run.io.writeOut, writeErr: run.io.writeErr })
     .showHelpAfterError('(run with --help for usage)')
     // Commander would call process.exit itself; throwing lets runTickctl pick the exit code.
-    .exitOverride();
+    .exitOverride()
+    .version(packageVersion(), '--version', 'print the version of tickctl and exit');
   registerPreviewCommand(program, run);
   registerJobsCommand(program, run);
   registerRunsCommands(program, run);
@@ -53,7 +55,23 @@ Commands that call a cluster take --endpoint host:port (any node; default 127.0.
 TICKCTL_ENDPOINT), --json and --timeout-ms.
 ${EXIT_CODES_HELP}`,
   );
+  inheritUsageHandling(program, run);
   return program;
+}
+
+/**
+ * Commander copies these settings only to subcommands made with .command() on a command that
+ * already has them; nouns are built on their own and added, so without this walk a usage error
+ * in `jobs list` would make commander call process.exit(1) itself instead of the documented 2.
+ */
+function inheritUsageHandling(cmd: Command, run: CliRun): void {
+  for (const sub of cmd.commands) {
+    sub
+      .configureOutput({ writeOut: run.io.writeOut, writeErr: run.io.writeErr })
+      .showHelpAfterError('(run with --help for usage)')
+      .exitOverride();
+    inheritUsageHandling(sub, run);
+  }
 }
 
 /** Runs tickctl with `argv` (without node and script) and returns the exit code. */

@@ -7,7 +7,7 @@
  * 3 not found; 4 conflict (exists already, version changed, wrong state); 5 the cluster could not
  * answer in time or had no leader (safe to retry; creates with a request id are idempotent).
  */
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import * as grpc from '@grpc/grpc-js';
 import { ApiCallError, ApiClient } from '../api/client.js';
 import { parseInstant } from '../schedule/iso.js';
@@ -146,9 +146,28 @@ export function enumText(value: unknown, prefix: string, lower = false): string 
   return lower ? bare.toLowerCase() : bare;
 }
 
-/** `fire_once` → `MISFIRE_POLICY_FIRE_ONCE`. */
+/** `fire_once` → `MISFIRE_POLICY_FIRE_ONCE` (for a value a choiceOption already checked). */
 export function enumValue(text: string, prefix: string): string {
   return `${prefix}${text.toUpperCase()}`;
+}
+
+/**
+ * An option that takes one of `allowed` (in any letter case; the value is given back as listed),
+ * shown in its --help. Anything else is a usage error naming the flag and the allowed values:
+ * exit 2 and nothing is sent, never a default in place of a mistyped value.
+ */
+export function choiceOption(
+  flags: string,
+  description: string,
+  allowed: readonly string[],
+): Option {
+  const option = new Option(flags, description).choices(allowed);
+  return option.argParser((value: string) => {
+    const found = allowed.find((a) => a.toLowerCase() === value.toLowerCase());
+    if (found === undefined)
+      throw new InvalidArgumentError(`Allowed values are ${allowed.join(', ')}.`);
+    return found;
+  });
 }
 
 export function instant(option: string, text: string): number {

@@ -98,7 +98,7 @@ export function validateRetryPolicy(policy: RetryPolicy, prefix = 'retry'): Fiel
     'maxBackoffMs',
     isIntIn(policy.maxBackoffMs, 0, L.backoffMsMax) &&
       policy.maxBackoffMs >= policy.initialBackoffMs,
-    `must be an integer in [initialBackoffMs, ${L.backoffMsMax}]`,
+    `must be an integer in [initial_backoff_ms, ${L.backoffMsMax}]`,
   );
   check(
     'multiplier',

@@ -273,11 +273,11 @@ function parseInterval(
   }
   if (anchorMs === undefined) {
     violations.push({
-      field: 'anchor',
+      field: 'anchorMs',
       reason: "an interval needs an anchor instant (by default the job's creation time)",
     });
   } else if (!Number.isSafeInteger(anchorMs) || Math.abs(anchorMs) > PERIOD_MS_MAX) {
-    violations.push({ field: 'anchor', reason: `${anchorMs} is not an instant in UTC ms` });
+    violations.push({ field: 'anchorMs', reason: `${anchorMs} is not an instant in UTC ms` });
   }
   if (violations.length > before || periodMs === undefined || anchorMs === undefined) {
     return undefined;
@@ -457,7 +457,7 @@ function parseUncached(text: string, options: ParseScheduleOptions): ParseSchedu
 /**
  * Parses and compiles a schedule.
  * @throws ValidationError with code SCHEDULE_INVALID_* and every violation, each naming its field
- *   (`schedule`, `schedule.<cron field>`, `schedule.every`, `schedule.at`, `timezone`, `anchor`)
+ *   (`schedule`, `schedule.<cron field>`, `schedule.every`, `schedule.at`, `timezone`, `anchorMs`)
  *   and, for text problems, the position.
  */
 export function parseSchedule(text: string, options: ParseScheduleOptions): Schedule {

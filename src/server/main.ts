@@ -8,6 +8,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
 import { ValidationError } from '../base/errors.js';
+import { packageVersion } from '../config/version.js';
 import {
   compileNodeOptions,
   formatHostPort,
@@ -33,6 +34,7 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
   const program = new Command('tickraft')
     .description('tickraft: a Raft-replicated job scheduler cluster')
     .exitOverride()
+    .version(packageVersion(), '--version', 'print the version of tickraft and exit')
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   program
     .command('serve')

@@ -108,11 +108,11 @@ t.test('invalid input: exit 2 and every violation on stderr with its position', 
   t.equal(result.code, 2);
   t.equal(result.stdout, '');
   t.match(result.stderr, /invalid input \(SCHEDULE_INVALID_CRON\)/);
-  t.match(result.stderr, /schedule\.dayOfMonth \(token 2, char 4\): 32 is out of range/);
-  t.match(result.stderr, /schedule\.dayOfWeek \(token 4, char 9\): full day names/);
+  t.match(result.stderr, /schedule\.day_of_month \(token 2, char 4\): 32 is out of range/);
+  t.match(result.stderr, /schedule\.day_of_week \(token 4, char 9\): full day names/);
   t.match(result.stderr, /timezone: unknown time zone 'Foo\/Bar'/);
-  t.match(result.stderr, /from \(char 5\): month 13 is out of range/);
-  t.match(result.stderr, /count: 'many' is not a whole number/);
+  t.match(result.stderr, /--from \(char 5\): month 13 is out of range/);
+  t.match(result.stderr, /--count: 'many' is not a whole number/);
   t.match(result.stderr, /\n\s+0 0 32 \* MONDAY\n\s+\^\^\n/, 'a caret under the bad day');
 });
 

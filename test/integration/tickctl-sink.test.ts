@@ -73,13 +73,25 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       new RegExp(`job hello {2}fire hello:${slotMs} {2}slot \\S+ {2}lag \\d+ms`),
     );
     t.match(sink.out.text, /attempt 1 {2}token 4294967301/);
+    // A backfilled slot three hours back: its age, not a lag of ten million ms.
+    const past = slotMs - 3 * 3_600_000 - 120_000;
+    await fetch(`http://${host}:${port}/hook`, fireRequest(past, TEST_SECRET));
+    await waitFor(sink.out, new RegExp(`fire hello:${past} `));
+    t.match(
+      sink.out.text,
+      new RegExp(
+        `fire hello:${past} {2}slot \\S+ {2}age 3h 2m \\(a backfill or catch-up\\) {2}attempt 1`,
+      ),
+      'a long-past slot is shown by its age',
+    );
+    t.notMatch(sink.out.text, /lag \d{6,}ms/, 'no huge lag number');
     const other = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
     const forged = await fetch(`http://${host}:${port}/hook`, fireRequest(slotMs + 1000, other));
     t.equal(forged.status, 200, 'a demo sink answers 200 whatever the signature');
     await waitFor(sink.out, /signature BAD \(no-matching-signature\)/);
     sink.child.kill(signal);
     t.equal(await sink.exited, 0, `exit 0 on ${signal}`);
-    t.match(sink.out.text, new RegExp(`stopped \\(${signal}\\) after 2 request`));
+    t.match(sink.out.text, new RegExp(`stopped \\(${signal}\\) after 3 request`));
   });
 }
 

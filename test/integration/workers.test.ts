@@ -418,7 +418,8 @@ t.test(
     const n0 = sc.cluster.nodes[0]!;
     const script =
       'if [ "$TICKRAFT_JOB_ID" = sh-fail ]; then exit 3; fi; ' +
-      'cat > "$OUT/$TICKRAFT_JOB_ID.json"; echo "token=$TICKRAFT_FENCING_TOKEN attempt=$TICKRAFT_ATTEMPT"';
+      'cat > "$OUT/$TICKRAFT_JOB_ID.json"; echo "token=$TICKRAFT_FENCING_TOKEN attempt=$TICKRAFT_ATTEMPT"; ' +
+      'echo "warned about $TICKRAFT_JOB_ID" >&2';
     const child = spawn(
       process.execPath,
       [
@@ -474,6 +475,17 @@ t.test(
     t.equal(failed.attempts.length, 1, 'an exit code listed in --fail-exit is not retried');
     t.match(failed.attempts[0]?.error, /exit 3/);
     t.match(text, /lease {2}job sh-ok {2}fire sh-ok:\d+/, 'each lease is printed');
+    t.match(
+      text,
+      /^\S+ {2}stdout fire sh-ok:\d+ {2}token=\d+ attempt=1$/m,
+      "the command's stdout is shown, labelled with its fire id",
+    );
+    t.match(
+      text,
+      /^\S+ {2}stderr fire sh-ok:\d+ {2}warned about sh-ok$/m,
+      'and its stderr, labelled the same way',
+    );
+    t.notMatch(text, /^warned about/m, 'no unlabelled output');
     child.kill('SIGTERM');
     t.equal(await exited, 0, 'SIGTERM stops it with exit 0');
     t.match(text, /stopped \(SIGTERM\)/);

@@ -6,6 +6,7 @@
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import {
+  choiceOption,
   collect,
   enumText,
   enumValue,
@@ -29,6 +30,7 @@ interface SpecFlags {
   readonly name?: string;
   readonly schedule?: string;
   readonly tz?: string;
+  readonly anchor?: string;
   readonly url?: string;
   readonly header?: string[];
   readonly payload?: string;
@@ -43,28 +45,87 @@ interface SpecFlags {
   readonly fires?: string;
 }
 
-function specOptions(cmd: Command): Command {
+export const DELIVERY_CHOICES = ['at_least_once', 'at_most_once'] as const;
+export const MISFIRE_CHOICES = ['fire_once', 'fire_all', 'skip'] as const;
+export const OVERLAP_CHOICES = ['allow', 'skip', 'buffer_one', 'buffer_all'] as const;
+
+/**
+ * The definition flags. On create a flag left out takes the default its help names; on update
+ * it keeps the job's current value, so update's help names no defaults.
+ */
+function specOptions(cmd: Command, mode: 'create' | 'update'): Command {
+  const dflt = (text: string): string => (mode === 'create' ? ` (default ${text})` : '');
+  const create = mode === 'create';
+  if (create) cmd.option('--tenant <id>', 'tenant that owns the job (required)');
   return cmd
-    .option('--tenant <id>', 'tenant that owns the job')
     .option('--name <text>', 'a human name')
-    .option('--schedule <text>', "cron (5 or 6 fields), 'every 90s' or 'at 2025-07-01T09:00:00Z'")
-    .option('--tz <zone>', 'IANA time zone the schedule is read in (default UTC)')
+    .option(
+      '--schedule <text>',
+      `cron (5 or 6 fields), 'every 90s' or 'at 2025-07-01T09:00:00Z'${create ? ' (required)' : ''}`,
+    )
+    .option('--tz <zone>', `IANA time zone the schedule is read in${dflt('UTC')}`)
+    .option(
+      '--anchor <instant>',
+      `ISO instant an 'every' schedule counts from${dflt('the creation time')}`,
+    )
     .option(
       '--url <url>',
-      'webhook URL fired at every slot, or worker:<pool>[?tags=a,b] to lease each run to a pull-based worker',
+      `webhook URL fired at every slot, or worker:<pool>[?tags=a,b] to lease each run to a pull-based worker${create ? ' (required)' : ''}`,
     )
-    .option('--header <name=value>', 'extra webhook header (repeatable)', collect)
-    .option('--payload <json>', 'JSON sent as `payload` in the webhook body (default {})')
-    .option('--delivery <mode>', 'at_least_once (default) or at_most_once')
-    .option('--max-attempts <n>', 'delivery attempts before a run is DEAD (default 5)')
-    .option('--deadline-ms <ms>', 'deadline of one attempt (default 30000)')
-    .option('--misfire <policy>', 'fire_once (default), fire_all or skip')
-    .option('--overlap <policy>', 'allow (default), skip, buffer_one or buffer_all')
-    .option('--priority <0-3>', '0 is first (default 2)')
+    .option(
+      '--header <name=value>',
+      `extra webhook header (repeatable${create ? '' : '; added to the current ones'})`,
+      collect,
+    )
+    .option('--payload <json>', `JSON sent as \`payload\` in the webhook body${dflt('{}')}`)
+    .addOption(
+      choiceOption(
+        '--delivery <mode>',
+        `delivery guarantee${dflt('at_least_once')}`,
+        DELIVERY_CHOICES,
+      ),
+    )
+    .option('--max-attempts <n>', `delivery attempts before a run is DEAD${dflt('5')}`)
+    .option('--deadline-ms <ms>', `deadline of one attempt${dflt('30000')}`)
+    .addOption(
+      choiceOption(
+        '--misfire <policy>',
+        `what a late slot does${dflt('fire_once')}`,
+        MISFIRE_CHOICES,
+      ),
+    )
+    .addOption(
+      choiceOption(
+        '--overlap <policy>',
+        `what a slot does while a run is in flight${dflt('allow')}`,
+        OVERLAP_CHOICES,
+      ),
+    )
+    .option('--priority <0-3>', `0 is first${dflt('2')}`)
     .option('--start <instant>', 'no slot before this ISO instant')
     .option('--end <instant>', 'no slot after this ISO instant')
     .option('--fires <n>', 'end after this many fires');
 }
+
+/** Flags that change a definition: `jobs update` with none of them has nothing to do. */
+const SPEC_FLAG_KEYS: readonly (keyof SpecFlags)[] = [
+  'name',
+  'schedule',
+  'tz',
+  'anchor',
+  'url',
+  'header',
+  'payload',
+  'delivery',
+  'maxAttempts',
+  'deadlineMs',
+  'misfire',
+  'overlap',
+  'priority',
+  'start',
+  'end',
+  'fires',
+];
 
 /** The flags given, laid over `base` (a JobSpec message), as a JobSpec message. */
 export function specFrom(flags: SpecFlags, base: Obj = {}): Obj {
@@ -79,6 +140,7 @@ export function specFrom(flags: SpecFlags, base: Obj = {}): Obj {
   if (flags.name !== undefined) spec['name'] = flags.name;
   if (flags.schedule !== undefined) spec['schedule'] = flags.schedule;
   if (flags.tz !== undefined) spec['timezone'] = flags.tz;
+  if (flags.anchor !== undefined) spec['anchorMs'] = instant('--anchor', flags.anchor);
   if (flags.url !== undefined) sub('target')['url'] = flags.url;
   if (flags.header !== undefined) {
     const target = sub('target');
@@ -140,7 +202,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
   const jobs = new Command('jobs').description('create, inspect and operate jobs');
   jobs.addHelpText('after', EXIT_CODES_HELP);
 
-  remote(specOptions(jobs.command('create')))
+  remote(specOptions(jobs.command('create'), 'create'))
     .description('create a job (idempotent with --request-id)')
     .argument('<job-id>', 'the job id: 1-128 of A-Z a-z 0-9 _ . -')
     .option('--request-id <id>', 'retrying with the same id returns the job created first')
@@ -211,12 +273,19 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
         }),
     );
 
-  remote(specOptions(jobs.command('update')))
-    .description("change a job's definition: the flags given replace those fields")
+  remote(specOptions(jobs.command('update'), 'update'))
+    .description(
+      "change a job's definition: the flags given replace those fields, the others keep their " +
+        'current values (at least one flag; the tenant cannot be changed)',
+    )
     .argument('<job-id>')
     .option('--force', 'write even if the job changed since it was read (no version check)')
     .action(async (jobId: string, o: SpecFlags & RemoteOptions & { force?: boolean }) =>
       withClient(run, o, async (c) => {
+        if (!SPEC_FLAG_KEYS.some((k) => o[k] !== undefined))
+          throw new UsageError(
+            'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --priority, --start, --end, --fires',
+          );
         const current = await c.call<Obj>('JobService', 'GetJob', { jobId });
         const req: Obj = { jobId, spec: specFrom(o, current['spec'] as Obj) };
         if (o.force !== true) req['expectedVersion'] = current['version'];

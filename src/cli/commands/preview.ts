@@ -4,6 +4,7 @@
  * before creating a job. Needs no cluster.
  */
 import type { Command } from 'commander';
+import { apiFieldPath } from '../../api/status-map.js';
 import type { FieldViolation } from '../../base/errors.js';
 import { formatInstant } from '../../schedule/civil.js';
 import { parseInstant } from '../../schedule/iso.js';
@@ -47,7 +48,7 @@ function parseCount(text: string, violations: FieldViolation[]): number | undefi
   const count = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
   if (Number.isSafeInteger(count) && count >= 1 && count <= PREVIEW_COUNT_MAX) return count;
   violations.push({
-    field: 'count',
+    field: '--count',
     reason: `'${text}' is not a whole number from 1 to ${PREVIEW_COUNT_MAX}`,
   });
   return undefined;
@@ -69,8 +70,8 @@ function reportInvalid(
   run.io.writeErr(
     formatViolationsText(violations, {
       schedule,
-      from: options.from,
-      anchor: options.anchor,
+      '--from': options.from,
+      '--anchor': options.anchor,
     }),
   );
 }
@@ -81,19 +82,22 @@ function preview(run: CliRun, schedule: string, options: PreviewOptions): void {
   const fromMs =
     options.from === undefined
       ? run.io.clock.nowMs()
-      : parseInstantOption('from', options.from, instantViolations);
+      : parseInstantOption('--from', options.from, instantViolations);
   const anchorMs =
     options.anchor === undefined
       ? fromMs
-      : parseInstantOption('anchor', options.anchor, instantViolations);
+      : parseInstantOption('--anchor', options.anchor, instantViolations);
   // An interval without --anchor is previewed as if the job were created at --from.
   const parsed = tryParseSchedule(schedule, { timezone: options.tz, anchorMs });
   let code = 'CLI_INVALID_ARGUMENT';
   if (!parsed.ok) {
     code = parsed.code;
     // A missing anchor means --from or --anchor was unreadable, and that is already listed.
-    const own = parsed.violations.filter((v) => v.field !== 'anchor' || anchorMs !== undefined);
-    violations.push(...own);
+    const own = parsed.violations.filter((v) => v.field !== 'anchorMs' || anchorMs !== undefined);
+    // Named as PreviewSchedule names them (`schedule.day_of_month`), so the local answer and the
+    // cluster's read the same; what only tickctl parses (--from, --anchor, --count) is named by
+    // its flag.
+    violations.push(...own.map((v) => ({ ...v, field: apiFieldPath(v.field) })));
   }
   violations.push(...instantViolations);
   const count = parseCount(options.count, violations);

@@ -5,6 +5,7 @@
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import {
+  choiceOption,
   enumText,
   enumValue,
   EXIT_CODES_HELP,
@@ -19,6 +20,18 @@ import {
 } from '../remote.js';
 
 type Obj = Record<string, unknown>;
+
+/** RunStatus of proto/tickraft.proto without its prefix and UNSPECIFIED (= every status). */
+export const RUN_STATUSES = [
+  'SCHEDULED',
+  'DISPATCHED',
+  'SUCCEEDED',
+  'DEAD',
+  'CANCELLED',
+  'SKIPPED',
+  'MISSED',
+  'UNKNOWN',
+] as const;
 
 const RUN_HEADER = ['FIRE ID', 'SLOT', 'STATUS', 'ATTEMPTS', 'LAST CODE', 'REASON'];
 
@@ -62,7 +75,7 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
   remote(pageOptions(runs.command('list')))
     .description("a job's runs, newest slot first")
     .argument('<job-id>')
-    .option('--status <status>', 'only runs in this status (SCHEDULED, SUCCEEDED, DEAD, …)')
+    .addOption(choiceOption('--status <status>', 'only runs in this status', RUN_STATUSES))
     .action(async (jobId: string, o: PageOpts & { status?: string }) =>
       withClient(run, o, async (c) => {
         const res = await c.call<Obj>('RunService', 'ListRuns', {

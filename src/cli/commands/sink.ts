@@ -123,11 +123,40 @@ function describe(
   if (!fire)
     return `${at}  ${req.method ?? '?'} ${req.url ?? ''}: not a tickraft fire (${body.length} bytes)`;
   const slotMs = typeof fire['slotMs'] === 'number' ? fire['slotMs'] : Number.NaN;
-  const lag = Number.isFinite(slotMs) ? `${nowMs - slotMs}ms` : '?';
   return (
     `${at}  job ${str(fire['jobId'])}  fire ${str(fire['fireId'])}  slot ${str(fire['slot'])}` +
-    `  lag ${lag}  attempt ${str(fire['attempt'])}  token ${str(fire['fencingToken'])}  signature ${sig}`
+    `  ${lagText(nowMs - slotMs, fire['attempt'])}  attempt ${str(fire['attempt'])}  token ${str(fire['fencingToken'])}  signature ${sig}`
   );
+}
+
+/** Beyond this a fire is not late delivery of a slot just due but a slot long past. */
+const LAG_SHOWN_MS_MAX = 60_000;
+
+/**
+ * `lag 42ms` for a slot just due; `age 3h 2m (…)` for one long past. A slot long past (a backfill, a catch-up after downtime, or a
+ * retry after backoff: the body does not say which) is shown by its age, not as a lag in ms.
+ */
+export function lagText(lagMs: number, attempt: unknown): string {
+  if (!Number.isFinite(lagMs)) return 'lag ?';
+  if (lagMs < LAG_SHOWN_MS_MAX) return `lag ${lagMs}ms`;
+  const why = typeof attempt === 'number' && attempt > 1 ? 'a retry' : 'a backfill or catch-up';
+  return `age ${age(lagMs)} (${why})`;
+}
+
+/** `3h 2m`, `2d 4h`, `5m 7s`: the two largest units. */
+function age(ms: number): string {
+  const units: [string, number][] = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1_000],
+  ];
+  const i = units.findIndex(([, size]) => ms >= size);
+  const [bigName, big] = units[i]!;
+  const whole = Math.floor(ms / big);
+  const next = units[i + 1];
+  if (next === undefined) return `${whole}${bigName}`;
+  return `${whole}${bigName} ${Math.floor((ms % big) / next[1])}${next[0]}`;
 }
 
 function str(v: unknown): string {

@@ -123,7 +123,10 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
         return {};
       }
       try {
-        const result = await runCommand(exec, lease, signal, failExit);
+        // Runs in hand at once interleave their output: every line says whose it is.
+        const show = (stream: 'stdout' | 'stderr', text: string): void =>
+          line(`${stream} fire ${lease.fireId}  ${text}`);
+        const result = await runCommand(exec, lease, signal, failExit, show);
         line(`done   fire ${lease.fireId}`);
         return result;
       } catch (err) {
@@ -147,19 +150,39 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
   return EXIT_OK;
 }
 
-/** Runs the command for one lease; resolves on exit 0, rejects otherwise. */
+/** Calls `emit` with each complete line of a stream, and the unfinished last one at its end. */
+function eachLine(stream: NodeJS.ReadableStream, emit: (line: string) => void): void {
+  let pending = '';
+  stream.on('data', (chunk: string) => {
+    pending += chunk;
+    for (let at = pending.indexOf('\n'); at >= 0; at = pending.indexOf('\n')) {
+      emit(pending.slice(0, at));
+      pending = pending.slice(at + 1);
+    }
+  });
+  stream.on('end', () => {
+    if (pending !== '') emit(pending);
+    pending = '';
+  });
+}
+
+/**
+ * Runs the command for one lease; resolves on exit 0, rejects otherwise. Its stdout (kept as the
+ * attempt's response) and stderr are shown line by line through `show`.
+ */
 function runCommand(
   command: string,
   lease: LeasedRun,
   signal: AbortSignal,
   failExit: ReadonlySet<number>,
+  show: (stream: 'stdout' | 'stderr', line: string) => void,
 ): Promise<WorkerResult> {
   return new Promise((resolve, reject) => {
     // Its own process group: a Ctrl-C at the terminal reaches tickctl (which drains) and not the
     // commands in hand, and a revoked lease stops the command with everything it started.
     const child = spawn('/bin/sh', ['-c', command], {
       detached: true,
-      stdio: ['pipe', 'pipe', 'inherit'],
+      stdio: ['pipe', 'pipe', 'pipe'],
       env: {
         ...process.env,
         TICKRAFT_JOB_ID: lease.jobId,
@@ -189,6 +212,9 @@ function runCommand(
     child.stdout.on('data', (chunk: string) => {
       if (out.length < OUTPUT_MAX) out += chunk.slice(0, OUTPUT_MAX - out.length);
     });
+    child.stderr.setEncoding('utf8');
+    eachLine(child.stdout, (text) => show('stdout', text));
+    eachLine(child.stderr, (text) => show('stderr', text));
     // A command that does not read its stdin must not fail the run with EPIPE.
     child.stdin.on('error', () => {});
     child.stdin.end(lease.payloadJson);

@@ -275,7 +275,7 @@ t.test('rejected input names the field, the reason and the position', (t) => {
 t.test('an interval without an anchor is rejected, naming the anchor', (t) => {
   const result = tryParseSchedule('every 5m', { timezone: 'UTC' });
   t.equal(result.ok, false);
-  t.match(!result.ok && result.violations, [{ field: 'anchor', reason: /anchor instant/ }]);
+  t.match(!result.ok && result.violations, [{ field: 'anchorMs', reason: /anchor instant/ }]);
   t.equal(!result.ok && result.code, 'SCHEDULE_INVALID_INTERVAL');
   t.end();
 });

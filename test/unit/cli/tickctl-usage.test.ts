@@ -1,0 +1,249 @@
+// Usage errors exit 2, as tickctl --help documents, for every command there is. The commands are
+// enumerated from the commander program itself, so a command added later is walked too: each
+// gets an unknown flag, its required arguments left out, one argument too many and each required
+// option left out, and must exit 2 with a message naming what is wrong. Runs tickctl in-process
+// (runTickctl with captured output); a usage error is found before any call, and
+// TICKCTL_ENDPOINT points at a loopback port nothing listens on in case one were not.
+// Then the real bin/tickctl and bin/tickraft processes: a usage error's exit code and --version.
+import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Command, Option } from 'commander';
+import t from 'tap';
+import { buildProgram, runTickctl } from '../../../src/cli/main.js';
+import type { CliIo } from '../../../src/cli/io.js';
+import { runTickctl as runTickctlProcess } from '../../helpers/tickctl.js';
+
+process.env['TICKCTL_ENDPOINT'] = '127.0.0.1:1';
+
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
+
+async function tickctl(
+  argv: readonly string[],
+): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIo = {
+    writeOut: (s) => void (out += s),
+    writeErr: (s) => void (err += s),
+    clock: { nowMs: () => 1_751_331_600_000, monotonicMs: () => 0 },
+  };
+  const code = await runTickctl(argv, io);
+  return { code, out, err };
+}
+
+interface Walked {
+  readonly path: readonly string[];
+  readonly cmd: Command;
+}
+
+function walk(cmd: Command, path: readonly string[] = []): Walked[] {
+  return cmd.commands.flatMap((sub) => {
+    const p = [...path, sub.name()];
+    return [{ path: p, cmd: sub }, ...walk(sub, p)];
+  });
+}
+
+/** Required options with a value commander accepts: the first choice, or a number. */
+function requiredOptions(cmd: Command, except?: Option): string[] {
+  return cmd.options
+    .filter((o) => o.mandatory && o !== except)
+    .flatMap((o) => [o.long ?? o.flags, o.argChoices?.[0] ?? '1']);
+}
+
+const program = buildProgram({
+  io: {
+    writeOut: () => undefined,
+    writeErr: () => undefined,
+    clock: { nowMs: () => 0, monotonicMs: () => 0 },
+  },
+  exitCode: 0,
+});
+const commands = walk(program);
+
+t.test('the walk finds every noun and verb', (t) => {
+  const names = commands.map((c) => c.path.join(' '));
+  for (const name of [
+    'preview',
+    'jobs create',
+    'jobs list',
+    'runs list',
+    'dlq replay',
+    'worker',
+    'sink',
+    'cluster status',
+    'leader transfer',
+    'tenants update',
+  ])
+    t.ok(names.includes(name), `${name} is walked`);
+  t.ok(commands.length >= 30, `${commands.length} commands`);
+  t.end();
+});
+
+t.test('an unknown flag: exit 2, naming the flag', async (t) => {
+  for (const { path, cmd } of commands) {
+    const args = cmd.registeredArguments.filter((a) => a.required).map(() => 'x');
+    const r = await tickctl([...path, ...args, ...requiredOptions(cmd), '--no-such-flag']);
+    t.equal(r.code, 2, `${path.join(' ')} --no-such-flag: exit 2 (${r.err.split('\n')[0]})`);
+    t.match(r.err, /unknown option '--no-such-flag'/, `${path.join(' ')}: names the flag`);
+    t.equal(r.out, '', `${path.join(' ')}: nothing on stdout`);
+  }
+});
+
+t.test('required arguments left out, or one too many: exit 2, saying which', async (t) => {
+  for (const { path, cmd } of commands) {
+    if (cmd.commands.length > 0) continue;
+    const declared = cmd.registeredArguments;
+    const required = declared.filter((a) => a.required);
+    if (required.length > 0) {
+      const r = await tickctl([...path, ...requiredOptions(cmd)]);
+      t.equal(r.code, 2, `${path.join(' ')} without arguments: exit 2`);
+      t.match(
+        r.err,
+        `missing required argument '${required[0]!.name()}'`,
+        `${path.join(' ')}: names the argument`,
+      );
+    }
+    if (declared.some((a) => a.variadic)) continue;
+    const r = await tickctl([
+      ...path,
+      ...declared.map(() => 'x'),
+      'extra',
+      ...requiredOptions(cmd),
+    ]);
+    t.equal(r.code, 2, `${path.join(' ')} with an argument too many: exit 2`);
+    t.match(r.err, /too many arguments/, `${path.join(' ')}: says there are too many arguments`);
+  }
+});
+
+t.test('each required option left out: exit 2, naming it', async (t) => {
+  let seen = 0;
+  for (const { path, cmd } of commands) {
+    const args = cmd.registeredArguments.filter((a) => a.required).map(() => 'x');
+    for (const o of cmd.options.filter((x) => x.mandatory)) {
+      seen++;
+      const r = await tickctl([...path, ...args, ...requiredOptions(cmd, o)]);
+      t.equal(r.code, 2, `${path.join(' ')} without ${o.long}: exit 2`);
+      t.match(r.err, `required option '${o.flags}' not specified`, `names ${o.long}`);
+    }
+  }
+  t.ok(seen >= 8, `${seen} required options checked`);
+});
+
+t.test('enum flags take only the documented values', async (t) => {
+  const create = [
+    'jobs',
+    'create',
+    'j1',
+    '--tenant',
+    'acme',
+    '--schedule',
+    'every 1m',
+    '--url',
+    'http://127.0.0.1:9/h',
+  ];
+  for (const [flag, value, allowed] of [
+    ['--delivery', 'at-most-once', 'at_least_once, at_most_once'],
+    ['--misfire', 'sometimes', 'fire_once, fire_all, skip'],
+    ['--overlap', 'never', 'allow, skip, buffer_one, buffer_all'],
+  ] as const) {
+    for (const verb of [create, ['jobs', 'update', 'j1']]) {
+      const r = await tickctl([...verb, flag, value]);
+      t.equal(r.code, 2, `${verb[1]} ${flag} ${value}: exit 2`);
+      t.match(r.err, `option '${flag} `, `${flag}: named`);
+      t.match(
+        r.err,
+        `'${value}' is invalid. Allowed values are ${allowed}.`,
+        `${flag}: allowed values`,
+      );
+    }
+    const help = await tickctl(['jobs', 'create', '--help']);
+    t.match(
+      help.out.replace(/\s+/g, ' '),
+      allowed
+        .split(', ')
+        .map((a) => `"${a}"`)
+        .join(', '),
+      `--help lists ${flag}'s values`,
+    );
+  }
+  const status = await tickctl(['runs', 'list', 'j1', '--status', 'BOGUS']);
+  t.equal(status.code, 2, 'runs list --status BOGUS: exit 2');
+  t.match(
+    status.err,
+    "option '--status <status>' argument 'BOGUS' is invalid. Allowed values are SCHEDULED, DISPATCHED, SUCCEEDED, DEAD, CANCELLED, SKIPPED, MISSED, UNKNOWN.",
+  );
+});
+
+t.test(
+  'jobs update with nothing to change is refused; its help names no create defaults',
+  async (t) => {
+    const r = await tickctl(['jobs', 'update', 'j1']);
+    t.equal(r.code, 2, 'exit 2');
+    t.match(r.err, /nothing to change: give at least one of --name, --schedule/);
+    const help = (await tickctl(['jobs', 'update', '--help'])).out;
+    t.notMatch(
+      help,
+      /default (UTC|at_least_once|fire_once|allow|5|30000|2|\{\})/,
+      'no create default in update --help',
+    );
+    t.notMatch(help, /--tenant/, 'update takes no --tenant');
+    const bad = await tickctl(['jobs', 'update', 'j1', '--tenant', 'other']);
+    t.equal(bad.code, 2, 'update --tenant: exit 2');
+    t.match(bad.err, "unknown option '--tenant'");
+    const createHelp = (await tickctl(['jobs', 'create', '--help'])).out;
+    t.match(createHelp, /\(default at_least_once\)/, 'create --help still names its defaults');
+    t.match(createHelp, /--anchor <instant>/, 'create takes --anchor');
+  },
+);
+
+t.test('tickctl --version prints the package version', async (t) => {
+  const r = await tickctl(['--version']);
+  t.same(r, { code: 0, out: `${VERSION}\n`, err: '' });
+});
+
+/** bin/tickraft as a process, with its exit code and output. */
+function tickraft(
+  args: readonly string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('../../../bin/tickraft', import.meta.url)), ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+t.test('the real processes: usage errors exit 2, --version exits 0', async (t) => {
+  const env = { ...process.env, TICKCTL_ENDPOINT: '127.0.0.1:1' };
+  for (const args of [
+    ['jobs', 'list'],
+    ['jobs', 'get'],
+    ['jobs', 'get', 'a', 'b'],
+    ['jobs', 'create', 'j', '--bogus-flag'],
+  ]) {
+    const r = await runTickctlProcess(args, { env, t });
+    t.equal(r.code, 2, `tickctl ${args.join(' ')}: exit 2 (${r.stderr.split('\n')[0]})`);
+  }
+  t.same(
+    await runTickctlProcess(['--version'], { env, t }),
+    { code: 0, stdout: `${VERSION}\n`, stderr: '' },
+    'tickctl --version',
+  );
+  t.same(
+    await tickraft(['--version']),
+    { code: 0, stdout: `${VERSION}\n`, stderr: '' },
+    'tickraft --version',
+  );
+});

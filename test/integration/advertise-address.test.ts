@@ -81,7 +81,10 @@ t.test('clients are told the advertised address; nodes forward to --listen', asy
   const nodes = await eventually(async () => {
     const st = await direct.call<Obj>('AdminService', 'ClusterStatus', {});
     const list = st['nodes'] as Obj[];
-    if (list.length !== 3 || list.some((n) => n['apiAddress'] !== relays.get(String(n['id']))?.address))
+    if (
+      list.length !== 3 ||
+      list.some((n) => n['apiAddress'] !== relays.get(String(n['id']))?.address)
+    )
       throw new Error(`not all registered yet: ${JSON.stringify(list)}`);
     return list;
   }, 20_000);

@@ -1,6 +1,7 @@
 // ESLint flat config. Three jobs beyond style: type-aware promise and `any` rules, layering
-// (a folder imports only from the layers below it, DESIGN.md §2), and purity: the deterministic
-// folders never touch the clock, timers, randomness or I/O, so one seed replays a whole cluster.
+// (a folder imports only from the layers below it, docs/ARCHITECTURE.md, Layers), and purity: the
+// deterministic folders never touch the clock, timers, randomness or I/O, so one seed replays a
+// whole cluster.
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
@@ -66,7 +67,8 @@ export const purityRules = {
         {
           group: ioModules,
           message:
-            'deterministic code may not do I/O: take what you need as an argument (DESIGN.md §2).',
+            'deterministic code may not do I/O: take what you need as an argument ' +
+            '(docs/ARCHITECTURE.md, Layers).',
         },
       ],
     },
@@ -112,7 +114,7 @@ const layers = [
 const layerZones = layers.slice(0, -1).map((folder, i) => ({
   target: `./src/${folder}`,
   from: layers.slice(i + 1).map((upper) => `./src/${upper}`),
-  message: `src/${folder} sits below these layers and may not import them (DESIGN.md §2).`,
+  message: `src/${folder} sits below these layers and may not import them (docs/ARCHITECTURE.md).`,
 }));
 
 export default tseslint.config(

@@ -4,7 +4,7 @@
  * outgoing connection per peer (src/transport/peer-client.ts), so the link from → to is exactly
  * the proxy `from_to_to`. A symmetric partition cuts both directions of every pair across it.
  *
- * The shapes follow Jepsen's nemesis grudges (research/chaos.md §3.2). Pure functions of the
+ * The shapes follow Jepsen's nemesis grudges (docs/chaos.md, Partitions). Pure functions of the
  * node list: callers shuffle it first (with a seeded generator) when they want random shapes.
  */
 export type NodeName = string;

@@ -9,10 +9,10 @@
  *
  * Prints `listening on http://HOST:PORT` once it accepts requests; SIGTERM closes it (exit 0).
  *
- * Fencing rule `term` (the rule of test/helpers/webhook-sink.ts and DESIGN §1), per job: a token
- * of an older leader term than the newest term accepted is refused with 409 (`stale`), and so is
- * a token already accepted (every attempt has its own token). Two runs of one term may arrive in
- * either order, which the `token` rule would refuse though nothing is wrong.
+ * Fencing rule `term` (the rule of test/helpers/webhook-sink.ts; docs/ARCHITECTURE.md, Words),
+ * per job: a token of an older leader term than the newest term accepted is refused with 409
+ * (`stale`), and so is a token already accepted (every attempt has its own token). Two runs of one
+ * term may arrive in either order, which the `token` rule would refuse though nothing is wrong.
  *
  * Answers, drawn per request from the seed: `5xx` (503 at once), `slow` (held `--slow-ms` ± 50 %,
  * then 200; the sender may have given up first), otherwise `2xx` (200 at once).

@@ -1,8 +1,9 @@
 /**
- * The fencing rule `term` of the chaos run's receivers (the sink and the worker; DESIGN §1), per
- * job: a token of an older leader term than the newest accepted is stale, and so is a token
- * already accepted (every attempt has its own token). Two runs of one term may arrive in either
- * order, which a plain "higher token" rule would refuse though nothing is wrong.
+ * The fencing rule `term` of the chaos run's receivers (the sink and the worker;
+ * docs/ARCHITECTURE.md, Words), per job: a token of an older leader term than the newest accepted
+ * is stale, and so is a token already accepted (every attempt has its own token). Two runs of one
+ * term may arrive in either order, which a plain "higher token" rule would refuse though nothing is
+ * wrong.
  */
 import { termOfToken } from '../src/scheduler/dispatcher.js';
 

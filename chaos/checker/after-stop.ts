@@ -1,5 +1,5 @@
 /**
- * Check (e): no delivery starts after an acknowledged cancel or pause (chaos.md §5.2.6).
+ * Check (e): no delivery starts after an acknowledged cancel or pause (docs/chaos-checker.md, e).
  *
  * A delete (or bulk cancel) or a pause (or bulk pause) that returned ok at driver time `ack`
  * forbids every attempt of the job received after ack + δ, unless something may have restarted

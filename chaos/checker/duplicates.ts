@@ -6,7 +6,7 @@
  * sender may have given up first, so it is not definite either way. `2xx` is a definite success.
  *
  * (c) At-most-once: an attempt is a violation unless every earlier attempt of the slot was a
- *     definite failure (chaos.md §5.2.4). One violation per slot delivered twice.
+ *     definite failure (docs/chaos-checker.md, c). One violation per slot delivered twice.
  * (d) At-least-once: an attempt after one answered `2xx` is a duplicate. It is allowed only with
  *     the same fire id, a token higher than every earlier attempt of the slot, and a fault window
  *     [start − δ, end + R] overlapping [receipt of the 2xx − δ, receipt of the duplicate]. A
@@ -136,7 +136,8 @@ function whyDuplicateNotAllowed(
   if (a.fireId !== success.fireId) return `fire id ${a.fireId} differs from ${success.fireId}`;
   // An older leader's attempt that was already on its way when the leader was deposed (a pause,
   // a partition) may arrive after the new leader's success, with its lower token: that is what
-  // fencing is for (DESIGN §6), so it is allowed when the sink refused it, inside a fault window.
+  // fencing is for (docs/ARCHITECTURE.md, The failure table), so it is allowed when the sink
+  // refused it, inside a fault window.
   if (!(a.token > maxToken) && a.answer !== 'stale')
     return `token not higher than ${maxToken}, the highest before it`;
   const span = { from: success.t - delta, to: a.t };

@@ -2,8 +2,8 @@
  * Check (g): fencing. Per job, in receipt order, every attempt the sink accepted must carry a
  * token the sink's rule accepts over every token accepted before it:
  * - rule `token`: higher than the highest accepted token;
- * - rule `term`: of a leader term (token / 2^24, DESIGN §1) not older than the highest accepted
- *   term, and never a token already accepted (each attempt has its own token).
+ * - rule `term`: of a leader term (token / 2^24, docs/ARCHITECTURE.md, Words) not older than the
+ *   highest accepted term, and never a token already accepted (each attempt has its own token).
  * An accepted attempt that breaks the rule is a stale delivery that reached the application.
  * Refusals are counted; a refusal the rule did not call for (a fresh token refused) is counted
  * apart: it points at the sink, not the cluster.

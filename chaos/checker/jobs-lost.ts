@@ -1,5 +1,5 @@
 /**
- * Check (a): no acknowledged job lost, no phantom job (chaos.md §5.2.1).
+ * Check (a): no acknowledged job lost, no phantom job (docs/chaos-checker.md, a).
  *
  * - Lost: a create returned ok, no delete or bulk cancel that may have followed it was issued
  *   (one not known to have failed and not known to have finished before the create began), and

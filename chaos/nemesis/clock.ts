@@ -1,11 +1,11 @@
 /**
- * Clock faults through libfaketime (research chaos.md §4.5–4.7), preloaded DIRECTLY into each
+ * Clock faults through libfaketime (docs/chaos.md, Clocks), preloaded DIRECTLY into each
  * node process: never the `faketime` wrapper, which forks, so SIGKILL and SIGSTOP would hit the
  * wrapper instead of the node. Each node reads its own spec file (FAKETIME_TIMESTAMP_FILE), which
  * this module rewrites; libfaketime re-reads it at most once a second (FAKETIME_CACHE_DURATION=1).
  *
  * - FAKETIME_DONT_FAKE_MONOTONIC=1: only the wall clock moves. A faked monotonic clock stepped
- *   backwards freezes libuv's timers (§4.7.1), which is a pause, not a clock fault.
+ *   backwards freezes libuv's timers, which is a pause, not a clock fault.
  * - NO_FAKE_STAT=1: the storage sees real file times.
  * - Every spec carries its rate explicitly (`x1` when none): a spec without a rate keeps the
  *   previous one, so `+0` after a drift would not reset it (measured on 0.9.10).

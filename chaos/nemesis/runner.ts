@@ -332,7 +332,7 @@ export class NemesisRunner {
         },
       };
     } else {
-      // Rates near 1 (§4.7.2: slow rates also stretch epoll timeouts); the offset reached
+      // Rates near 1 (slow rates also stretch epoll timeouts); the offset reached
       // over the fault stays within the bound.
       const rate = 1 + (this.rand.chance(0.5) ? -1 : 1) * (0.01 + this.rand.float() * 0.04);
       const at = { faultId, kind: 'clock-drift' as const, targets: [node.id], spec: { rate } };

@@ -7,7 +7,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
-import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
+import { clientAddressOf, encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
 import {
   addNodeLocal,
   changeGroupMembershipLocal,
@@ -124,7 +124,9 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
     nodes: members.map((m) => ({
       id: m.id,
       peerAddress: m.peerAddress,
-      apiAddress: m.apiAddress,
+      // Clients dial what the node advertises; listenAddress is where nodes forward calls.
+      apiAddress: clientAddressOf(m),
+      listenAddress: m.apiAddress,
       state: m.state,
       reachable: byNode.has(m.id),
     })),
@@ -340,6 +342,7 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
             op: 'set-api-address',
             id: str(req, 'nodeId'),
             apiAddress: str(req, 'apiAddress'),
+            advertisedAddress: str(req, 'advertisedAddress'),
           }),
         )) as MetaResult;
         if (!r.ok) throw new TenantAdminError(r.code, r.reason);

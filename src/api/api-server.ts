@@ -33,6 +33,8 @@ export class ApiServer {
     private readonly node: ApiNode,
     /** The address other nodes reach this node's client API at. */
     private readonly apiAddress: string,
+    /** The address clients are told to dial (--advertise-address); '' when it is apiAddress. */
+    private readonly advertisedAddress: string,
     private readonly log: ApiLogger,
   ) {
     this.api = new ApiContext(node, log);
@@ -65,14 +67,26 @@ export class ApiServer {
   private register(): void {
     const meta = this.node.meta;
     const me = meta.members.get(this.node.id);
-    if (!meta.initialized || !me || me.apiAddress === this.apiAddress || this.registering) return;
+    if (
+      !meta.initialized ||
+      !me ||
+      (me.apiAddress === this.apiAddress &&
+        (me.advertisedAddress ?? '') === this.advertisedAddress) ||
+      this.registering
+    )
+      return;
     const g = this.node.host.groups.get(META_GROUP_ID);
     if (!g) return;
     let p: Promise<unknown>;
     if (g.isLeader) {
       p = this.node.host.propose(
         META_GROUP_ID,
-        encodeMetaCommand({ op: 'set-api-address', id: this.node.id, apiAddress: this.apiAddress }),
+        encodeMetaCommand({
+          op: 'set-api-address',
+          id: this.node.id,
+          apiAddress: this.apiAddress,
+          advertisedAddress: this.advertisedAddress,
+        }),
       );
     } else {
       const address = meta.members.get(g.leaderId)?.apiAddress ?? '';
@@ -80,7 +94,11 @@ export class ApiServer {
       p = this.api.router.forward(
         address,
         this.api.method('NodeService', 'RegisterApiAddress'),
-        { nodeId: this.node.id, apiAddress: this.apiAddress },
+        {
+          nodeId: this.node.id,
+          apiAddress: this.apiAddress,
+          advertisedAddress: this.advertisedAddress,
+        },
         { deadlineMs: Date.now() + 2000, forwarded: false, route: undefined },
         META_GROUP_ID,
       );
@@ -89,7 +107,10 @@ export class ApiServer {
     p.then(
       () => {
         this.registering = false;
-        this.log.info({ apiAddress: this.apiAddress }, 'API address registered');
+        this.log.info(
+          { apiAddress: this.apiAddress, advertisedAddress: this.advertisedAddress },
+          'API address registered',
+        );
       },
       (err: unknown) => {
         // The next tick tries again (a leader change, a node not up yet).

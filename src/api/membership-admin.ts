@@ -11,7 +11,12 @@
 import { TickraftError } from '../base/errors.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import type { MoveRecord } from '../placement/membership-state.js';
-import { encodeMetaCommand, type MetaCommand, type MetaResult } from '../placement/meta-state.js';
+import {
+  clientAddressOf,
+  encodeMetaCommand,
+  type MetaCommand,
+  type MetaResult,
+} from '../placement/meta-state.js';
 import { allMembers } from '../raft/conf-change.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ConfChange, ConfChangeSingle, NodeId } from '../raft/messages.js';
@@ -51,7 +56,7 @@ export async function addNodeLocal(api: ApiContext, req: Msg): Promise<Msg> {
     nodes: [...api.node.meta.members.values()].map((m) => ({
       id: m.id,
       peerAddress: m.peerAddress,
-      apiAddress: m.apiAddress,
+      apiAddress: clientAddressOf(m),
       state: m.state,
     })),
   };

@@ -1,5 +1,5 @@
 /**
- * The one place that turns tickraft errors into gRPC statuses (STYLE §3): a stable error code
+ * The one place that turns tickraft errors into gRPC statuses (docs/API.md, Errors): a stable error code
  * picks the status, the code travels in `tickraft-error-code` metadata, a leader hint in
  * `tickraft-leader`, and field violations and retry hints as google.rpc details in
  * `grpc-status-details-bin`. Anything unrecognised is INTERNAL with a correlation id and no

@@ -1,8 +1,8 @@
 /**
- * WorkerService.Work: one pull-based worker's stream on this node (DESIGN §7). The stream's
- * first message is the worker's hello; from then on the node's WorkerHub sends it leases of the
- * runs of groups this node leads, and every renewal or completion it sends is answered with an
- * ack. The hub decides; this file only translates messages and ends the stream with a status.
+ * WorkerService.Work: one pull-based worker's stream on this node (docs/API.md, Workers). The
+ * stream's first message is the worker's hello; from then on the node's WorkerHub sends it leases
+ * of the runs of groups this node leads, and every renewal or completion it sends is answered with
+ * an ack. The hub decides; this file only translates messages and ends the stream with a status.
  */
 import * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';

@@ -15,6 +15,12 @@ export interface NodeOptions {
   dataDir?: string;
   /** host:port of the client API. @default 127.0.0.1:7001 */
   listen?: string;
+  /**
+   * host:port clients are told to dial for this node's client API (ClusterStatus, and so the
+   * workers' streams), when that is not --listen: a published port, a NAT, a proxy. Other nodes
+   * still forward calls to --listen. @default the --listen address
+   */
+  advertiseAddress?: string;
   /** host:port of the peer (Raft) transport. @default 127.0.0.1:7101 */
   peerListen?: string;
   /** id=host:port,… of every initial node's peer address; needed only to create a cluster. */
@@ -102,6 +108,8 @@ export interface CompiledNodeConfig {
   readonly id: NodeId;
   readonly dataDir: string;
   readonly listen: HostPort;
+  /** What clients are told to dial for this node's API; undefined: the --listen address. */
+  readonly advertiseAddress: HostPort | undefined;
   readonly peerListen: HostPort;
   readonly initialCluster: ReadonlyMap<NodeId, string> | undefined;
   readonly groups: number;
@@ -130,6 +138,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   id: '--id',
   dataDir: '--data-dir',
   listen: '--listen',
+  advertiseAddress: '--advertise-address',
   peerListen: '--peer-listen',
   initialCluster: '--initial-cluster',
   groups: '--groups',
@@ -200,6 +209,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('metricsListen', '');
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
+  const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
   const peerRoutes = parsePeerRoutes(options.peerRoute, id, bad);
@@ -266,6 +276,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     id,
     dataDir,
     listen,
+    advertiseAddress,
     peerListen,
     initialCluster,
     groups,
@@ -297,6 +308,25 @@ function checkSplitFireRate(
   if (!Number.isFinite(rate) || rate < 0 || rate > 1_000_000)
     bad('splitFireRate', `must be a number of fires/s in [0, 1000000], got ${rate}`);
   return rate;
+}
+
+/**
+ * An advertised address is dialled by clients, so it must be one they can dial: not a wildcard
+ * (which only means "every interface" to a listener) and not port 0 (which only means "any free
+ * port" to a listener).
+ */
+function parseAdvertised(
+  text: string | undefined,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): HostPort | undefined {
+  if (text === undefined) return undefined;
+  const hp = parseHostPort(text);
+  if (typeof hp === 'string') bad('advertiseAddress', hp);
+  else if (hp.host === '0.0.0.0' || /^\[[0:]*\]$/.test(hp.host))
+    bad('advertiseAddress', `must be an address clients can dial, not the wildcard ${hp.host}`);
+  else if (hp.port === 0) bad('advertiseAddress', 'must name a port, not 0');
+  else return hp;
+  return undefined;
 }
 
 /** The metrics port may not be one of the node's other ports (port 0 picks a free one). */

@@ -1,8 +1,9 @@
 /**
- * What an attempt's ending means: success, retry later, or fail now (DESIGN §7). Pure: the
- * caller describes what it observed (a status and its Retry-After header, a timeout, a network
- * error code) and passes the wall clock in for the HTTP-date form of Retry-After. This is the
- * only place that decides retry against fail, so the webhook executor, metrics and the DLQ agree.
+ * What an attempt's ending means: success, retry later, or fail now (docs/API.md, What a webhook
+ * receiver gets). Pure: the caller describes what it observed (a status and its Retry-After header,
+ * a timeout, a network error code) and passes the wall clock in for the HTTP-date form of
+ * Retry-After. This is the only place that decides retry against fail, so the webhook executor,
+ * metrics and the DLQ agree.
  *
  * Rules:
  * - 2xx succeeds.

@@ -55,8 +55,8 @@ export type DeliveryErrorCode =
   | 'WORKER_HUB_CLOSED';
 
 /**
- * A local refusal to deliver, carrying the classification an attempt would get (STYLE §3:
- * DeliveryError carries retry / fail and retryAfterMs, decided by classify.ts).
+ * A local refusal to deliver, carrying the classification an attempt would get
+ * (retry / fail and retryAfterMs, decided by classify.ts).
  */
 export class DeliveryError extends TickraftError {
   override readonly name = 'DeliveryError';

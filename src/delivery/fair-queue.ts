@@ -1,6 +1,7 @@
 /**
  * The ready deliveries of one leader, and the order they start in. A slow or dead endpoint of
- * one tenant must not delay another tenant's fires (DESIGN §7), so:
+ * one tenant must not delay another tenant's fires (docs/ARCHITECTURE.md, The runtime and
+ * delivery), so:
  * - at most `tenantInflightMax` deliveries of one tenant and `originInflightMax` to one origin
  *   are in flight; a dead endpoint holds its own slots and nobody else's;
  * - at most `tenantQueuedMax` of one tenant wait, so its backlog cannot fill the queue;

@@ -52,7 +52,7 @@ const DEFAULTS = {
   keepAliveTimeoutMs: 4_000,
 } as const;
 
-/** Defaults applied, every rule checked at once, result frozen (STYLE §3 options). */
+/** Defaults applied, every rule checked at once, result frozen (as every options object here). */
 export function compileOriginPoolsOptions(
   options: OriginPoolsOptions = {},
 ): CompiledOriginPoolsOptions {

@@ -1,6 +1,6 @@
 /**
- * Pull-based workers (DESIGN §7): a worker opens a stream to a node, offers a pool name, tags
- * and a capacity, and the node leases it runs of the groups it leads whose target is
+ * Pull-based workers (docs/API.md, Workers): a worker opens a stream to a node, offers a pool name,
+ * tags and a capacity, and the node leases it runs of the groups it leads whose target is
  * `worker:<pool>` (worker-target.ts). A lease carries the fire id, the attempt and the fencing
  * token; it lasts the job's attempt deadline, at most LEASE_MAX_MS, and each renewal extends it
  * by as much again. A completion carries the token and is refused when it is stale: the lease
@@ -26,7 +26,7 @@ import {
   type WorkerTarget,
 } from './worker-target.js';
 
-/** The longest a lease lasts without a renewal (DESIGN §7: at most 30 s). */
+/** The longest a lease lasts without a renewal (at most 30 s: docs/API.md, Workers). */
 export const LEASE_MAX_MS = 30_000;
 export const WORKER_CAPACITY_MAX = 1024;
 export const WORKER_ID_CHARS_MAX = 128;

@@ -23,8 +23,21 @@ export type MemberState = 'active' | 'draining' | 'removed';
 export interface MemberRecord {
   readonly id: NodeId;
   readonly peerAddress: string;
+  /** Where the other nodes forward client API calls to (the node's --listen). */
   readonly apiAddress: string;
+  /**
+   * Where clients are told to dial the node's client API (--advertise-address); absent or ''
+   * means apiAddress. Records written before the field existed read as absent.
+   */
+  readonly advertisedAddress?: string | undefined;
   readonly state: MemberState;
+}
+
+/** The client API address clients are told to dial for a member. */
+export function clientAddressOf(m: MemberRecord): string {
+  return m.advertisedAddress !== undefined && m.advertisedAddress !== ''
+    ? m.advertisedAddress
+    : m.apiAddress;
 }
 
 export interface GroupRecord {
@@ -93,8 +106,16 @@ export type MetaCommand =
       readonly tenant: TenantRecord;
       readonly expectedUpdatedAtMs: number;
     }
-  /** A node records its own client API address, so that others can forward calls to it. */
-  | { readonly op: 'set-api-address'; readonly id: NodeId; readonly apiAddress: string }
+  /**
+   * A node records its own client API address, so that others can forward calls to it, and the
+   * address clients are told to dial ('' or absent: the same).
+   */
+  | {
+      readonly op: 'set-api-address';
+      readonly id: NodeId;
+      readonly apiAddress: string;
+      readonly advertisedAddress?: string;
+    }
   /** Records GroupRecord.preferredLeader; refused for an unknown group or a removed member. */
   | { readonly op: 'set-preferred-leader'; readonly groupId: number; readonly node: NodeId }
   /** Joins, drains, removals and replica moves: membership-state.ts. */
@@ -180,7 +201,11 @@ export class MetaStateMachine implements GroupStateMachine {
       case 'set-api-address': {
         const m = this.members.get(c.id);
         if (!m) return { ok: false, code: 'META_NO_MEMBER', reason: `no member ${c.id}` };
-        this.members.set(c.id, { ...m, apiAddress: c.apiAddress });
+        this.members.set(c.id, {
+          ...m,
+          apiAddress: c.apiAddress,
+          advertisedAddress: c.advertisedAddress ?? '',
+        });
         return { ok: true };
       }
       case 'set-preferred-leader': {

@@ -1,8 +1,8 @@
 /**
- * The firing protocol of one data group (DESIGN §6), as a pure state machine around the
- * replicated SchedulerStateMachine. Every replica keeps the derived indexes (due wheels, live
- * runs per job, at-most-once runs in DISPATCHED) in step with what it applies, so a new leader
- * starts at once; only the leader steps the protocol:
+ * The firing protocol of one data group (docs/ARCHITECTURE.md, The firing protocol and The failure
+ * table), as a pure state machine around the replicated SchedulerStateMachine. Every replica keeps
+ * the derived indexes (due wheels, live runs per job, at-most-once runs in DISPATCHED) in step with
+ * what it applies, so a new leader starts at once; only the leader steps the protocol:
  *
  * 1. plan: jobs whose next slot is inside the look-ahead become fire intents, proposed in
  *    batches (one entry holds up to `intentsPerEntry` intents);

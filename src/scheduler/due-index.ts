@@ -1,5 +1,6 @@
 /**
- * Derived state kept on every replica (DESIGN §6.1), so that a new leader starts at once:
+ * Derived state kept on every replica (docs/ARCHITECTURE.md, The firing protocol), so that a new
+ * leader starts at once:
  * - the planning wheel: each job with a next slot, due `lookAheadMs` before that slot;
  * - the dispatch wheel: each SCHEDULED run of a job that is not paused, due at its dueAtMs
  *   (its slot, or its retry time).

@@ -1,6 +1,6 @@
 /**
- * Fencing tokens (DESIGN §1): strictly increasing per job across every attempt ever
- * authorised, and any token issued in term T2 above every token of an earlier term T1. The
+ * Fencing tokens (docs/ARCHITECTURE.md, Words): strictly increasing per job across every attempt
+ * ever authorised, and any token issued in term T2 above every token of an earlier term T1. The
  * floor of term T is T × 2^24, so one leader may authorise 2^24 attempts per job per term
  * before it would reach the next term's floor (asserted).
  */

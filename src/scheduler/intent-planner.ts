@@ -1,8 +1,8 @@
 /**
- * The leader's planning step (DESIGN §6.2): for jobs whose next slot falls inside the
- * look-ahead, decide what happens to the slot and compute the job's following slot, as fire
- * intents to propose in one batch. Pure: time, term and the job state come in as arguments,
- * schedules are compiled by the caller (cached per job version).
+ * The leader's planning step (docs/ARCHITECTURE.md, The firing protocol, step 2): for jobs whose
+ * next slot falls inside the look-ahead, decide what happens to the slot and compute the job's
+ * following slot, as fire intents to propose in one batch. Pure: time, term and the job state come
+ * in as arguments, schedules are compiled by the caller (cached per job version).
  *
  * Per job, in this order: a slot past the job's end finishes the job; a paused job's slot is
  * recorded SKIPPED ('paused'); a slot late by more than the misfire threshold goes through the

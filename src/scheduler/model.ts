@@ -1,6 +1,6 @@
 /**
- * The replicated data of a data group: jobs and their runs (DESIGN §1 words). Plain objects so
- * that a snapshot is the state itself, encoded once with msgpack.
+ * The replicated data of a data group: jobs and their runs (the words of docs/ARCHITECTURE.md,
+ * Words). Plain objects so that a snapshot is the state itself, encoded once with msgpack.
  */
 
 export type DeliverySemantics = 'at_least_once' | 'at_most_once';

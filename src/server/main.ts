@@ -44,7 +44,14 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .option('--config <file>', 'JSON file with the options below (camelCase keys); flags win')
     .option('--id <id>', 'this node id, e.g. n1 (required)')
     .option('--data-dir <dir>', "directory for this node's LevelDB (required)")
-    .option('--listen <host:port>', 'client API address (default 127.0.0.1:7001)')
+    .option(
+      '--listen <host:port>',
+      'client API address; other nodes forward calls to it (default 127.0.0.1:7001)',
+    )
+    .option(
+      '--advertise-address <host:port>',
+      'client API address clients are told to dial (ClusterStatus, workers) when it is not --listen, e.g. a published port (default: --listen)',
+    )
     .option('--peer-listen <host:port>', 'peer transport address (default 127.0.0.1:7101)')
     .option('--initial-cluster <list>', 'id=host:port,… peer addresses of the initial nodes')
     .option(
@@ -210,7 +217,12 @@ function serve(options: NodeOptions): Promise<number> {
   const log = pino({ base: { node: config.id } });
   const node = new TickraftNode(config, log);
   const debug = new DebugServer(node);
-  const api = new ApiServer(node, formatHostPort(config.listen), log);
+  const api = new ApiServer(
+    node,
+    formatHostPort(config.listen),
+    config.advertiseAddress === undefined ? '' : formatHostPort(config.advertiseAddress),
+    log,
+  );
   let stopping = false;
   const done = new Promise<number>((resolve) => {
     const stop = (signal: string): void => {

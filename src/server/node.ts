@@ -45,7 +45,7 @@ export class TickraftNode {
   scheduler!: SchedulerRuntime;
   private pools!: OriginPools;
   private runner!: DeliveryRunner;
-  /** Pull-based workers' streams on this node, and the runs leased to them (DESIGN §7). */
+  /** Pull-based workers' streams on this node, and the runs leased to them (docs/API.md). */
   readonly workers = new WorkerHub();
   private store!: NodeStore;
   private transport!: PeerTransport;

@@ -7,8 +7,8 @@
  * Writes go through one internal queue, so commit, saveSnapshot, createGroup and deleteGroup
  * never interleave even when a caller does not await; each is one chained batch written with
  * `sync: true` (classic-level does not sync by default), and the mirrors change only after that
- * write has succeeded. `commit()` is the group commit of DESIGN.md §4: the Readys of all groups
- * of a loop turn in one batch, so one fsync serves them all.
+ * write has succeeded. `commit()` is the group commit of docs/ARCHITECTURE.md (The durable node):
+ * the Readys of all groups of a loop turn in one batch, so one fsync serves them all.
  *
  * A failed write leaves the disk in an unknown state: the store then refuses every later write
  * with the same STORAGE_IO error, and the node is expected to exit (errors.ts).

@@ -2,8 +2,9 @@
  * A webhook receiver for the real-process tests: an HTTP server on loopback that records every
  * request (fire id, fencing token, attempt, slot, receipt time, signature check) and behaves as
  * a careful receiver would: it rejects (409) a token of a lower leader term than the highest it
- * has seen for the job, the fencing rule of DESIGN §1. A test may hold the answers for some
- * fire ids (the leader dies while the request is in flight) or answer them with a status.
+ * has seen for the job, the fencing rule of docs/ARCHITECTURE.md (Words). A test may hold the
+ * answers for some fire ids (the leader dies while the request is in flight) or answer them with a
+ * status.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

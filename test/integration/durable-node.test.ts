@@ -226,5 +226,8 @@ t.test('bad flags and config name the offending option and exit 2', (t) => {
   const r4 = run(['--id', 'n1', '--data-dir', '/tmp/x', '--initial-cluster', 'n2=127.0.0.1:1']);
   t.equal(r4.status, 2);
   t.match(r4.stderr, /--initial-cluster: must include this node/);
+  const r5 = run(['--id', 'n1', '--data-dir', '/tmp/x', '--advertise-address', '0.0.0.0:7001']);
+  t.equal(r5.status, 2, 'a bad --advertise-address exits 2');
+  t.match(r5.stderr, /--advertise-address: must be an address clients can dial/);
   t.end();
 });

@@ -1,5 +1,6 @@
 // Real processes, a real webhook receiver: jobs fire on time, signed, once; and the sharpest
-// rows of DESIGN §6's failure table with kill -9 at the protocol's two dangerous instants.
+// rows of the failure table (docs/ARCHITECTURE.md) with kill -9 at the protocol's two dangerous
+// instants.
 import t from 'tap';
 import { sleep } from '../helpers/cluster.js';
 import { iso, SchedulerCluster, slotAhead } from '../helpers/scheduler-cluster.js';

@@ -1,7 +1,8 @@
-// Pull-based workers with real processes (DESIGN §7): jobs whose target is `worker:<pool>` are
-// leased over WorkerService.Work streams to a worker connected to every node; renewals keep a
-// long run's lease, an unrenewed lease returns the run with a higher token, stale completions
-// are refused, and a leader killed while a worker holds a lease leaves the run to the next one.
+// Pull-based workers with real processes (docs/API.md, Workers): jobs whose target is
+// `worker:<pool>` are leased over WorkerService.Work streams to a worker connected to every node;
+// renewals keep a long run's lease, an unrenewed lease returns the run with a higher token, stale
+// completions are refused, and a leader killed while a worker holds a lease leaves the run to the
+// next one.
 import * as grpc from '@grpc/grpc-js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

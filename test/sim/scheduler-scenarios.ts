@@ -1,9 +1,10 @@
 /**
- * DESIGN §6's failure table, one scripted scenario per row, on the scheduler simulator with a
- * calm network (the seed still varies every delay, election timeout and clock). Each scenario
- * aims its fault with a hook (onPropose, onSend, webhookDelay) at the exact protocol step the
- * row names, and returns what the receiver and the replicas saw; scheduler-sim.test.ts holds
- * each to the row's "what the next leader does". The simulator's own invariants run throughout.
+ * The failure table of docs/ARCHITECTURE.md, one scripted scenario per row, on the scheduler
+ * simulator with a calm network (the seed still varies every delay, election timeout and clock).
+ * Each scenario aims its fault with a hook (onPropose, onSend, webhookDelay) at the exact protocol
+ * step the row names, and returns what the receiver and the replicas saw; scheduler-sim.test.ts
+ * holds each to the row's "what the next leader does". The simulator's own invariants run
+ * throughout.
  */
 import type { NodeId } from '../../src/raft/messages.js';
 import type { JobSpec, Run } from '../../src/scheduler/model.js';

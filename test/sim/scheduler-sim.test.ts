@@ -1,7 +1,7 @@
 // The scheduler simulation inside `npm test`: a fixed list of seeds with swarm-drawn faults keeps
 // every scheduler invariant (scheduler-sim.ts header); a seed replays to the same trace hash;
 // the checkers are shown able to fail with deliberately broken dispatchers; and each row of
-// DESIGN §6's failure table has its own scripted scenario (scheduler-scenarios.ts).
+// the failure table (docs/ARCHITECTURE.md) has its own scripted scenario (scheduler-scenarios.ts).
 import t from 'tap';
 import {
   GroupDispatcher,
@@ -156,7 +156,7 @@ t.test('checker: re-sending an at-most-once run after a possible delivery is cau
 });
 
 // ---------------------------------------------------------------------------------------
-// DESIGN §6 failure table, one row each
+// The failure table (docs/ARCHITECTURE.md), one row each
 
 const SCENARIO_SEEDS = [1, 2, 3, 4, 5, 6];
 

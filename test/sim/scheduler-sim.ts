@@ -8,7 +8,8 @@
  * partitions with the deposed leader still running, SIGSTOP-like pauses past the lease,
  * graceful transfers through drain, receiver outages, and a full-cluster stop across slots.
  *
- * Invariants (DESIGN §9), checked as each event happens and at the end:
+ * Invariants (docs/ARCHITECTURE.md, The scheduler simulation), checked as each event happens and at
+ * the end:
  *   (a) an at-most-once fire id reaches the receiver at most once;
  *   (b) an at-least-once fire id accepted (2xx) again only with a higher token and only after a
  *       failure (crash, partition, pause, election that was not a drained hand-over, lost or
@@ -717,7 +718,8 @@ export class SchedulerSim {
         const h = this.history.get(c.jobId);
         const from = pre?.nextFireAtMs;
         // A resume moves the frontier to the first slot after the resume: slots between the
-        // old frontier and it never fire and are not recorded (DESIGN: not fired while paused).
+        // old frontier and it never fire and are not recorded (docs/schedules.md: not fired while
+        // paused).
         if (
           h &&
           r.ok &&

@@ -32,6 +32,14 @@ t.test('defaults', (t) => {
   t.end();
 });
 
+t.test('advertise address', (t) => {
+  t.equal(compileNodeOptions(base).advertiseAddress, undefined, 'clients are told --listen');
+  const c = compileNodeOptions({ ...base, listen: 'n2:7002', advertiseAddress: '127.0.0.1:7012' });
+  t.same(c.listen, { host: 'n2', port: 7002 }, 'other nodes still forward to --listen');
+  t.same(c.advertiseAddress, { host: '127.0.0.1', port: 7012 });
+  t.end();
+});
+
 t.test('peer routes', (t) => {
   const c = compileNodeOptions({ ...base, peerRoute: 'n2=127.0.0.1:21012,n3=127.0.0.1:21013' });
   t.same(
@@ -68,6 +76,26 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
     '--metrics-listen',
     /differ from --listen/,
   ],
+  ['advertise empty', { ...base, advertiseAddress: '' }, '--advertise-address', /host:port/],
+  [
+    'advertise without port',
+    { ...base, advertiseAddress: 'example' },
+    '--advertise-address',
+    /host:port/,
+  ],
+  [
+    'advertise a wildcard',
+    { ...base, advertiseAddress: '0.0.0.0:7001' },
+    '--advertise-address',
+    /clients can dial/,
+  ],
+  [
+    'advertise an IPv6 wildcard',
+    { ...base, advertiseAddress: '[::]:7001' },
+    '--advertise-address',
+    /clients can dial/,
+  ],
+  ['advertise port 0', { ...base, advertiseAddress: '127.0.0.1:0' }, '--advertise-address', /0/],
   ['groups zero', { ...base, groups: 0 }, '--groups', /integer in/],
   ['groups not integer', { ...base, groups: 1.5 }, '--groups', /integer in/],
   ['tick ms', { ...base, tickMs: 0 }, '--tick-ms', /integer in/],

@@ -1,7 +1,7 @@
-// Classification of attempt endings. Goal: every rule of DESIGN §7 and the issue maps to the
-// outcome it promises (2xx success; 408, 429, 5xx, timeouts and connection errors retry; other
-// statuses fail at once), Retry-After is honoured in both of its forms and capped, and only
-// provably unsent requests count as safe to retry for at-most-once jobs. Method: tables of
+// Classification of attempt endings. Goal: every rule of docs/API.md's webhook and retry sections
+// maps to the outcome it promises (2xx success; 408, 429, 5xx, timeouts and connection errors
+// retry; other statuses fail at once), Retry-After is honoured in both of its forms and capped, and
+// only provably unsent requests count as safe to retry for at-most-once jobs. Method: tables of
 // observations with the expected classification, plus undici and Node error objects built the
 // way those libraries build them, so the mapping from real errors is checked too.
 import t from 'tap';

@@ -133,7 +133,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['eslint.config.js'] },
+        projectService: { allowDefaultProject: ['eslint.config.js', 'bin/launch.js'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -181,7 +181,13 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js'],
+    // Plain JavaScript that runs before any build (bin/launch.js picks dist/ or the sources).
+    files: ['eslint.config.js', 'bin/launch.js'],
     ...tseslint.configs.disableTypeChecked,
+  },
+  {
+    // JavaScript has no type annotations to ask for.
+    files: ['bin/launch.js'],
+    rules: { '@typescript-eslint/explicit-module-boundary-types': 'off' },
   },
 );

@@ -221,7 +221,13 @@ t.test('the Dockerfile', (t) => {
   t.match(text, /npm ci --omit=dev/);
   for (const dir of ['bin', 'src', 'proto', 'package.json', 'package-lock.json'])
     t.match(text, new RegExp(`^COPY .*\\b${dir.replace('.', '\\.')}\\b`, 'm'), `copies ${dir}`);
+  t.match(
+    text,
+    /^COPY src[^]*^RUN npm run build$/m,
+    'builds dist/ once the sources are in (the bins run it)',
+  );
   const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as Obj;
-  t.ok((pkg['dependencies'] as Obj)['tsx'], 'tsx is a runtime dependency (no build step)');
+  for (const dep of ['esbuild', 'tsx'])
+    t.ok((pkg['dependencies'] as Obj)[dep], `${dep} is a runtime dependency (the build needs it)`);
   t.end();
 });

@@ -5,12 +5,22 @@
  * with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT and TICKRAFT_METRICS_PORT). Node logs go to
  * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
  * demo sink (`tickctl sink`).
- * Ctrl-C (or SIGTERM) stops every node gracefully; running it again resumes on the same data.
+ * Ctrl-C, or SIGINT/SIGTERM to the npm process, stops every node gracefully; running it again
+ * resumes on the same data. A second start on the same TICKRAFT_HOME while one runs is refused
+ * (start.pid, taken by exclusive create; a stale one is taken over).
  * SIGHUP (what `npm run rolling-restart` sends, through .tickraft/start.pid) restarts the nodes
  * one at a time (cluster/rolling.ts), logging progress to stdout and .tickraft/rolling-restart.log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventually, ProcNode } from '../test/helpers/cluster.js';
@@ -28,6 +38,55 @@ const ids = ['n1', 'n2', 'n3'];
 const initialCluster = ids.map((id, i) => `${id}=${host}:${peerBase + i}`).join(',');
 
 mkdirSync(home, { recursive: true });
+const pidFile = join(home, 'start.pid');
+
+/** Whether a process with this pid exists (EPERM: it does, owned by someone else). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes $TICKRAFT_HOME/start.pid by exclusive create, so two starts cannot both win. A pid file
+ * whose process is gone (a crash, a kill -9) is stale and taken over; a live one means another
+ * supervisor runs this cluster, and this one leaves without touching anything of it.
+ */
+function takePidFile(): void {
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      const fd = openSync(pidFile, 'wx');
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let pid = Number.NaN;
+    try {
+      pid = Number(readFileSync(pidFile, 'utf8').trim());
+    } catch {
+      continue; // removed meanwhile: try the create again
+    }
+    if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
+      console.error(
+        `npm start: a cluster is already running from ${home} (supervisor pid ${pid}); ` +
+          'stop it (Ctrl-C or kill ' +
+          `${pid}) or use another TICKRAFT_HOME. Nothing was started or changed.`,
+      );
+      process.exit(1);
+    }
+    // Stale (or half-written by a start that died at once): remove it and create ours.
+    rmSync(pidFile, { force: true });
+  }
+  console.error(`npm start: could not take ${pidFile}; is another start racing this one?`);
+  process.exit(1);
+}
+takePidFile();
+
 const children = new Map<string, ChildProcess>();
 let stopping = false;
 /** Nodes being restarted on purpose: their exit is expected. */
@@ -72,8 +131,6 @@ function spawnNode(id: string, i: number): ChildProcess {
   return child;
 }
 
-const pidFile = join(home, 'start.pid');
-writeFileSync(pidFile, `${process.pid}\n`);
 for (const [i, id] of ids.entries()) spawnNode(id, i);
 
 const rollingLog = join(home, 'rolling-restart.log');

@@ -249,24 +249,37 @@ function serve(options: NodeOptions): Promise<number> {
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    let apiPort = 0;
     node
-      .start((err) => {
-        // The loop cannot continue (e.g. the disk failed): exit and let a restart recover.
-        log.error({ err: String(err) }, 'fatal');
-        process.exit(1);
-      })
-      .then(async () => {
-        const port = await debug.start(formatHostPort(config.listen), (server) =>
-          api.addTo(server),
-        );
+      .start(
+        (err) => {
+          // The loop cannot continue (e.g. the disk failed): exit and let a restart recover.
+          log.error({ err: String(err) }, 'fatal');
+          process.exit(1);
+        },
+        async () => {
+          apiPort = await debug.start(formatHostPort(config.listen), (server) => api.addTo(server));
+        },
+      )
+      .then(() => {
         api.start();
-        log.info({ listen: `${config.listen.host}:${port}` }, 'serving');
+        log.info({ listen: `${config.listen.host}:${apiPort}` }, 'serving');
       })
-      .catch((err: unknown) => {
+      .catch(async (err: unknown) => {
+        // node.start released what it opened; the client API server is ours to close.
+        await debug.close();
         const code = (err as { code?: unknown }).code;
-        const text = `${typeof code === 'string' ? `${code}: ` : ''}${err instanceof Error ? err.message : String(err)}`;
+        // A wrapped cause says what the system refused (e.g. EADDRINUSE behind a bind failure).
+        const message = err instanceof Error ? err.message : String(err);
+        const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
+        const text =
+          `${typeof code === 'string' ? `${code}: ` : ''}${message}` +
+          `${cause === '' || message.includes(cause) ? '' : ` (${cause})`}`;
         log.error({ err: text }, 'cannot start');
         process.stderr.write(`tickraft: cannot start: ${text}\n`);
+        // Everything is closed, so the process ends by itself; should a library still hold
+        // the event loop, it must not keep a node that cannot serve running.
+        setTimeout(() => process.exit(1), 2000).unref();
         resolve(1);
       });
   });

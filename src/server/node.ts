@@ -82,11 +82,45 @@ export class TickraftNode {
     return this.config.id;
   }
 
-  /** Resolves once the node serves; rejects on a bad data directory or an unusable address. */
-  async start(onFatal: (err: unknown) => void): Promise<void> {
+  /**
+   * Resolves once the node serves; rejects on a bad data directory or an unusable address, after
+   * releasing everything it had opened (listeners, the store and its lock, timers), so a node
+   * that cannot start exits instead of running without one of its listeners.
+   *
+   * Every listener is bound before the node creates or joins a cluster and before its groups
+   * start ticking: a taken port then costs nothing but the store being opened and closed again.
+   * `bindApi` binds the client API (the caller owns that server, and closes it when this rejects).
+   */
+  async start(onFatal: (err: unknown) => void, bindApi?: () => Promise<unknown>): Promise<void> {
     this.fatal = onFatal;
+    try {
+      await this.startSteps(bindApi);
+    } catch (err) {
+      await this.releaseStart();
+      throw err;
+    }
+  }
+
+  /** What start() opened so far, in opening order; releaseStart() closes it in reverse. */
+  private readonly startOpened: { what: string; close: () => Promise<void> | void }[] = [];
+
+  /** Undoes a start that failed half-way; a close that fails is logged, the others still run. */
+  private async releaseStart(): Promise<void> {
+    if (this.campaignTimer) clearTimeout(this.campaignTimer);
+    for (const { what, close } of this.startOpened.splice(0).reverse()) {
+      try {
+        await close();
+      } catch (err) {
+        this.log.warn({ what, err: String(err) }, 'failed start: closing failed');
+      }
+    }
+  }
+
+  private async startSteps(bindApi: (() => Promise<unknown>) | undefined): Promise<void> {
     const cfg = this.config;
     this.store = await NodeStore.open(cfg.dataDir, { logTailBytesMax: cfg.logTailBytesMax });
+    const store = this.store;
+    this.startOpened.push({ what: 'store', close: () => store.close() });
     // Seeded from the node id and the clock: election jitter only needs to differ across nodes.
     const rand = new SeededRand(hashString(cfg.id) ^ (Date.now() & 0xffffffff));
     this.host = new MultiRaftHost({
@@ -112,6 +146,61 @@ export class TickraftNode {
       onFatal: (err) => this.die(err),
     });
     this.metrics = this.makeMetrics();
+    this.makeDelivery();
+    this.scheduler = this.makeScheduler(rand);
+    const { runner, workers, pools } = this;
+    this.startOpened.push({
+      what: 'delivery',
+      close: async () => {
+        runner.close();
+        workers.close();
+        await pools.destroy();
+      },
+    });
+    const host = this.host;
+    // The loop may run turns before start() (groups created by a bootstrap or a join).
+    this.startOpened.push({ what: 'raft loop', close: () => host.stop() });
+    host.openGroups();
+    for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
+    const transport = this.makeTransport();
+    this.transport = transport;
+    // Closed even when the bind failed: close() waits for the bind to settle (no port left open).
+    this.startOpened.push({ what: 'peer transport', close: () => transport.close() });
+    await transport.start();
+    // The loop runs turns for groups created below (bootstrap, join) before start(); they send.
+    this.host.transport = transport;
+    await this.startOps();
+    await bindApi?.();
+    const fresh = await this.openOrCreate();
+    // The peers a join answered with, unless --peer-route says where to dial them.
+    for (const [id, addr] of this.joinPeers)
+      if (id !== cfg.id && !cfg.peerRoutes.has(id)) transport.setPeer(id, addr);
+    this.wireMembership();
+    this.host.afterTurn = () => this.afterTurn();
+    this.host.start();
+    this.scheduler.start();
+    const scheduler = this.scheduler;
+    this.startOpened.push({ what: 'scheduler', close: () => scheduler.stop() });
+    // Preferred leaders campaign once the startup quiet period is over, so leadership starts
+    // balanced; anyone else would time out later and only then campaign.
+    const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
+    this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
+    // A joined node restarting: its join's answer may have been lost; ask again.
+    if (!fresh && cfg.join) rejoinInBackground(this.joinRequest(cfg.join), this.log);
+    this.log.info(
+      {
+        groups: this.host.groups.size,
+        fresh,
+        peerListen: formatHostPort(cfg.peerListen),
+        metricsListen: cfg.metricsListen && `${cfg.metricsListen.host}:${this.metricsPort ?? 0}`,
+      },
+      'node started',
+    );
+  }
+
+  /** The webhook pools and the delivery runner (nothing opened until a delivery starts). */
+  private makeDelivery(): void {
+    const cfg = this.config;
     this.pools = new OriginPools({ connectionsPerOrigin: cfg.delivery.connectionsPerOrigin });
     this.runner = new DeliveryRunner({
       pools: this.pools,
@@ -129,7 +218,11 @@ export class TickraftNode {
       mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
       workers: this.workers,
     });
-    this.scheduler = new SchedulerRuntime({
+  }
+
+  private makeScheduler(rand: SeededRand): SchedulerRuntime {
+    const cfg = this.config;
+    return new SchedulerRuntime({
       host: this.host,
       runner: this.runner,
       clock: SystemClock,
@@ -143,10 +236,12 @@ export class TickraftNode {
       onError: (err) => this.die(err),
       observer: this.metrics,
     });
-    this.host.openGroups();
-    for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
-    const fresh = await this.openOrCreate();
-    this.transport = new PeerTransport({
+  }
+
+  /** The peer transport, dialing the peers known so far (more come from a join and meta). */
+  private makeTransport(): PeerTransport {
+    const cfg = this.config;
+    return new PeerTransport({
       nodeId: cfg.id,
       listen: formatHostPort(cfg.peerListen),
       peers: this.initialPeers(),
@@ -158,28 +253,6 @@ export class TickraftNode {
       },
       isGroupHosted: (groupId) => this.host.isHosted(groupId),
     });
-    await this.transport.start();
-    this.host.transport = this.transport;
-    this.wireMembership();
-    this.host.afterTurn = () => this.afterTurn();
-    this.host.start();
-    this.scheduler.start();
-    // Preferred leaders campaign once the startup quiet period is over, so leadership starts
-    // balanced; anyone else would time out later and only then campaign.
-    const quietMs = (cfg.raft.electionTimeoutTicks + 1) * cfg.tickMs;
-    this.campaignTimer = setTimeout(() => this.campaignPreferred(), quietMs);
-    await this.startOps();
-    // A joined node restarting: its join's answer may have been lost; ask again.
-    if (!fresh && cfg.join) rejoinInBackground(this.joinRequest(cfg.join), this.log);
-    this.log.info(
-      {
-        groups: this.host.groups.size,
-        fresh,
-        peerListen: formatHostPort(cfg.peerListen),
-        metricsListen: cfg.metricsListen && `${cfg.metricsListen.host}:${this.metricsPort ?? 0}`,
-      },
-      'node started',
-    );
   }
 
   private makeMetrics(): NodeMetrics {
@@ -206,7 +279,9 @@ export class TickraftNode {
       render: () => this.metrics.render(),
       readiness: () => this.readiness(),
     });
-    this.metricsPort = await this.ops.start(at.host, at.port);
+    const ops = this.ops;
+    this.startOpened.push({ what: 'metrics listener', close: () => ops.close() });
+    this.metricsPort = await ops.start(at.host, at.port);
   }
 
   /**

@@ -3,14 +3,15 @@
 // with the demo sink, Ctrl-C (SIGINT) stops everything with exit 0 and no node left running,
 // and a second start resumes on the same data. Runs cluster/start.ts with ports and data dir moved aside.
 import t from 'tap';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, randomLoopbackHost } from '../helpers/cluster.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 async function startOnce(
   home: string,
@@ -77,3 +78,107 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   t.match(second.out, /3 nodes ready/, 'a second start resumes on the same data');
   t.equal(second.code, 0);
 });
+
+/** Pids of every descendant of `pid` (ps's whole table, walked from the root). */
+function descendants(pid: number): number[] {
+  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid='], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/).map(Number) as [number, number]);
+  const out: number[] = [];
+  const walk = (p: number): void => {
+    for (const [child, parent] of rows)
+      if (parent === p) {
+        out.push(child);
+        walk(child);
+      }
+  };
+  walk(pid);
+  return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+t.test(
+  'npm start is a supervisor: one per data dir, and SIGTERM to npm stops it all',
+  async (t) => {
+    const home = mkdtempSync(join(tmpdir(), 'tickraft-start-'));
+    const host = randomLoopbackHost();
+    const env = {
+      ...process.env,
+      TICKRAFT_HOME: home,
+      TICKRAFT_HOST: host,
+      TICKRAFT_API_PORT: String(await freePort(host)),
+      TICKRAFT_PEER_PORT: String(await freePort(host)),
+      TICKRAFT_METRICS_PORT: String(await freePort(host)),
+    };
+    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    npm.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    npm.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
+    let tree: number[] = [];
+    t.teardown(() => {
+      for (const pid of [npm.pid!, ...tree]) if (alive(pid)) process.kill(pid, 'SIGKILL');
+      rmSync(home, { recursive: true, force: true });
+    });
+    const deadline = Date.now() + 90_000;
+    while (
+      !out.includes('Ctrl-C stops the cluster') &&
+      Date.now() < deadline &&
+      npm.exitCode === null
+    )
+      await new Promise((r) => setTimeout(r, 100));
+    t.match(out, /3 nodes ready/, 'the first start is ready');
+    tree = descendants(npm.pid!);
+    const pidText = readFileSync(join(home, 'start.pid'), 'utf8');
+
+    const second = spawnSync('npm', ['start'], {
+      cwd: ROOT,
+      env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    t.not(second.status, 0, 'a second start is refused');
+    const firstPid = Number(pidText.trim());
+    t.match(second.stderr, `already running from ${home} (supervisor pid ${firstPid})`);
+    t.notMatch(second.stdout, /nodes ready/, 'and prints no status of its own');
+    t.equal(
+      readFileSync(join(home, 'start.pid'), 'utf8'),
+      pidText,
+      "the first's pid file is intact",
+    );
+    t.ok(tree.every(alive), 'every process of the first start still runs');
+    const rolling = spawnSync('npm', ['run', 'rolling-restart'], {
+      cwd: ROOT,
+      env,
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
+    t.equal(rolling.status, 0, 'rolling-restart still finds the first start', {
+      out: rolling.stdout + rolling.stderr,
+    });
+    tree = descendants(npm.pid!);
+
+    npm.kill('SIGTERM');
+    const code = await exited;
+    t.equal(code, 0, 'npm exits 0');
+    const bound = Date.now() + 20_000;
+    while (tree.some(alive) && Date.now() < bound) await new Promise((r) => setTimeout(r, 100));
+    t.same(tree.filter(alive), [], 'no process of the cluster is left');
+    t.match(
+      out,
+      /stopping: each node hands its leaderships over/,
+      'the supervisor stops gracefully',
+    );
+    for (const id of ['n1', 'n2', 'n3'])
+      t.match(readFileSync(join(home, `${id}.log`), 'utf8'), /"msg":"stopped"/, `${id} stopped`);
+  },
+);

@@ -182,6 +182,12 @@ function stop(): void {
 }
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
+// A supervisor whose own parent is gone (npm killed with SIGKILL, a closed terminal's shell)
+// would leave the cluster running with nobody to stop it: it stops too, once re-parented.
+const parentAtStart = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentAtStart) stop();
+}, 1000).unref();
 process.on('SIGHUP', () => void rollingRestartAll());
 
 const probe = new ProcNode('n1', apiBase, peerBase, '', () => [], host);

@@ -57,15 +57,37 @@ export class ApiCallError extends Error {
 
 export class ApiClient {
   private readonly clients = new Map<PublicServiceName, grpc.Client>();
+  private readonly endpoints: readonly string[];
+  private current = 0;
+  /** With several endpoints: the connection to one of them, made before the first call. */
+  private connected: Promise<void> | undefined;
 
   constructor(
-    readonly endpoint: string,
+    /**
+     * A node's client API address, or several: then the first that accepts a connection serves
+     * every call of this client (a node that refuses or cannot be reached is skipped). Only the
+     * connection is failed over, never a call, so no request can be applied twice.
+     */
+    endpoints: string | readonly string[],
     private readonly timeoutMs = DEFAULT_CALL_TIMEOUT_MS,
     /** grpc-js channel options (the chaos driver turns transparent retries off). */
     private readonly channelOptions: grpc.ChannelOptions = {},
-  ) {}
+  ) {
+    this.endpoints = typeof endpoints === 'string' ? [endpoints] : [...endpoints];
+    if (this.endpoints.length === 0) throw new Error('ApiClient needs at least one endpoint');
+  }
 
-  call<T>(
+  /** The endpoint calls go to (after a failover, the one that answered). */
+  get endpoint(): string {
+    return this.endpoints[this.current]!;
+  }
+
+  /** Every endpoint this client was given, in the order they are tried. */
+  get allEndpoints(): readonly string[] {
+    return this.endpoints;
+  }
+
+  async call<T>(
     service: PublicServiceName,
     method: string,
     request: object,
@@ -73,7 +95,11 @@ export class ApiClient {
   ): Promise<T> {
     const ctor = loadApiServices()[service];
     const def = ctor.service[method];
-    if (!def) return Promise.reject(new Error(`${service} has no method ${method}`));
+    if (!def) throw new Error(`${service} has no method ${method}`);
+    if (this.endpoints.length > 1) {
+      this.connected ??= this.connectToOne(service, Date.now() + timeoutMs);
+      await this.connected;
+    }
     let client = this.clients.get(service);
     if (!client) {
       client = new ctor(this.endpoint, grpc.credentials.createInsecure(), this.channelOptions);
@@ -96,8 +122,59 @@ export class ApiClient {
     });
   }
 
+  /**
+   * Tries the endpoints in order until one's channel is READY; one that fails to connect
+   * (refused, unreachable, no answer within its share of the deadline) passes to the next. When
+   * none connects, the error is the UNAVAILABLE a call to the last one would have had, naming all.
+   */
+  private async connectToOne(service: PublicServiceName, deadline: number): Promise<void> {
+    const ctor = loadApiServices()[service];
+    const failures: string[] = [];
+    for (let i = 0; i < this.endpoints.length; i++) {
+      const left = this.endpoints.length - i;
+      const until = Date.now() + Math.max(1, (deadline - Date.now()) / left);
+      const endpoint = this.endpoints[i]!;
+      const probe = new ctor(endpoint, grpc.credentials.createInsecure(), this.channelOptions);
+      try {
+        await channelReady(probe.getChannel(), until);
+        this.current = i;
+        this.clients.set(service, probe);
+        return;
+      } catch (err) {
+        probe.close();
+        failures.push(`${endpoint}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    throw new ApiCallError(
+      grpc.status.UNAVAILABLE,
+      'UNAVAILABLE',
+      `no endpoint accepted a connection (${failures.join('; ')})`,
+      [],
+      undefined,
+      undefined,
+    );
+  }
+
   close(): void {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }
+}
+
+/** Resolves once `channel` is READY; rejects at its first TRANSIENT_FAILURE or at `deadline`. */
+function channelReady(channel: grpc.ChannelInterface, deadline: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const state = channel.getConnectivityState(true);
+      if (state === grpc.connectivityState.READY) return resolve();
+      if (state === grpc.connectivityState.TRANSIENT_FAILURE)
+        return reject(new Error('connection failed'));
+      if (state === grpc.connectivityState.SHUTDOWN) return reject(new Error('channel closed'));
+      channel.watchConnectivityState(state, deadline, (err) => {
+        if (err) reject(new Error('no connection within the deadline'));
+        else check();
+      });
+    };
+    check();
+  });
 }

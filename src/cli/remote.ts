@@ -29,6 +29,7 @@ Exit codes:
 
 export interface RemoteOptions {
   readonly endpoint: string;
+  readonly endpoints?: string;
   readonly json?: boolean;
   readonly timeoutMs: string;
 }
@@ -37,13 +38,27 @@ export interface RemoteOptions {
 export function remote(cmd: Command): Command {
   return cmd
     .addOption(
-      new Option('--endpoint <host:port>', 'any node of the cluster (client API address)')
+      new Option(
+        '--endpoint <host:port>',
+        'any node of the cluster (client API address); a comma-separated list works as --endpoints',
+      )
         .env('TICKCTL_ENDPOINT')
         .default(DEFAULT_ENDPOINT),
+    )
+    .addOption(
+      new Option(
+        '--endpoints <host:port,...>',
+        'several nodes, tried in order until one accepts a connection (instead of --endpoint)',
+      )
+        .env('TICKCTL_ENDPOINTS')
+        .conflicts('endpoint'),
     )
     .option('--json', 'print the API response as JSON (errors as JSON on stderr)')
     .option('--timeout-ms <ms>', 'deadline of each call', '10000');
 }
+
+/** host:port, host:port or [v6]:port; the host itself is checked by the connection. */
+const ENDPOINT_SHAPE = /^(\[[0-9A-Fa-f:.]+\]|[^\s:,[\]]+):\d{1,5}$/;
 
 /** A usage problem found before calling the cluster. */
 export class UsageError extends Error {
@@ -65,7 +80,17 @@ export async function withClient(
     run.exitCode = EXIT_USAGE;
     return;
   }
-  const client = new ApiClient(opts.endpoint, timeoutMs);
+  const flag = opts.endpoints !== undefined ? '--endpoints' : '--endpoint';
+  const endpoints = (opts.endpoints ?? opts.endpoint).split(',').map((e) => e.trim());
+  const bad = endpoints.find((e) => !ENDPOINT_SHAPE.test(e));
+  if (bad !== undefined) {
+    run.io.writeErr(
+      `tickctl: ${flag}: '${bad}' is not host:port (several are separated by commas, no spaces)\n`,
+    );
+    run.exitCode = EXIT_USAGE;
+    return;
+  }
+  const client = new ApiClient(endpoints, timeoutMs);
   try {
     await body(client);
     run.exitCode = EXIT_OK;
@@ -87,7 +112,7 @@ function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
       `${JSON.stringify({ error: { status: grpc.status[err.status], code: err.code, message: err.message, violations: err.violations } })}\n`,
     );
   } else {
-    run.io.writeErr(`tickctl: ${describe(err, opts.endpoint)}\n`);
+    run.io.writeErr(`tickctl: ${describe(err, opts.endpoints ?? opts.endpoint)}\n`);
     for (const v of err.violations) run.io.writeErr(`  ${v.field}: ${v.reason}\n`);
   }
   switch (err.status) {
@@ -115,7 +140,7 @@ function describe(err: ApiCallError, endpoint: string): string {
       return `${err.message} (someone changed it meanwhile: read it again and retry)`;
     case grpc.status.UNAVAILABLE:
       if (err.code === 'UNAVAILABLE')
-        return `cannot reach ${endpoint}: is a node running there? (--endpoint, TICKCTL_ENDPOINT)`;
+        return `cannot reach ${endpoint}: is a node running there? (--endpoint, --endpoints, TICKCTL_ENDPOINT): ${err.message}`;
       return `${err.message} (retry${err.retryDelayMs !== undefined ? ` in ${err.retryDelayMs} ms` : ''})`;
     case grpc.status.DEADLINE_EXCEEDED:
       return `no answer within the deadline (${err.message}); retry or raise --timeout-ms`;

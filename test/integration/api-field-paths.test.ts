@@ -13,6 +13,8 @@ import { runTickctl } from '../../src/cli/main.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
+import { freePort } from '../helpers/cluster.js';
+import { runTickctl as runTickctlProcess } from '../helpers/tickctl.js';
 
 type Obj = Record<string, unknown>;
 
@@ -348,4 +350,37 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     c.call<Obj>('JobService', 'ResumeJob', { jobId: 'pz' }),
   );
   t.type(resumed['nextFireAtMs'], 'number', 'resumed: a next fire again');
+
+  // --endpoints: a real bin/tickctl process, the first address a port nothing listens on.
+  const dead = `${ac.cluster.node('n1').host}:${await freePort(ac.cluster.node('n1').host)}`;
+  const viaSecond = await runTickctlProcess([
+    'jobs',
+    'get',
+    'pz',
+    '--endpoints',
+    `${dead},${endpoint}`,
+  ]);
+  t.equal(viaSecond.code, 0, `--endpoints dead,live: served by the live one (${viaSecond.stderr})`);
+  t.match(viaSecond.stdout, /^pz\s+acme\s+every 1h/m, 'and prints the job');
+  const dead2 = `${ac.cluster.node('n1').host}:${await freePort(ac.cluster.node('n1').host)}`;
+  const none = await runTickctlProcess(['jobs', 'get', 'pz', '--endpoints', `${dead},${dead2}`]);
+  t.equal(none.code, 5, 'every endpoint dead: exit 5 (unavailable, safe to retry)');
+  t.match(none.stderr, dead, 'the error names the first endpoint');
+  t.match(none.stderr, dead2, 'and the second');
+  const env = { ...process.env, TICKCTL_ENDPOINTS: `${dead},${endpoint}` };
+  const viaEnv = await runTickctlProcess(['jobs', 'get', 'pz'], { env });
+  t.equal(viaEnv.code, 0, `TICKCTL_ENDPOINTS works as --endpoints (${viaEnv.stderr})`);
+  const typo = await runTickctlProcess(['jobs', 'get', 'pz', '--endpoints', `${endpoint};${dead}`]);
+  t.equal(typo.code, 2, 'a malformed list is a usage error');
+  t.match(typo.stderr, /--endpoints: '.*' is not host:port/, 'naming the flag');
+  const both = await runTickctlProcess([
+    'jobs',
+    'get',
+    'pz',
+    '--endpoint',
+    endpoint,
+    '--endpoints',
+    endpoint,
+  ]);
+  t.equal(both.code, 2, '--endpoint and --endpoints together: a usage error');
 });

@@ -7,21 +7,23 @@
  *   memory        RSS and V8 heap per job per replica after that registration (forced GC)
  *   spike         N jobs due in the same second, next to a bare undici client (bench/spike.ts)
  *   failover      kill -9 the leader of a busy group: resume time, late and lost slots
+ *   cli           tickctl's wall time for --help and one RPC, next to `node -e 0` (bench/cli.ts)
  *
  * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
  * --spike N (default 20,000), --failover-jobs N (default 2,000), --inflight N (CreateJobs calls
  * in flight, default 8), --warmup N (jobs registered before the measure, default 20,000; 0 measures
  * fresh nodes), --spike-warmup N (jobs of a spike fired before the measured one, default 5,000; 0
- * measures fresh nodes), --only registration,memory,spike,failover, --json.
+ * measures fresh nodes), --only registration,memory,spike,failover,cli, --cli-runs N (default 7), --json.
  * docs/BENCH.md says how to read the table.
  */
 import { parseArgs } from 'node:util';
+import { runCli, type CliResult } from './cli.js';
 import { runFailover, type FailoverResult } from './failover.js';
 import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
 import { runRegistration, type RegistrationResult } from './registration.js';
 import { runSpike, type SpikeResult } from './spike.js';
 
-const PARTS = ['registration', 'memory', 'spike', 'failover'] as const;
+const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli'] as const;
 type Part = (typeof PARTS)[number];
 
 const { values } = parseArgs({
@@ -33,6 +35,7 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '20000' },
     'spike-warmup': { type: 'string', default: '5000' },
     groups: { type: 'string', default: '18' },
+    'cli-runs': { type: 'string', default: '7' },
     only: { type: 'string', default: PARTS.join(',') },
     json: { type: 'boolean', default: false },
   },
@@ -54,6 +57,7 @@ const INFLIGHT = positive('inflight', values.inflight);
 const WARMUP = positive('warmup', values.warmup, 0);
 const SPIKE_WARMUP = positive('spike-warmup', values['spike-warmup'], 0);
 const GROUPS = positive('groups', values.groups);
+const CLI_RUNS = positive('cli-runs', values['cli-runs']);
 const only = new Set(values.only.split(',').map((s) => s.trim()));
 for (const p of only)
   if (!(PARTS as readonly string[]).includes(p)) {
@@ -88,6 +92,7 @@ log(`node flags of the cluster processes: ${process.env['TICKRAFT_NODE_ARGS']}`)
 let registration: RegistrationResult | undefined;
 let spike: SpikeResult | undefined;
 let failover: FailoverResult | undefined;
+let cli: CliResult | undefined;
 
 if (runs('registration') || runs('memory')) {
   log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
@@ -112,6 +117,11 @@ if (runs('spike')) {
     problems.push(
       `spike: ${fmt(spike.tickraft.received)} of ${fmt(SPIKE)} fires reached the sink within 60 s`,
     );
+}
+if (runs('cli')) {
+  log(`\ntickctl start-up: ${CLI_RUNS} runs of each command, each a fresh process`);
+  cli = await runCli({ runs: CLI_RUNS, log });
+  if (cli.error !== undefined) problems.push(`cli: ${cli.error}`);
 }
 if (runs('failover')) {
   log(`\nfailover: ${fmt(FAILOVER_JOBS)} every-second jobs in one group`);
@@ -294,12 +304,42 @@ if (failover && failover.error === undefined) {
   );
 }
 
+if (cli && cli.error === undefined) {
+  const floor = cli.timings[0]!;
+  for (const [i, x] of cli.timings.entries())
+    rows.push({
+      figure: i === 0 ? `tickctl start-up (median of ${cli.runs}): ${x.what}` : `  ${x.what}`,
+      measured:
+        i === 0
+          ? `${fmt(Math.round(x.medianMs))} ms`
+          : `${fmt(Math.round(x.medianMs))} ms (${(x.medianMs / floor.medianMs).toFixed(1)}× node -e 0)`,
+      target: x.what.startsWith('tickctl jobs get') ? '≤ 300 ms' : '',
+      met: x.what.startsWith('tickctl jobs get') ? met(x.medianMs <= 300) : '',
+    });
+  if (!cli.bundled)
+    rows.push({
+      figure: '  (bin/tickctl ran the sources through tsx: dist/ stale)',
+      measured: '',
+      target: '',
+      met: '',
+    });
+}
+
 log('');
 printTable(machineBefore, machineAfter, rows);
 for (const p of problems) console.log(`FUNCTIONAL FAILURE: ${p}`);
 if (values.json)
   console.log(
-    JSON.stringify({ machineBefore, machineAfter, rows, registration, spike, failover, problems }),
+    JSON.stringify({
+      machineBefore,
+      machineAfter,
+      rows,
+      registration,
+      spike,
+      failover,
+      cli,
+      problems,
+    }),
   );
 process.exitCode = problems.length > 0 ? 1 : 0;
 

@@ -4,6 +4,7 @@
  * append-only writer can suffer: a torn last line when its process died mid-write. That line is
  * dropped and reported; any other unreadable line is an error naming its line number.
  */
+import { RUN_STATUSES } from '../../src/scheduler/model.js';
 import { ValidationError, type FieldViolation } from '../../src/base/errors.js';
 import {
   BULK_FUNCTIONS,
@@ -28,16 +29,7 @@ export interface ParsedHistory {
 const OP_FUNCTIONS: ReadonlySet<string> = new Set([...JOB_FUNCTIONS, ...BULK_FUNCTIONS]);
 const ANSWERS: ReadonlySet<string> = new Set(['2xx', '5xx', 'slow', 'stale']);
 const NEMESIS_KIND_SET: ReadonlySet<string> = new Set(NEMESIS_KINDS);
-const RUN_STATUSES: ReadonlySet<string> = new Set([
-  'SCHEDULED',
-  'DISPATCHED',
-  'SUCCEEDED',
-  'DEAD',
-  'CANCELLED',
-  'SKIPPED',
-  'MISSED',
-  'UNKNOWN',
-]);
+const RUN_STATUS_SET: ReadonlySet<string> = new Set(RUN_STATUSES);
 
 /**
  * Parses the text of one history file. `source` prefixes field names in errors (a file name).
@@ -229,7 +221,7 @@ function checkRunsRead(value: unknown, at: string, out: FieldViolation[]): void 
     }
     const c = new FieldCheck(run, `${at}.runs[${i}]`, out);
     c.int('slotMs');
-    c.oneOf('status', RUN_STATUSES);
+    c.oneOf('status', RUN_STATUS_SET);
     c.str('reason', true);
   });
 }

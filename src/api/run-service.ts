@@ -4,7 +4,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
-import type { Run, RunStatus } from '../scheduler/model.js';
+import { RUN_STATUSES, type Run, type RunStatus } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { runOut, runStatusIn, type Msg } from './convert.js';
 import { requireJobId, requireTenantId } from './job-service.js';
@@ -22,17 +22,6 @@ import {
 import type { CallContext } from './router.js';
 import { jobIdOfFireId, SchedulerAdminError } from './scheduler-admin.js';
 import { num, str, unary, type Handler } from './service-kit.js';
-
-const RUN_STATUSES: readonly RunStatus[] = [
-  'SCHEDULED',
-  'DISPATCHED',
-  'SUCCEEDED',
-  'DEAD',
-  'CANCELLED',
-  'SKIPPED',
-  'MISSED',
-  'UNKNOWN',
-];
 
 type DeadItem = { readonly key: DeadKey; readonly run: Msg };
 

@@ -86,15 +86,18 @@ export interface Job extends JobSpec {
  * never fire end as MISSED or SKIPPED with a reason; CANCELLED by a delete; UNKNOWN when an
  * at-most-once attempt was sent but its result was lost with the leader.
  */
-export type RunStatus =
-  | 'SCHEDULED'
-  | 'DISPATCHED'
-  | 'SUCCEEDED'
-  | 'DEAD'
-  | 'CANCELLED'
-  | 'SKIPPED'
-  | 'MISSED'
-  | 'UNKNOWN';
+export const RUN_STATUSES = [
+  'SCHEDULED',
+  'DISPATCHED',
+  'SUCCEEDED',
+  'DEAD',
+  'CANCELLED',
+  'SKIPPED',
+  'MISSED',
+  'UNKNOWN',
+] as const;
+
+export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export type AttemptOutcome = 'success' | 'retry' | 'fail';
 

@@ -4,6 +4,7 @@
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
+import { RUN_STATUSES } from '../../scheduler/model.js';
 import {
   choiceOption,
   enumText,
@@ -20,18 +21,6 @@ import {
 } from '../remote.js';
 
 type Obj = Record<string, unknown>;
-
-/** RunStatus of proto/tickraft.proto without its prefix and UNSPECIFIED (= every status). */
-export const RUN_STATUSES = [
-  'SCHEDULED',
-  'DISPATCHED',
-  'SUCCEEDED',
-  'DEAD',
-  'CANCELLED',
-  'SKIPPED',
-  'MISSED',
-  'UNKNOWN',
-] as const;
 
 const RUN_HEADER = ['FIRE ID', 'SLOT', 'STATUS', 'ATTEMPTS', 'LAST CODE', 'REASON'];
 

@@ -498,7 +498,7 @@ for (const verdict of ['cancel', 'drop'] as const) {
     t.equal(report.outcome, 'retry');
     t.equal(report.code, 'DELIVERY_NOT_STARTED');
     t.equal(report.isProvablyUndelivered, true);
-    t.match(report.error, verdict === 'drop' ? /leadership/ : /paused or deleted/);
+    t.match(report.error, verdict === 'drop' ? /leadership/ : /paused, deleted or updated/);
     t.equal(w.io.leases.length, 0, 'nothing leased');
     t.equal(w.session.inflight, 0);
     t.equal(hub.heldCount, 0);

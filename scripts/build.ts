@@ -3,8 +3,10 @@
  * the two programs into plain JavaScript with esbuild, so that bin/tickctl and bin/tickraft start
  * without compiling TypeScript.
  *
- *   dist/cli/tickctl.js      src/cli/main.ts and every package it imports, in one file: one
- *                            module to load instead of a few hundred (grpc-js alone is ~80).
+ *   dist/cli/tickctl.js      src/cli/main.ts and every package it imports: one module to load
+ *                            instead of a few hundred (grpc-js alone is ~80). What a command
+ *                            imports on demand (`await import(…)`, e.g. preview's time-zone
+ *                            library) goes into a chunk next to it, loaded only by that command.
  *   dist/server/tickraft.js  src/server/main.ts; packages stay in node_modules (classic-level is
  *                            a native addon, pino starts worker threads from its own files).
  *   dist/build.json          when the build started and which files went into each bundle:
@@ -16,29 +18,65 @@
  * --enable-source-maps maps stack traces back to src/; off by default, as it slows the start).
  */
 import { build, type Metafile, type Plugin } from 'esbuild';
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, sep } from 'node:path';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseApiProto } from '../src/api/client-proto.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const DIST = join(ROOT, 'dist');
 /** npm rewrites this at every install: it stands for every bundled file under node_modules. */
 const INSTALL_STAMP = 'node_modules/.package-lock.json';
 
+/** What a bundle carries beyond its imports: esbuild `define`s, and the files they come from. */
+interface Embedded {
+  readonly define: Record<string, string>;
+  readonly inputs: readonly string[];
+}
+
+/** The API's .proto already parsed, so that tickctl skips the parser (src/api/client-proto.ts). */
+function embeddedApiProto(): Embedded {
+  const json = JSON.stringify(parseApiProto().toJSON());
+  return {
+    define: { TICKRAFT_API_PROTO_JSON: JSON.stringify(json) },
+    inputs: ['proto/tickraft.proto'],
+  };
+}
+
 interface Target {
   readonly name: 'tickctl' | 'tickraft';
   readonly entry: string;
   readonly out: string;
   readonly bundlePackages: boolean;
+  /** Dynamic imports become chunks beside the bundle instead of being inlined. */
+  readonly splitting: boolean;
+  readonly embed?: () => Embedded;
 }
 
 const TARGETS: readonly Target[] = [
-  { name: 'tickctl', entry: 'src/cli/main.ts', out: 'cli/tickctl.js', bundlePackages: true },
+  {
+    name: 'tickctl',
+    entry: 'src/cli/main.ts',
+    out: 'cli/tickctl.js',
+    bundlePackages: true,
+    splitting: true,
+    embed: embeddedApiProto,
+  },
   {
     name: 'tickraft',
     entry: 'src/server/main.ts',
     out: 'server/tickraft.js',
     bundlePackages: false,
+    splitting: false,
   },
 ];
 
@@ -98,10 +136,16 @@ function writeAtomically(path: string, text: string | Uint8Array): void {
 
 async function bundle(target: Target): Promise<{ file: string; inputs: string[] }> {
   const outFile = join(DIST, target.out);
+  const outDir = dirname(outFile);
+  const embedded = target.embed?.() ?? { define: {}, inputs: [] };
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: [target.entry],
-    outfile: outFile,
+    // Named so that the entry's output is `out` whatever the source file is called.
+    entryPoints: { [basename(target.out, '.js')]: target.entry },
+    outdir: outDir,
+    splitting: target.splitting,
+    chunkNames: 'chunk-[hash]',
+    define: embedded.define,
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -115,7 +159,12 @@ async function bundle(target: Target): Promise<{ file: string; inputs: string[] 
       : { packages: 'external' as const }),
   });
   for (const f of result.outputFiles) writeAtomically(f.path, f.contents);
-  return { file: target.out, inputs: inputsOf(result.metafile) };
+  // Chunks of earlier builds have other hashes; nothing loads them any more.
+  const written = new Set(result.outputFiles.map((f) => f.path));
+  for (const name of readdirSync(outDir)) {
+    if (name.startsWith('chunk-') && !written.has(join(outDir, name))) rmSync(join(outDir, name));
+  }
+  return { file: target.out, inputs: [...inputsOf(result.metafile), ...embedded.inputs].sort() };
 }
 
 export async function buildAll(): Promise<BuildManifest> {

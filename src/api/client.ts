@@ -5,7 +5,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { FieldViolation } from '../base/errors.js';
-import { loadApiServices, type PublicServiceName } from './proto.js';
+import { clientServices } from './client-proto.js';
+import type { PublicServiceName } from './proto-options.js';
 import { decodeRpcStatus } from './rpc-status.js';
 
 export const DEFAULT_CALL_TIMEOUT_MS = 10_000;
@@ -93,7 +94,7 @@ export class ApiClient {
     request: object,
     timeoutMs = this.timeoutMs,
   ): Promise<T> {
-    const ctor = loadApiServices()[service];
+    const ctor = clientServices()[service];
     const def = ctor.service[method];
     if (!def) throw new Error(`${service} has no method ${method}`);
     if (this.endpoints.length > 1) {
@@ -128,7 +129,7 @@ export class ApiClient {
    * none connects, the error is the UNAVAILABLE a call to the last one would have had, naming all.
    */
   private async connectToOne(service: PublicServiceName, deadline: number): Promise<void> {
-    const ctor = loadApiServices()[service];
+    const ctor = clientServices()[service];
     const failures: string[] = [];
     for (let i = 0; i < this.endpoints.length; i++) {
       const left = this.endpoints.length - i;

@@ -1,27 +1,14 @@
 /**
  * Loads the public API (proto/tickraft.proto) and the node-to-node service behind it
- * (proto/tickraft_internal.proto) once, with the options every server and client here shares:
- * camelCase fields, int64 as JS numbers (every int64 in the API is a millisecond time or a count
- * far below 2^53), enums as their names, defaults filled in, and proto3 `optional` fields left
- * out when absent (so that "absent" and "zero" stay distinguishable for validation).
+ * (proto/tickraft_internal.proto) once, through @grpc/proto-loader with the options every server
+ * and client here shares (src/api/proto-options.ts). Servers use these definitions; clients use
+ * src/api/client-proto.ts, which decodes alike without proto-loader's start-up cost.
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
+import { API_LOADER_OPTIONS, type PublicServiceName } from './proto-options.js';
 
-const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
-
-export const API_LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: false,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: false,
-  includeDirs: [PROTO_DIR],
-};
-
-export type PublicServiceName =
-  'JobService' | 'RunService' | 'TenantService' | 'AdminService' | 'WorkerService';
+export { API_LOADER_OPTIONS, type PublicServiceName } from './proto-options.js';
 
 export interface ApiServices {
   readonly JobService: grpc.ServiceClientConstructor;

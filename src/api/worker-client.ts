@@ -14,7 +14,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { ApiClient } from './client.js';
-import { loadApiServices } from './proto.js';
+import { clientServices } from './client-proto.js';
 
 /** One leased run, as the handler sees it. */
 export interface LeasedRun {
@@ -104,7 +104,7 @@ class NodeStream {
 
   open(): void {
     if (this.stopped) return;
-    const def = loadApiServices().WorkerService.service['Work'];
+    const def = clientServices().WorkerService.service['Work'];
     if (def === undefined) throw new Error('WorkerService.Work is missing from the proto');
     const call = this.client.makeBidiStreamRequest(
       def.path,
@@ -354,7 +354,7 @@ export class Worker {
     }
     for (const address of found) {
       if (this.streams.has(address)) continue;
-      const ctor = loadApiServices().WorkerService;
+      const ctor = clientServices().WorkerService;
       // Pings find a node whose host vanished while the stream is idle (no FIN to read).
       const client = new ctor(address, grpc.credentials.createInsecure(), {
         'grpc.keepalive_time_ms': 10_000,

@@ -19,7 +19,7 @@ import { registerRunsCommands } from './commands/runs.js';
 import { registerSinkCommand } from './commands/sink.js';
 import { registerTenantsCommand } from './commands/tenants.js';
 import { registerWorkerCommand } from './commands/worker.js';
-import { EXIT_CODES_HELP } from './remote.js';
+import { acceptConnectionOptionsFirst, EXIT_CODES_HELP } from './remote.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
 import type { CliIo, CliRun } from './io.js';
 
@@ -52,9 +52,11 @@ export function buildProgram(run: CliRun): Command {
     'after',
     `
 Commands that call a cluster take --endpoint host:port (any node; default 127.0.0.1:7001, or
-TICKCTL_ENDPOINT), --json and --timeout-ms.
+TICKCTL_ENDPOINT) or --endpoints host:port,... (tried in order; TICKCTL_ENDPOINTS), --json and
+--timeout-ms, after the command or before it (tickctl --endpoints a:7001,b:7001 jobs get J).
 ${EXIT_CODES_HELP}`,
   );
+  acceptConnectionOptionsFirst(program);
   inheritUsageHandling(program, run);
   return program;
 }

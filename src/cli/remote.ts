@@ -49,12 +49,73 @@ export function remote(cmd: Command): Command {
       new Option(
         '--endpoints <host:port,...>',
         'several nodes, tried in order until one accepts a connection (instead of --endpoint)',
-      )
-        .env('TICKCTL_ENDPOINTS')
-        .conflicts('endpoint'),
+      ).env('TICKCTL_ENDPOINTS'),
     )
     .option('--json', 'print the API response as JSON (errors as JSON on stderr)')
     .option('--timeout-ms <ms>', 'deadline of each call', '10000');
+}
+
+/** The connection options as commander keys them, with the flag a user types. */
+const CONNECTION_OPTIONS = [
+  ['endpoint', '--endpoint'],
+  ['endpoints', '--endpoints'],
+  ['timeoutMs', '--timeout-ms'],
+  ['json', '--json'],
+] as const;
+
+/**
+ * Lets the connection options also come before the command, as etcdctl and kubectl take theirs:
+ * `tickctl --endpoints a:1,b:2 jobs get J`. Given there, each is handed to the command that runs
+ * as if it had been given to it; given in both places, or to a command that does not call a
+ * cluster, it is a usage error rather than one silently winning.
+ */
+export function acceptConnectionOptionsFirst(program: Command): void {
+  program
+    // Without this the program would also take these flags after the command's name.
+    .enablePositionalOptions()
+    .addOption(new Option('--endpoint <host:port>').hideHelp())
+    .addOption(new Option('--endpoints <host:port,...>').hideHelp())
+    .addOption(new Option('--timeout-ms <ms>').hideHelp())
+    .addOption(new Option('--json').hideHelp())
+    .hook('preAction', (_program, action) => {
+      for (const [key, flag] of CONNECTION_OPTIONS) {
+        if (program.getOptionValueSource(key) !== 'cli') continue;
+        const name = action.name();
+        if (!action.options.some((o) => o.attributeName() === key)) {
+          action.error(`error: ${flag} does not apply to '${name}', which calls no cluster`, {
+            exitCode: EXIT_USAGE,
+            code: 'tickctl.connectionOption',
+          });
+        }
+        if (action.getOptionValueSource(key) === 'cli') {
+          action.error(`error: ${flag} given both before and after '${name}'; give it once`, {
+            exitCode: EXIT_USAGE,
+            code: 'tickctl.connectionOption',
+          });
+        }
+        action.setOptionValueWithSource(key, program.getOptionValue(key), 'cli');
+      }
+      chooseEndpointSource(action);
+    });
+}
+
+/**
+ * --endpoint and --endpoints name the same thing: a flag wins over the other's environment
+ * variable (as any flag wins over its own), and two of the same kind are refused.
+ */
+function chooseEndpointSource(action: Command): void {
+  const single = action.getOptionValueSource('endpoint');
+  const list = action.getOptionValueSource('endpoints');
+  const fail = (message: string): never =>
+    action.error(`error: ${message}`, {
+      exitCode: EXIT_USAGE,
+      code: 'tickctl.conflictingEndpoints',
+    });
+  if (single === 'cli' && list === 'cli') fail('give --endpoint or --endpoints, not both');
+  if (single === 'env' && list === 'env')
+    fail('TICKCTL_ENDPOINT and TICKCTL_ENDPOINTS are both set; unset one');
+  if (single === 'cli' && list === 'env')
+    action.setOptionValueWithSource('endpoints', undefined, 'default');
 }
 
 /** host:port, host:port or [v6]:port; the host itself is checked by the connection. */

@@ -383,4 +383,35 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     endpoint,
   ]);
   t.equal(both.code, 2, '--endpoint and --endpoints together: a usage error');
+  // The connection options before the command, as etcdctl takes them.
+  const first = await runTickctlProcess([
+    '--endpoints',
+    `${dead},${endpoint}`,
+    '--json',
+    'jobs',
+    'get',
+    'pz',
+  ]);
+  t.equal(first.code, 0, `--endpoints and --json before the command (${first.stderr})`);
+  t.equal((JSON.parse(first.stdout) as Obj)['id'], 'pz', 'served by the live one, as JSON');
+  // A flag wins over the other flag's variable: --endpoints over TICKCTL_ENDPOINT, and the reverse.
+  const overEnv = await runTickctlProcess(
+    ['jobs', 'get', 'pz', '--endpoints', `${dead},${endpoint}`],
+    {
+      env: { ...process.env, TICKCTL_ENDPOINT: dead },
+    },
+  );
+  t.equal(
+    overEnv.code,
+    0,
+    `--endpoints with TICKCTL_ENDPOINT set: the flag wins (${overEnv.stderr})`,
+  );
+  const overList = await runTickctlProcess(['--endpoint', endpoint, 'jobs', 'get', 'pz'], {
+    env: { ...process.env, TICKCTL_ENDPOINTS: `${dead},${dead2}` },
+  });
+  t.equal(
+    overList.code,
+    0,
+    `--endpoint with TICKCTL_ENDPOINTS set: the flag wins (${overList.stderr})`,
+  );
 });

@@ -225,6 +225,44 @@ function tickraft(
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
+t.test('connection options before the command: misuse is a usage error naming it', async (t) => {
+  const cases: [readonly string[], RegExp][] = [
+    [
+      ['--endpoint', '127.0.0.1:2', 'jobs', 'get', 'j', '--endpoint', '127.0.0.1:3'],
+      /--endpoint given both before and after 'get'/,
+    ],
+    [['--json', 'runs', 'list', 'j', '--json'], /--json given both before and after 'list'/],
+    [
+      ['--endpoint', '127.0.0.1:2', 'preview', '* * * * *'],
+      /--endpoint does not apply to 'preview'/,
+    ],
+    [['--timeout-ms', '5', 'sink'], /--timeout-ms does not apply to 'sink'/],
+    [
+      ['--endpoint', '127.0.0.1:2', 'jobs', 'get', 'j', '--endpoints', '127.0.0.1:3'],
+      /give --endpoint or --endpoints, not both/,
+    ],
+    [
+      ['--endpoint', '127.0.0.1:2', '--endpoints', '127.0.0.1:3', 'jobs', 'get', 'j'],
+      /give --endpoint or --endpoints, not both/,
+    ],
+    [['--endpoint', 'nocolon', 'jobs', 'get', 'j'], /--endpoint: 'nocolon' is not host:port/],
+    [['--timeout-ms', 'soon', 'jobs', 'get', 'j'], /--timeout-ms must be a positive whole number/],
+    [['--endpont', '127.0.0.1:2', 'jobs', 'get', 'j'], /unknown option '--endpont'/],
+  ];
+  for (const [argv, message] of cases) {
+    const r = await tickctl(argv);
+    t.equal(r.code, 2, `tickctl ${argv.join(' ')}: exit 2`);
+    t.match(r.err, message, 'naming what is wrong');
+    t.equal(r.out, '', 'and printing nothing else');
+  }
+  // TICKCTL_ENDPOINT is set (top of this file): both variables set cannot be chosen between.
+  process.env['TICKCTL_ENDPOINTS'] = '127.0.0.1:4,127.0.0.1:5';
+  t.teardown(() => delete process.env['TICKCTL_ENDPOINTS']);
+  const r = await tickctl(['jobs', 'get', 'j']);
+  t.equal(r.code, 2, 'TICKCTL_ENDPOINT and TICKCTL_ENDPOINTS both set: exit 2');
+  t.match(r.err, /TICKCTL_ENDPOINT and TICKCTL_ENDPOINTS are both set/, 'naming both');
+});
+
 t.test('the real processes: usage errors exit 2, --version exits 0', async (t) => {
   const env = { ...process.env, TICKCTL_ENDPOINT: '127.0.0.1:1' };
   for (const args of [

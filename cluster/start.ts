@@ -124,6 +124,7 @@ function spawnNode(id: string, i: number): ChildProcess {
     }
     if (children.size === 0) {
       rmSync(pidFile, { force: true });
+      if (stopping) console.log(`stopped; the data stays in ${home} (npm start resumes on it)`);
       process.exit(stopping ? 0 : 1);
     }
   });

@@ -182,6 +182,7 @@ t.test(
       /stopping: each node hands its leaderships over/,
       'the supervisor stops gracefully',
     );
+    t.match(out, /stopped; the data stays in /, 'and says when every node has exited');
     for (const id of ['n1', 'n2', 'n3'])
       t.match(
         readFileSync(join(home, `${id}.log`))

@@ -15,20 +15,13 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 // protobufjs is CommonJS whose exports Node cannot list statically: its default export is the module.
 import protobuf from 'protobufjs/light.js';
-import { API_LOADER_OPTIONS, type PublicServiceName } from './proto-options.js';
+import { API_LOADER_OPTIONS, PUBLIC_SERVICES, type PublicServiceName } from './proto-options.js';
 
 /** Set by scripts/build.ts (esbuild `define`) to proto/tickraft.proto parsed; absent in sources. */
 declare const TICKRAFT_API_PROTO_JSON: string | undefined;
 
 const API_PROTO = fileURLToPath(new URL('../../proto/tickraft.proto', import.meta.url));
 const PACKAGE = 'tickraft.v1';
-const SERVICES: readonly PublicServiceName[] = [
-  'JobService',
-  'RunService',
-  'TenantService',
-  'AdminService',
-  'WorkerService',
-];
 
 /** What toObject is given: the loader options that shape a decoded message. */
 const TO_OBJECT: protobuf.IConversionOptions = {
@@ -85,7 +78,7 @@ export type ClientServices = Record<PublicServiceName, grpc.ServiceClientConstru
 export function buildClientServices(root: protobuf.Root): ClientServices {
   root.resolveAll();
   const built = {} as ClientServices;
-  for (const name of SERVICES) {
+  for (const name of PUBLIC_SERVICES) {
     const service = root.lookupService(`${PACKAGE}.${name}`);
     const definition: grpc.ServiceDefinition = Object.fromEntries(
       service.methodsArray.map((m) => [m.name, methodDefinition(`${PACKAGE}.${name}`, m)]),

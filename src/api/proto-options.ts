@@ -25,5 +25,13 @@ export const API_LOADER_OPTIONS: Options & {
   includeDirs: [PROTO_DIR],
 };
 
-export type PublicServiceName =
-  'JobService' | 'RunService' | 'TenantService' | 'AdminService' | 'WorkerService';
+/** The services of proto/tickraft.proto (package tickraft.v1) that clients call. */
+export const PUBLIC_SERVICES = [
+  'JobService',
+  'RunService',
+  'TenantService',
+  'AdminService',
+  'WorkerService',
+] as const;
+
+export type PublicServiceName = (typeof PUBLIC_SERVICES)[number];

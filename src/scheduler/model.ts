@@ -134,14 +134,10 @@ export function fireIdOf(jobId: string, slotMs: number): string {
   return `${jobId}:${slotMs}`;
 }
 
-export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
-  'SUCCEEDED',
-  'DEAD',
-  'CANCELLED',
-  'SKIPPED',
-  'MISSED',
-  'UNKNOWN',
-]);
+/** Every status but the two of a run still to be sent or in flight. */
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(
+  RUN_STATUSES.filter((s) => s !== 'SCHEDULED' && s !== 'DISPATCHED'),
+);
 
 export function isTerminal(status: RunStatus): boolean {
   return TERMINAL_STATUSES.has(status);

@@ -1,11 +1,17 @@
 /**
  * Runs `tickctl` as a user does: a real process of bin/tickctl, its exit code and output. With
- * `t`, the process is killed if the test ends first.
+ * `t`, the process is killed if the test ends first. `runBin` does the same for any bin, and
+ * `runTickctlInProcess` runs the same program in this process with its output captured, for
+ * tests that call it hundreds of times.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { Clock } from '../../src/base/clock.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { runTickctl as runTickctlProgram } from '../../src/cli/main.js';
 
 export const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
+export const TICKRAFT = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
 
 export interface TickctlResult {
   readonly code: number | null;
@@ -13,14 +19,18 @@ export interface TickctlResult {
   readonly stderr: string;
 }
 
-export function runTickctl(
+export interface RunOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  readonly t?: { teardown: (fn: () => void) => void };
+}
+
+/** A bin (TICKCTL, TICKRAFT) as a process of its own, until it exits. */
+export function runBin(
+  bin: string,
   args: readonly string[],
-  opts: {
-    readonly env?: NodeJS.ProcessEnv;
-    readonly t?: { teardown: (fn: () => void) => void };
-  } = {},
+  opts: RunOptions = {},
 ): Promise<TickctlResult> {
-  const child = spawn(process.execPath, [TICKCTL, ...args], {
+  const child = spawn(process.execPath, [bin, ...args], {
     env: opts.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -32,4 +42,24 @@ export function runTickctl(
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+export function runTickctl(args: readonly string[], opts: RunOptions = {}): Promise<TickctlResult> {
+  return runBin(TICKCTL, args, opts);
+}
+
+/** tickctl's program in this process: its exit code and what it wrote. */
+export async function runTickctlInProcess(
+  argv: readonly string[],
+  clock: Clock = { nowMs: () => Date.now(), monotonicMs: () => performance.now() },
+): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIo = {
+    writeOut: (s) => void (out += s),
+    writeErr: (s) => void (err += s),
+    clock,
+  };
+  const code = await runTickctlProgram(argv, io);
+  return { code, out, err };
 }

@@ -9,12 +9,10 @@
 import t from 'tap';
 import { ApiCallError } from '../../src/api/client.js';
 import type { PublicServiceName } from '../../src/api/proto.js';
-import { runTickctl } from '../../src/cli/main.js';
-import type { CliIo } from '../../src/cli/io.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
 import { freePort } from '../helpers/cluster.js';
-import { runTickctl as runTickctlProcess } from '../helpers/tickctl.js';
+import { runTickctl as runTickctlProcess, runTickctlInProcess } from '../helpers/tickctl.js';
 
 type Obj = Record<string, unknown>;
 
@@ -218,19 +216,7 @@ const CASES: Case[] = [
   ],
 ];
 
-async function tickctl(
-  argv: readonly string[],
-): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = {
-    writeOut: (s) => void (out += s),
-    writeErr: (s) => void (err += s),
-    clock: { nowMs: () => Date.now(), monotonicMs: () => performance.now() },
-  };
-  const code = await runTickctl(argv, io);
-  return { code, out, err };
-}
+const tickctl = (argv: readonly string[]) => runTickctlInProcess(argv);
 
 t.test('bad requests: exact snake_case field paths with one prefix', async (t) => {
   const ac = await ApiCluster.start(t, { groups: 2 });

@@ -3,14 +3,12 @@
 // (decoded from grpc-status-details-bin) names that field, and the job must not exist afterwards.
 // Then tickctl as a user runs it (the real bin/tickctl in a child process): tenants, jobs, runs,
 // cluster status, --json, and the exit codes of invalid input and of a missing job.
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ApiCallError } from '../../src/api/client.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
+import { runTickctl, type TickctlResult } from '../helpers/tickctl.js';
 
 type Obj = Record<string, unknown>;
-const LAUNCHER = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
 const URL_OK = 'http://127.0.0.1:9/hook';
 
 /** [field the violation must name, the request's changes]. */
@@ -52,29 +50,12 @@ const CASES: [string, Obj, Obj?][] = [
   ['spec.remaining_fires', { remainingFires: 0 }],
 ];
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function tickctl(
   t: { teardown: (fn: () => void) => void },
   args: string[],
   endpoint: string,
-): Promise<CliResult> {
-  const child = spawn(process.execPath, [LAUNCHER, ...args], {
-    env: { ...process.env, TICKCTL_ENDPOINT: endpoint },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+): Promise<TickctlResult> {
+  return runTickctl(args, { t, env: { ...process.env, TICKCTL_ENDPOINT: endpoint } });
 }
 
 t.test(

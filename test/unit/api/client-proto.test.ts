@@ -12,15 +12,7 @@ import {
   type ClientServices,
 } from '../../../src/api/client-proto.js';
 import { loadApiServices } from '../../../src/api/proto.js';
-import type { PublicServiceName } from '../../../src/api/proto-options.js';
-
-const SERVICES: readonly PublicServiceName[] = [
-  'JobService',
-  'RunService',
-  'TenantService',
-  'AdminService',
-  'WorkerService',
-];
+import { PUBLIC_SERVICES } from '../../../src/api/proto-options.js';
 
 type Plain = Record<string, unknown>;
 
@@ -68,7 +60,7 @@ function compare(t: Test, ours: ClientServices): void {
   const proto = parseApiProto();
   let methods = 0;
   let declared = 0;
-  for (const name of SERVICES) {
+  for (const name of PUBLIC_SERVICES) {
     const a = ours[name].service;
     const b = theirs[name].service;
     t.same(Object.keys(a).sort(), Object.keys(b).sort(), `${name}: the same methods`);

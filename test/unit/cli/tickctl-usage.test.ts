@@ -6,13 +6,15 @@
 // TICKCTL_ENDPOINT points at a loopback port nothing listens on in case one were not.
 // Then the real bin/tickctl and bin/tickraft processes: a usage error's exit code and --version.
 import { readFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import t from 'tap';
-import { buildProgram, runTickctl } from '../../../src/cli/main.js';
-import type { CliIo } from '../../../src/cli/io.js';
-import { runTickctl as runTickctlProcess } from '../../helpers/tickctl.js';
+import { buildProgram } from '../../../src/cli/main.js';
+import {
+  runBin,
+  runTickctl as runTickctlProcess,
+  runTickctlInProcess,
+  TICKRAFT,
+} from '../../helpers/tickctl.js';
 
 process.env['TICKCTL_ENDPOINT'] = '127.0.0.1:1';
 
@@ -22,19 +24,8 @@ const VERSION = (
   }
 ).version;
 
-async function tickctl(
-  argv: readonly string[],
-): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIo = {
-    writeOut: (s) => void (out += s),
-    writeErr: (s) => void (err += s),
-    clock: { nowMs: () => 1_751_331_600_000, monotonicMs: () => 0 },
-  };
-  const code = await runTickctl(argv, io);
-  return { code, out, err };
-}
+const tickctl = (argv: readonly string[]) =>
+  runTickctlInProcess(argv, { nowMs: () => 1_751_331_600_000, monotonicMs: () => 0 });
 
 interface Walked {
   readonly path: readonly string[];
@@ -207,23 +198,7 @@ t.test('tickctl --version prints the package version', async (t) => {
 });
 
 /** bin/tickraft as a process, with its exit code and output. */
-function tickraft(
-  args: readonly string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(
-    process.execPath,
-    [fileURLToPath(new URL('../../../bin/tickraft', import.meta.url)), ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const tickraft = (args: readonly string[]) => runBin(TICKRAFT, args, { t });
 
 t.test('connection options before the command: misuse is a usage error naming it', async (t) => {
   const cases: [readonly string[], RegExp][] = [

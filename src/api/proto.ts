@@ -8,8 +8,6 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { API_LOADER_OPTIONS, type PublicServiceName } from './proto-options.js';
 
-export { API_LOADER_OPTIONS, type PublicServiceName } from './proto-options.js';
-
 export interface ApiServices {
   readonly JobService: grpc.ServiceClientConstructor;
   readonly RunService: grpc.ServiceClientConstructor;

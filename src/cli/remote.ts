@@ -55,12 +55,12 @@ export function remote(cmd: Command): Command {
     .option('--timeout-ms <ms>', 'deadline of each call', '10000');
 }
 
-/** The connection options as commander keys them, with the flag a user types. */
-const CONNECTION_OPTIONS = [
-  ['endpoint', '--endpoint'],
-  ['endpoints', '--endpoints'],
-  ['timeoutMs', '--timeout-ms'],
-  ['json', '--json'],
+/** The options `remote` adds, as the program also takes them before the command. */
+const CONNECTION_FLAGS = [
+  '--endpoint <host:port>',
+  '--endpoints <host:port,...>',
+  '--timeout-ms <ms>',
+  '--json',
 ] as const;
 
 /**
@@ -72,31 +72,31 @@ const CONNECTION_OPTIONS = [
 export function acceptConnectionOptionsFirst(program: Command): void {
   program
     // Without this the program would also take these flags after the command's name.
-    .enablePositionalOptions()
-    .addOption(new Option('--endpoint <host:port>').hideHelp())
-    .addOption(new Option('--endpoints <host:port,...>').hideHelp())
-    .addOption(new Option('--timeout-ms <ms>').hideHelp())
-    .addOption(new Option('--json').hideHelp())
-    .hook('preAction', (_program, action) => {
-      for (const [key, flag] of CONNECTION_OPTIONS) {
-        if (program.getOptionValueSource(key) !== 'cli') continue;
-        const name = action.name();
-        if (!action.options.some((o) => o.attributeName() === key)) {
-          action.error(`error: ${flag} does not apply to '${name}', which calls no cluster`, {
-            exitCode: EXIT_USAGE,
-            code: 'tickctl.connectionOption',
-          });
-        }
-        if (action.getOptionValueSource(key) === 'cli') {
-          action.error(`error: ${flag} given both before and after '${name}'; give it once`, {
-            exitCode: EXIT_USAGE,
-            code: 'tickctl.connectionOption',
-          });
-        }
-        action.setOptionValueWithSource(key, program.getOptionValue(key), 'cli');
+    .enablePositionalOptions();
+  const options = CONNECTION_FLAGS.map((flags) => new Option(flags).hideHelp());
+  for (const option of options) program.addOption(option);
+  program.hook('preAction', (_program, action) => {
+    for (const option of options) {
+      const key = option.attributeName();
+      const flag = option.long!;
+      if (program.getOptionValueSource(key) !== 'cli') continue;
+      const name = action.name();
+      if (!action.options.some((o) => o.attributeName() === key)) {
+        action.error(`error: ${flag} does not apply to '${name}', which calls no cluster`, {
+          exitCode: EXIT_USAGE,
+          code: 'tickctl.connectionOption',
+        });
       }
-      chooseEndpointSource(action);
-    });
+      if (action.getOptionValueSource(key) === 'cli') {
+        action.error(`error: ${flag} given both before and after '${name}'; give it once`, {
+          exitCode: EXIT_USAGE,
+          code: 'tickctl.connectionOption',
+        });
+      }
+      action.setOptionValueWithSource(key, program.getOptionValue(key), 'cli');
+    }
+    chooseEndpointSource(action);
+  });
 }
 
 /**

@@ -8,7 +8,7 @@
 // cannot move a job to another tenant.
 import t from 'tap';
 import { ApiCallError } from '../../src/api/client.js';
-import type { PublicServiceName } from '../../src/api/proto.js';
+import type { PublicServiceName } from '../../src/api/proto-options.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
 import { freePort } from '../helpers/cluster.js';

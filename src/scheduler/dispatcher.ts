@@ -257,6 +257,11 @@ export class GroupDispatcher {
     for (const [fireId, run] of this.sm.runs) this.trackRun(fireId, run);
   }
 
+  /** The term this replica holds leader state for (until its next step sees it ended). */
+  get leaderTerm(): number | undefined {
+    return this.leader?.term;
+  }
+
   /** Leader state of the current term, for tests and metrics. */
   get inFlightCount(): number {
     return this.leader?.inFlight.size ?? 0;

@@ -129,6 +129,25 @@ export class IdIndex {
     for (let r = this.head; r !== -1; r = this.nextRow[r]!) yield this.ids[r]!;
   }
 
+  /**
+   * Where the lookup structure disagrees with the rows it indexes (empty when they agree): each
+   * id found again by hashing, as many ids as the count says. The simulator's agreement check.
+   */
+  audit(): string[] {
+    const out: string[] = [];
+    let n = 0;
+    const seenRows = new Set<number>();
+    this.forEach((id, row) => {
+      n++;
+      if (seenRows.has(row)) out.push(`id index: row ${row} listed twice`);
+      seenRows.add(row);
+      const found = this.get(id);
+      if (found !== row) out.push(`id index: ${id} is at row ${row} but a lookup finds ${found}`);
+    });
+    if (n !== this.count) out.push(`id index: counts ${this.count} ids but links ${n}`);
+    return out;
+  }
+
   /** Whether lookups go through the fallback Map (for tests and metrics). */
   get isFallback(): boolean {
     return this.fallback !== undefined;

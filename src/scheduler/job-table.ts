@@ -294,6 +294,28 @@ export class JobTable {
       c.clear();
   }
 
+  /**
+   * Where the table's derived parts disagree with its rows (empty when they agree): the id
+   * index, the count of jobs with a next slot, and the free list. The simulator's agreement
+   * check compares them with what a full scan rebuilds.
+   */
+  audit(): string[] {
+    const out = this.rows.audit();
+    let withNext = 0;
+    const live = new Set<number>();
+    this.rows.forEach((_, row) => {
+      live.add(row);
+      if (this.nextFireAtMs.get(row) !== undefined) withNext++;
+    });
+    if (withNext !== this.withNextFire)
+      out.push(
+        `job table: counts ${this.withNextFire} jobs with a next slot, a scan finds ${withNext}`,
+      );
+    for (const row of this.freeRows)
+      if (live.has(row)) out.push(`job table: row ${row} is both free and in use`);
+    return out;
+  }
+
   /** Every job by column (no Job object per job is made). */
   columns(): JobColumns {
     const specs: SharedSpec[] = [];

@@ -895,6 +895,36 @@ export class SchedulerStateMachine {
     return (this.runsByJob.get(jobId) ?? []).map((id) => this.runs.get(id)!);
   }
 
+  /**
+   * Where an index kept beside the runs and jobs disagrees with the one a full scan of them
+   * rebuilds (empty when none does): runs by job, the dead-letter set, the job table's own.
+   * Replicas keep these incrementally, so a drift shows only here (the simulator checks it).
+   */
+  auditIndexes(): string[] {
+    const out = this.jobs.audit();
+    const byJob = new Map<string, Set<string>>();
+    const dead = new Set<string>();
+    for (const [fireId, run] of this.runs) {
+      if (run.fireId !== fireId) out.push(`runs: ${fireId} holds run ${run.fireId}`);
+      let ids = byJob.get(run.jobId);
+      if (!ids) byJob.set(run.jobId, (ids = new Set()));
+      ids.add(fireId);
+      if (run.status === 'DEAD') dead.add(fireId);
+    }
+    for (const [jobId, ids] of this.runsByJob) {
+      const want = byJob.get(jobId) ?? new Set<string>();
+      if (ids.length !== want.size || !ids.every((id) => want.has(id)))
+        out.push(
+          `runs by job: ${jobId} lists [${ids.join(',')}], a scan finds [${[...want].join(',')}]`,
+        );
+    }
+    for (const jobId of byJob.keys())
+      if (!this.runsByJob.has(jobId)) out.push(`runs by job: ${jobId} has runs but no list`);
+    for (const id of this.dead) if (!dead.has(id)) out.push(`dead: ${id} listed but not DEAD`);
+    for (const id of dead) if (!this.dead.has(id)) out.push(`dead: ${id} is DEAD but not listed`);
+    return out;
+  }
+
   // -------------------------------------------------------------------------------------
   // Snapshots
 

@@ -11,7 +11,7 @@ import {
   type DispatchStep,
   type Leadership,
 } from '../../src/scheduler/dispatcher.js';
-import type { SchedulerStateMachine } from '../../src/scheduler/state-machine.js';
+import { SchedulerStateMachine } from '../../src/scheduler/state-machine.js';
 import {
   deposedLeaderStillRunning,
   gracefulTransfers,
@@ -63,6 +63,11 @@ t.test(`${SEEDS.length} scheduler seeds with faults keep every invariant`, (t) =
     n('updates') > 500 && n('superseded') > 20 && n('queuedRefused') > 10,
     'updates superseded planned runs, and held deliveries were refused at the send',
   );
+  t.ok(
+    n('audits') > 2000 && n('agreementChecks') > 2000,
+    'replicas were compared with each other and with a full scan of their state',
+  );
+  t.ok(n('unfinishedInBound') > 0, 'the progress bound was close enough to matter');
   t.end();
 });
 
@@ -121,6 +126,30 @@ class NoLeaseDispatcher extends GroupDispatcher {
   }
 }
 
+/** A new leader that never marks its predecessor's unanswered at-most-once sends UNKNOWN. */
+class NoRecoveryDispatcher extends GroupDispatcher {
+  override step(nowMs: number, leadership: Leadership | undefined): DispatchStep {
+    const out = super.step(nowMs, leadership);
+    return { ...out, proposals: out.proposals.filter((c) => c.op !== 'mark-unknown') };
+  }
+}
+
+/** A follower that keeps no wheel up to date (only a restore or a new dispatcher rebuilds). */
+class FollowerSkipsIndexDispatcher extends GroupDispatcher {
+  override afterApply(): void {
+    if (this.leaderTerm === undefined) this.sm.takeTouched();
+    else super.afterApply();
+  }
+}
+
+/** A restore that loses each job's highest fencing token. */
+class TokenLosingStateMachine extends SchedulerStateMachine {
+  override restore(data: Uint8Array): void {
+    super.restore(data);
+    for (const id of [...this.jobs.keys()]) this.jobs.setLastToken(id, 0);
+  }
+}
+
 /** Treats every failed attempt as provably undelivered: at-most-once runs are re-sent. */
 class RetriesAtMostOnceDispatcher extends GroupDispatcher {
   override attemptDone(o: DeliveryOrder, f: AttemptFinished, nowMs: number): void {
@@ -152,6 +181,37 @@ t.test('checker: re-sending an at-most-once run after a possible delivery is cau
   );
   t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
   t.match(found?.violation ?? '', /at-most-once .* received twice/);
+  t.end();
+});
+
+t.test('checker: a new leader that never resolves orphaned sends fails the progress check', (t) => {
+  const found = firstFailure((sm, s) => new NoRecoveryDispatcher(sm, dispatcherOptions(s)), 40);
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(found?.violation ?? '', /progress: .* still DISPATCHED/);
+  t.end();
+});
+
+t.test('checker: a follower whose wheels drift from its state is caught by the audit', (t) => {
+  const found = firstFailure(
+    (sm, s) => new FollowerSkipsIndexDispatcher(sm, dispatcherOptions(s)),
+    40,
+  );
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(found?.violation ?? '', /derived state differs from a full scan/);
+  t.end();
+});
+
+t.test('checker: a restore that loses a field is caught by replica agreement', (t) => {
+  let found: { seed: number; violation: string } | undefined;
+  for (let seed = 1; seed <= 40 && !found; seed++) {
+    const res = runSchedulerSim({
+      seed,
+      makeStateMachine: (limits) => new TokenLosingStateMachine(limits),
+    });
+    if (!res.ok) found = { seed, violation: res.violation ?? '' };
+  }
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(found?.violation ?? '', /replicas disagree .*lastTokens/);
   t.end();
 });
 

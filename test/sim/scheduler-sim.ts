@@ -57,7 +57,7 @@ import {
   type DeliveryOrder,
   type ProposalFate,
 } from '../../src/scheduler/dispatcher.js';
-import type { Job, JobSpec, Run } from '../../src/scheduler/model.js';
+import { isTerminal, type Job, type JobSpec, type Run } from '../../src/scheduler/model.js';
 import {
   DEFAULT_SCHEDULER_LIMITS,
   SchedulerStateMachine,
@@ -65,6 +65,7 @@ import {
   type ApplyResult,
   type SchedulerLimits,
 } from '../../src/scheduler/state-machine.js';
+import { auditDispatcher, describeSnapshotDiff, SnapshotLedger } from './agreement.js';
 import { describeMessage, InvariantViolation } from './cluster-sim.js';
 import { EventQueue } from './event-queue.js';
 import { TraceLog } from './trace-log.js';
@@ -78,6 +79,14 @@ const HEARTBEAT_TICKS = 2;
 const STEP_MS = 5;
 export const LOOK_AHEAD_MS = 500;
 export const MISFIRE_THRESHOLD_MS = 1000;
+const AUDIT_EVERY_STEPS = 40;
+/**
+ * How long after a run could go (due, not held back, faults healed) it must have finished:
+ * the misfire threshold (a late slot may wait that long before it is judged), the look-ahead
+ * (planning starts that early), and five election timeouts for a leader to settle.
+ */
+export const PROGRESS_BOUND_MS =
+  MISFIRE_THRESHOLD_MS + LOOK_AHEAD_MS + 5 * 2 * ELECTION_TICKS * TICK_MS;
 const RX: NodeId = 'rx';
 
 /** Retention far beyond a run, so the final state still holds every run (invariant e). */
@@ -141,6 +150,8 @@ export interface SchedulerSimOptions {
    * seeds recorded before it stay as they were)
    */
   readonly resultHoldMs?: number;
+  /** Test seam: replaces the state machine of every replica (e.g. one with a known bug). */
+  readonly makeStateMachine?: (limits: SchedulerLimits) => SchedulerStateMachine;
   /** Test seam: replaces the dispatcher (e.g. one with a known bug). */
   readonly makeDispatcher?: (sm: SchedulerStateMachine, startMs: number) => GroupDispatcher;
 }
@@ -210,6 +221,11 @@ export interface SchedCounts {
   /** Acknowledged updates. */
   updates: number;
   expectedSlots: number;
+  /** Runs still unfinished at the end but within the progress bound. */
+  unfinishedInBound: number;
+  /** Derived-index audits, and state comparisons between replicas at the same index. */
+  audits: number;
+  agreementChecks: number;
 }
 
 export interface SchedSimResult {
@@ -273,12 +289,12 @@ type SchedEvent =
 
 /** The replicated app of one node: the state machine and the dispatcher deriving from it. */
 class SchedApp implements ReplicatedApp {
-  readonly sm = new SchedulerStateMachine(SIM_LIMITS);
   readonly d: GroupDispatcher;
   /** Graceful hand-over in progress: drain, then transfer to `to`. */
   drain: { to: NodeId; startedAt: number; transferred: boolean } | undefined;
 
   constructor(
+    readonly sm: SchedulerStateMachine,
     startMs: number,
     makeDispatcher: (sm: SchedulerStateMachine, startMs: number) => GroupDispatcher,
     private readonly observe: (
@@ -375,6 +391,10 @@ export class SchedulerSim {
   readonly t0: number;
   readonly epochName: string;
   private phase: 'safety' | 'liveness' = 'safety';
+  /** Virtual time the faults healed (the liveness phase began). */
+  private healedAt = 0;
+  private readonly snapshots = new SnapshotLedger();
+  private dispatcherSteps = 0;
   readonly counts: SchedCounts = {
     sends: 0,
     receipts: 0,
@@ -406,6 +426,9 @@ export class SchedulerSim {
     superseded: 0,
     updates: 0,
     expectedSlots: 0,
+    unfinishedInBound: 0,
+    audits: 0,
+    agreementChecks: 0,
   };
 
   // Raft invariants.
@@ -552,6 +575,8 @@ export class SchedulerSim {
           onReady: (n, rd) => this.checkReady(n, rd),
           onApplied: (n, e) => this.checkApplied(n, e),
           onAdvanced: () => undefined,
+          onStateAt: (n, index) => this.checkStateAt(n, index),
+          onSnapshotTaken: (n, index, data) => this.checkSnapshot(n, index, data),
           schedulePersisted: (n, incarnation, delay) =>
             this.q.push(this.now + delay, { kind: 'persisted', node: n.id, incarnation }),
         },
@@ -586,7 +611,10 @@ export class SchedulerSim {
           retryAt: (job, attempt, slot, now, retryAfter) =>
             planRetry(job.retry, attempt, slot, now, retryAfter, retryRand),
         }));
-    return new SchedApp(startMs, make, (e, c, pre, r, sm) => this.observeApply(e, c, pre, r, sm));
+    const sm = this.opts.makeStateMachine?.(SIM_LIMITS) ?? new SchedulerStateMachine(SIM_LIMITS);
+    return new SchedApp(sm, startMs, make, (e, c, pre, r, sm) =>
+      this.observeApply(e, c, pre, r, sm),
+    );
   }
 
   /**
@@ -1546,7 +1574,12 @@ export class SchedulerSim {
         n.deliver({
           kind: 'app',
           run: () => {
-            if (n.incarnation === ev.incarnation) this.stepDispatcher(n);
+            if (n.incarnation !== ev.incarnation) return;
+            this.stepDispatcher(n);
+            // Every 40th step (200 virtual ms): often enough to see a drift before a snapshot
+            // or the end hides it, rare enough to keep a seed fast.
+            if (++this.dispatcherSteps % AUDIT_EVERY_STEPS === 0)
+              this.auditReplica(n, 'after a step');
           },
         });
         this.q.push(this.now + STEP_MS / (this.clockRate.get(n.id) ?? 1), ev);
@@ -1759,6 +1792,8 @@ export class SchedulerSim {
       if (this.fullStopUntil > this.now) this.runUntil(this.fullStopUntil);
       this.liveness();
       this.checkFinal();
+      this.checkProgress();
+      this.checkAgreement();
     } catch (err) {
       if (!(err instanceof Error)) throw err;
       violation = `${err.name}: ${err.message}`;
@@ -1780,6 +1815,7 @@ export class SchedulerSim {
   /** Heals everything and lets the cluster catch up. */
   liveness(): void {
     this.phase = 'liveness';
+    this.healedAt = this.now;
     this.net.heal();
     this.net.profile = CALM_NETWORK;
     this.whNet.profile = CALM_NETWORK;
@@ -1903,6 +1939,99 @@ export class SchedulerSim {
       }
     }
     void lead;
+  }
+  // -------------------------------------------------------------------------------------
+  // Agreement: same applied index, same state; derived indexes = a full scan's
+
+  private checkSnapshot(n: SNode, index: number, data: Uint8Array): void {
+    const differs = this.snapshots.offer(index, n.id, data);
+    if (differs) this.fail(differs);
+    this.auditReplica(n, `snapshot at ${index}`);
+  }
+
+  private checkStateAt(n: SNode, index: number): void {
+    if (!this.snapshots.has(index)) return;
+    const differs = this.snapshots.offer(index, n.id, n.app.sm.snapshot());
+    if (differs) this.fail(differs);
+  }
+
+  private auditReplica(n: SNode, when: string): void {
+    this.counts.audits++;
+    const wrong = [...n.app.sm.auditIndexes(), ...auditDispatcher(n.app.sm, n.app.d)];
+    if (wrong.length > 0)
+      this.fail(
+        `${n.id} ${when}: derived state differs from a full scan: ${wrong.slice(0, 3).join('; ')}`,
+      );
+  }
+
+  /** At the end: every replica's indexes, and one state per applied index. */
+  checkAgreement(): void {
+    const byApplied = new Map<number, SNode>();
+    for (const n of this.nodes.values()) {
+      if (!n.up) continue;
+      this.auditReplica(n, 'at the end');
+      const other = byApplied.get(n.lastApplied);
+      if (!other) {
+        byApplied.set(n.lastApplied, n);
+        continue;
+      }
+      this.counts.agreementChecks++;
+      const a = other.app.sm.snapshot();
+      const b = n.app.sm.snapshot();
+      if (!Buffer.from(a).equals(Buffer.from(b)))
+        this.fail(
+          `replicas disagree at the end: ${other.id} and ${n.id} applied ${n.lastApplied} and hold different state (${describeSnapshotDiff(a, b)})`,
+        );
+    }
+    this.counts.agreementChecks += this.snapshots.compared;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Progress: once healed, every run that came due long enough ago has finished
+
+  /**
+   * Every run of the most advanced replica that became ready to go (due, and no longer held
+   * back by an earlier run of its job) at least PROGRESS_BOUND_MS before the end, counted from
+   * the heal at the earliest, is finished: delivered, DEAD, or recorded with a reason. An
+   * attempt in flight gets its deadline on top. A run left SCHEDULED or DISPATCHED past that is
+   * work the cluster silently dropped (a new leader that never dispatches what its predecessor
+   * planned, or never resolves an orphaned at-most-once send to UNKNOWN).
+   */
+  checkProgress(): void {
+    const lead = this.stableLeader() ?? this.leader();
+    if (!lead) this.fail('progress: no leader');
+    const endWall = this.wall(lead.id);
+    const healWall = this.t0 + this.healedAt + this.profile.skewMaxMs;
+    const sm = lead.app.sm;
+    const byJob = new Map<string, Run[]>();
+    for (const run of sm.runs.values()) {
+      const list = byJob.get(run.jobId) ?? [];
+      list.push(run);
+      byJob.set(run.jobId, list);
+    }
+    for (const [jobId, runs] of byJob) {
+      if (sm.jobs.pausedOf(jobId) !== false) continue;
+      const job = sm.jobs.get(jobId)!;
+      runs.sort((a, b) => a.slotMs - b.slotMs);
+      // An overlap policy holds a run back until the runs before it have finished.
+      let heldUntil = 0;
+      for (const run of runs) {
+        const readyAt = Math.max(heldUntil, healWall, run.dueAtMs);
+        if (!isTerminal(run.status)) {
+          const last = run.attempts.at(-1);
+          const inFlight = run.status === 'DISPATCHED' ? job.attemptDeadlineMs : 0;
+          const since = Math.max(readyAt, last?.startedAtMs ?? 0);
+          if (since + inFlight + PROGRESS_BOUND_MS <= endWall)
+            this.fail(
+              `progress: ${run.fireId} (${job.delivery}) is still ${run.status} at the end, ${Math.round(endWall - since)} ms after it could go (bound ${PROGRESS_BOUND_MS} ms${inFlight ? ` + deadline ${inFlight} ms` : ''}; ${run.attempts.length} attempts)`,
+            );
+          this.counts.unfinishedInBound++;
+          heldUntil = Infinity;
+        } else if (job.overlap.policy !== 'allow') {
+          heldUntil = Math.max(heldUntil, run.finishedAtMs ?? 0);
+        }
+      }
+    }
   }
 }
 

@@ -64,6 +64,10 @@ export interface NodeHooks<A extends ReplicatedApp = KvStore> {
   onApplied(node: SimNode<A>, e: Entry): void;
   onAdvanced(node: SimNode<A>): void;
   schedulePersisted(node: SimNode<A>, incarnation: number, delayMs: number): void;
+  /** The app's state now reflects every entry up to `index` (agreement checks). */
+  onStateAt?(node: SimNode<A>, index: number): void;
+  /** The node took a snapshot of its app at `index`. */
+  onSnapshotTaken?(node: SimNode<A>, index: number, data: Uint8Array): void;
 }
 
 export interface SimNodeConfig<A extends ReplicatedApp = KvStore> {
@@ -247,6 +251,7 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
         this.id,
         `install-snapshot i${rd.snapshot.meta.index} t${rd.snapshot.meta.term}`,
       );
+      this.cfg.hooks.onStateAt?.(this, rd.snapshot.meta.index);
     }
     // Proposers hear of their entries once the whole batch is applied and the app has caught up
     // with it (the dispatcher settles proposals against its derived state).
@@ -284,6 +289,7 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
     const pending = this.pendingWrites.get(e.index);
     let result: unknown = true;
     if (e.type === 'normal' && e.data.byteLength > 0) result = this.app.applyEntry(e);
+    this.cfg.hooks.onStateAt?.(this, e.index);
     if (pending) {
       this.pendingWrites.delete(e.index);
       if (pending.term === e.term) {
@@ -318,8 +324,10 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
     const applied = this.node.raft.log.applied;
     if (applied - this.disk.firstIndex() + 1 < this.cfg.snapshotEveryEntries) return;
     if (applied > this.disk.lastIndex()) return;
-    this.disk.createSnapshot(applied, this.node.raft.confState, this.app.snapshot());
+    const data = this.app.snapshot();
+    this.disk.createSnapshot(applied, this.node.raft.confState, data);
     this.snapshotsTaken++;
+    this.cfg.hooks.onSnapshotTaken?.(this, applied, data);
   }
 
   /** kill -9: in-memory state is gone; a Ready being persisted is lost or torn. */

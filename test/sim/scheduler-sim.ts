@@ -2017,6 +2017,17 @@ export class SchedulerSim {
       let heldUntil = 0;
       for (const run of runs) {
         const readyAt = Math.max(heldUntil, healWall, run.dueAtMs);
+        const unanswered = run.attempts.find((a) => a.outcome === undefined);
+        if (
+          isTerminal(run.status) &&
+          job.delivery === 'at_most_once' &&
+          unanswered !== undefined &&
+          run.status !== 'UNKNOWN' &&
+          run.status !== 'CANCELLED'
+        )
+          this.fail(
+            `progress: ${run.fireId} (at_most_once) ended ${run.status} with attempt ${unanswered.attempt} unanswered: an orphaned send must end UNKNOWN`,
+          );
         if (!isTerminal(run.status)) {
           const last = run.attempts.at(-1);
           const inFlight = run.status === 'DISPATCHED' ? job.attemptDeadlineMs : 0;

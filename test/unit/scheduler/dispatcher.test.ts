@@ -259,6 +259,25 @@ t.test('no delivery without the lease; it goes out when the lease is back', (t) 
   t.end();
 });
 
+t.test('at-most-once: a start that applied while the lease lapsed waits for the lease', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { delivery: 'at_most_once' });
+  h.step(SLOT - 2_000);
+  h.fate = 'unknown'; // the start is proposed now and applies a moment later
+  h.step(SLOT);
+  t.equal(h.ops().at(-1), 'attempt-started');
+  h.fate = 'committed';
+  h.apply(h.proposed.at(-1)!);
+  h.lease = false;
+  t.same(h.step(SLOT + 1).deliveries, [], 'the committed start does not go out without the lease');
+  t.same(h.step(SLOT + 2).deliveries, [], 'nor at the next step');
+  h.lease = true;
+  const s = h.step(SLOT + 3);
+  t.equal(s.deliveries.length, 1, 'it goes out once the lease is back');
+  t.equal(s.deliveries[0]!.fireId, `j1:${SLOT}`);
+  t.end();
+});
+
 t.test('not caught up: a new leader does nothing until its term applied', (t) => {
   const h = new Harness();
   h.create('j1', SLOT);

@@ -4,10 +4,13 @@
  * and torn writes, partitions, leadership transfers, membership changes, and the clients'
  * workload. Time is virtual; a run is a pure function of its options.
  *
- * A run has two phases. Safety: faults on, invariants checked after every event. Liveness:
- * faults healed, every node restarted, then a leader must appear within a bound and every
- * proposal made after that must commit. Finally the clients' history is checked for
- * linearizability per key.
+ * A run has two phases. Safety: faults on, invariants checked after every event. Progress
+ * (the liveness phase): faults healed, every node restarted; a leader followed by every member
+ * must appear within LEADER_BOUND_MS (QUIESCED_LEADER_BOUND_MS if the seed quiesces), every
+ * client operation ever handed to a node (including those still pending at the heal) must get an
+ * outcome (ok, fail, or unknown with a reason) within OUTCOME_AFTER_LEADER_MS more, and writes
+ * proposed after the heal must commit.
+ * Finally the clients' history is checked for linearizability per key.
  *
  * Trace format, one line per event: `<virtual ms, 3 decimals> <node|sim> <what>`; ticks and
  * heartbeats are hashed but not kept in the readable tail.
@@ -79,6 +82,16 @@ export interface HistoryOp {
   status: 'pending' | 'ok' | 'fail' | 'unknown';
 }
 
+/** How fast the cluster recovered once the faults healed (virtual ms after the heal). */
+export interface ProgressStats {
+  /** Until a leader followed by every member (bound: LEADER_BOUND_MS or the quiesced one). */
+  leaderMs: number;
+  /** Until the last outcome of a client operation invoked before the heal. */
+  lastPendingOutcomeMs: number;
+  /** Client operations still without an outcome when the fault phase ended. */
+  pendingAtHeal: number;
+}
+
 export interface SimResult {
   readonly seed: number;
   readonly ok: boolean;
@@ -90,6 +103,7 @@ export interface SimResult {
   readonly events: number;
   readonly endMs: number;
   readonly finalLeader: NodeId | undefined;
+  readonly progress: ProgressStats;
 }
 
 export class InvariantViolation extends Error {
@@ -111,6 +125,31 @@ const TICK_MS = 10;
 const ELECTION_TICKS = 10;
 const HEARTBEAT_TICKS = 2;
 const CLIENT_TIMEOUT_MS = 400;
+/** One election timeout on a node's own clock. */
+export const ELECTION_TIMEOUT_MS = ELECTION_TICKS * TICK_MS;
+/**
+ * Once the faults heal (every node up, every link open), a leader followed by every member must
+ * exist within this bound: a node restarted at the heal ignores candidates for 1 election timeout
+ * (startup quiet), a follower of a vanished leader campaigns after its randomized timeout (under
+ * 2), and one pre-vote or vote round lost to a split or to that quiet costs up to 2 more.
+ */
+export const LEADER_BOUND_MS = 5 * ELECTION_TIMEOUT_MS;
+/**
+ * The same bound for a seed whose groups quiesce: followers quiesced under a leader that is gone
+ * ignore candidates until they have missed three beacons (raft.ts quiescedTimeoutTicks, 9
+ * election timeouts), and a member restarted under a quiesced leader first hears of it at a
+ * beacon (every 3).
+ */
+export const QUIESCED_LEADER_BOUND_MS = LEADER_BOUND_MS + 9 * ELECTION_TIMEOUT_MS;
+/**
+ * Every client operation handed to a node, at any time, has an outcome (ok, fail, or unknown with
+ * a reason) within the leader bound plus this of the heal (or of its invocation, if later): once
+ * a leader leads every member, a deposed leader has heard the new term and abandoned its
+ * proposals and reads; a follower gives up a read forwarded to a leader that went away, or a
+ * read index it cannot apply, after 2 election timeouts (raft.ts expireForwardedReads, sim-node.ts
+ * expireWaitingReads); one more covers the commit, a lagging replica's catch-up and the apply.
+ */
+export const OUTCOME_AFTER_LEADER_MS = 3 * ELECTION_TIMEOUT_MS;
 const KEYS = ['a', 'b', 'c'];
 
 export interface FaultProfile {
@@ -170,6 +209,22 @@ export class ClusterSim {
   private nextOpId = 1;
   private clientLeaderHint = new Map<number, NodeId>();
   private readonly livenessOps = new Map<number, OpOutcome['status'] | 'pending'>();
+  /** Client operations: the node each was handed to, and when the system answered it. */
+  private readonly handedTo = new Map<number, NodeId>();
+  private readonly settledAt = new Map<number, number>();
+  /** Virtual time the faults healed; Infinity during the fault phase. */
+  private healedAt = Infinity;
+  /** Clients keep invoking through the fault phase and the liveness writes. */
+  private clientsOpen = true;
+  /** LEADER_BOUND_MS or QUIESCED_LEADER_BOUND_MS, by the seed's profile. */
+  private readonly leaderBoundMs: number;
+  /** The bound on any client operation's outcome, after the heal or its invocation. */
+  readonly outcomeBoundMs: number;
+  private readonly progress: ProgressStats = {
+    leaderMs: -1,
+    lastPendingOutcomeMs: 0,
+    pendingAtHeal: 0,
+  };
 
   // Invariant state.
   private readonly leaderOfTerm = new Map<number, NodeId>();
@@ -180,6 +235,9 @@ export class ClusterSim {
     this.rand = new SeededRand(opts.seed);
     this.traceLog = new TraceLog(opts.traceTail ?? 80);
     this.profile = { ...this.drawProfile(), ...opts.profile };
+    this.leaderBoundMs =
+      this.profile.quiesceAfterTicks > 0 ? QUIESCED_LEADER_BOUND_MS : LEADER_BOUND_MS;
+    this.outcomeBoundMs = this.leaderBoundMs + OUTCOME_AFTER_LEADER_MS;
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
   }
 
@@ -234,6 +292,8 @@ export class ClusterSim {
     return {
       send: (from, m) => this.send(from, m),
       complete: (op, outcome) => this.complete(op, outcome),
+      onQueuedOpLost: (op) =>
+        this.complete(op, { status: 'unknown', reason: 'node crashed before handling it' }),
       persistDelayMs: () => 0.2 + this.rand.float() * 3,
       now: () => this.now,
       trace: (node, line) => this.trace(node, line),
@@ -451,6 +511,7 @@ export class ClusterSim {
     this.clientBusy.set(clientId, opId);
     this.faults.clientOps++;
     const target = this.pickNodeForClient(clientId);
+    this.handedTo.set(opId, target);
     this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${target}`);
     this.q.push(this.now + 0.5, { kind: 'node', node: target, item: { kind: 'client', op } });
     this.q.push(this.now + CLIENT_TIMEOUT_MS, { kind: 'client-timeout', opId });
@@ -490,6 +551,22 @@ export class ClusterSim {
       return;
     }
     const h = this.opsById.get(op.opId);
+    if (h && !this.settledAt.has(op.opId)) {
+      // The system's answer, even to a client that has already timed out: progress needs one.
+      this.settledAt.set(op.opId, this.now);
+      if (h.call < this.healedAt && this.now >= this.healedAt) {
+        this.progress.lastPendingOutcomeMs = Math.max(
+          this.progress.lastPendingOutcomeMs,
+          this.now - this.healedAt,
+        );
+      }
+      const due = this.outcomeDue(h);
+      if (this.now > due) {
+        this.fail(
+          `progress: ${this.describeOp(op.opId)} answered ${outcome.status} at ${this.now.toFixed(1)} ms, after its bound ${due.toFixed(1)} ms (bound ${this.outcomeBoundMs} ms after the heal)`,
+        );
+      }
+    }
     if (!h || h.status !== 'pending') return;
     this.clientBusy.delete(op.clientId);
     if (outcome.status === 'ok') {
@@ -655,7 +732,12 @@ export class ClusterSim {
     switch (ev.kind) {
       case 'node': {
         const n = this.nodes.get(ev.node);
-        if (!n || !n.up) return;
+        if (!n || !n.up) {
+          // Connection refused: the client hears at once that its request went nowhere.
+          if (ev.item.kind === 'client')
+            this.complete(ev.item.op, { status: 'fail', reason: `${ev.node} is down` });
+          return;
+        }
         if (ev.item.kind === 'msg') {
           this.faults.delivered++;
           this.trace(n.id, `recv ${describeMessage(ev.item.m)}`, !isChatter(ev.item.m));
@@ -705,7 +787,7 @@ export class ClusterSim {
         return;
       }
       case 'client':
-        if (this.phase !== 'safety') return;
+        if (!this.clientsOpen) return;
         this.clientStep(ev.clientId);
         return;
       case 'client-timeout':
@@ -747,6 +829,7 @@ export class ClusterSim {
     const input: KvCommand = { op: 'put', key, value, opId };
     const op: ClientOp = { opId, clientId: 99, kind: 'write', key, data: encodeCommand(input) };
     this.recordInvoke(opId, 99, key, input);
+    this.handedTo.set(opId, id);
     this.q.push(this.now, { kind: 'node', node: id, item: { kind: 'client', op } });
   }
 
@@ -801,12 +884,20 @@ export class ClusterSim {
       events: this.events,
       endMs: this.now,
       finalLeader: this.leader()?.id,
+      progress: this.progress,
     };
   }
 
-  /** Heal everything, then require a leader and progress within bounds. */
+  /**
+   * Heal everything, then require progress within bounds: a leader (leaderBoundMs), an outcome
+   * for every client operation ever invoked (outcomeBoundMs), committed writes after the heal.
+   */
   private liveness(start: number): void {
     this.phase = 'liveness';
+    this.healedAt = start;
+    this.progress.pendingAtHeal = [...this.opsById.keys()].filter(
+      (id) => !this.settledAt.has(id),
+    ).length;
     this.net.heal();
     this.net.profile = CALM_NETWORK;
     for (const n of this.nodes.values()) {
@@ -815,22 +906,28 @@ export class ClusterSim {
         this.scheduleTick(n, this.rand.float() * TICK_MS);
       }
     }
-    this.trace('sim', 'liveness: healed, all nodes up');
+    this.trace('sim', `liveness: healed, all nodes up, ${this.progress.pendingAtHeal} ops pending`);
     const budget = this.opts.livenessMs ?? 4000;
-    const electionBound = start + budget / 2;
+    const leaderBy = start + this.leaderBoundMs;
     let lead: SimNode | undefined;
-    while (this.now < electionBound) {
-      this.runUntil(this.now + 50);
+    while (this.now < leaderBy) {
+      this.runUntil(Math.min(this.now + 10, leaderBy));
       lead = this.stableLeader();
       if (lead) break;
     }
-    if (!lead) this.fail(`liveness: no stable leader ${budget / 2} ms after healing`);
+    if (!lead) {
+      this.fail(
+        `progress: no leader followed by every member ${this.leaderBoundMs} ms after healing (${this.describeMembers()})`,
+      );
+    }
+    this.progress.leaderMs = this.now - start;
     this.trace('sim', `liveness: leader ${lead.id} t${lead.raft.term}`);
     // From now on the cluster must make progress: each write (idempotent, so a retry after an
-    // unknown outcome is harmless) must commit within the budget, retried at the current leader
-    // when it ends without success (e.g. the leader removes itself by a conf change in flight).
+    // unknown outcome is harmless) must be answered within outcomeBoundMs and commit within the
+    // budget, retried at the current leader when it ends without success (e.g. the leader
+    // removes itself by a conf change in flight).
     const count = 5;
-    const end = start + budget;
+    const end = start + Math.max(budget, this.leaderBoundMs + this.outcomeBoundMs);
     let retries = 0;
     for (let i = 0; i < count; i++) {
       const opId = -1 - i;
@@ -838,30 +935,82 @@ export class ClusterSim {
       const op: ClientOp = { opId, clientId: -1, kind: 'write', key: 'live', data };
       for (;;) {
         if (this.now >= end)
-          this.fail(`liveness: write ${i} not committed by ${end} ms (${retries} retries)`);
+          this.fail(
+            `progress: liveness write ${i} not committed by ${end} ms (${retries} retries)`,
+          );
         const target = this.leader() ?? lead;
+        const sentAt = this.now;
         this.livenessOps.set(opId, 'pending');
         this.q.push(this.now, { kind: 'node', node: target.id, item: { kind: 'client', op } });
-        while (this.livenessOps.get(opId) === 'pending' && this.now < end)
+        while (this.livenessOps.get(opId) === 'pending' && this.now < sentAt + this.outcomeBoundMs)
           this.runUntil(this.now + 10);
-        if (this.livenessOps.get(opId) === 'ok') break;
+        const status = this.livenessOps.get(opId);
+        if (status === 'pending') {
+          this.fail(
+            `progress: liveness write ${i} (op ${opId}) handed to ${target.id} at ${sentAt.toFixed(1)} ms has no outcome after ${this.outcomeBoundMs} ms (${this.describeMembers()})`,
+          );
+        }
+        if (status === 'ok') break;
         retries++;
         this.runUntil(this.now + 20);
       }
     }
+    this.clientsOpen = false;
+    this.awaitOutcomes();
     while (this.now < end) {
       const values = this.members().map((id) => this.nodes.get(id)?.kv.get('live'));
       if (values.every((v) => v === `l${count - 1}`)) return;
       this.runUntil(this.now + 50);
     }
-    const lag = this.members().map((id) => {
-      const n = this.nodes.get(id);
-      const pr = this.leader()?.raft.progress.get(id);
-      const r = n?.raft;
-      return `${id}:${r?.role}/t${r?.term}/lead=${r?.lead}/applied=${r?.log.applied}/last=${r?.log.lastIndex()} pr=${pr?.state}/m${pr?.match}/n${pr?.next}/active=${pr?.recentActive}/paused=${pr?.isPaused()}`;
-    });
     const ops = [...this.livenessOps.entries()].map(([id, s]) => `${id}=${s}`).join(' ');
-    this.fail(`liveness: proposals not applied everywhere by ${end} ms (${ops}; ${lag.join(' ')})`);
+    this.fail(
+      `liveness: proposals not applied everywhere by ${end} ms (${ops}; ${this.describeMembers()})`,
+    );
+  }
+
+  /** When the client operation invoked at `call` must have its outcome by. */
+  private outcomeDue(h: HistoryOp): number {
+    return Math.max(h.call, this.healedAt) + this.outcomeBoundMs;
+  }
+
+  /** Runs until every client operation has an outcome; one past its bound is a violation. */
+  private awaitOutcomes(): void {
+    for (;;) {
+      let due = Infinity;
+      let late: number | undefined;
+      for (const [id, h] of this.opsById) {
+        if (this.settledAt.has(id)) continue;
+        const d = this.outcomeDue(h);
+        if (d < due) {
+          due = d;
+          late = id;
+        }
+      }
+      if (late === undefined) return;
+      if (this.now >= due) {
+        this.fail(
+          `progress: ${this.describeOp(late)} has no outcome ${this.outcomeBoundMs} ms after ${due - this.outcomeBoundMs > this.healedAt ? 'its invocation' : 'the heal'} (${this.describeMembers()})`,
+        );
+      }
+      this.runUntil(Math.min(due, this.now + 50));
+    }
+  }
+
+  private describeOp(opId: number): string {
+    const h = this.opsById.get(opId);
+    if (!h) return `op #${opId}`;
+    return `op #${opId} (client ${h.clientId} ${JSON.stringify(h.input)} invoked at ${h.call.toFixed(1)} ms on ${this.handedTo.get(opId) ?? '?'})`;
+  }
+
+  private describeMembers(): string {
+    return this.members()
+      .map((id) => {
+        const n = this.nodes.get(id);
+        const pr = this.leader()?.raft.progress.get(id);
+        const r = n?.raft;
+        return `${id}:${n?.up ? '' : 'down/'}${r?.role}/t${r?.term}/lead=${r?.lead}/applied=${r?.log.applied}/last=${r?.log.lastIndex()} pr=${pr?.state}/m${pr?.match}/n${pr?.next}/active=${pr?.recentActive}/paused=${pr?.isPaused()}`;
+      })
+      .join(' ');
   }
 
   private stableLeader(): SimNode | undefined {

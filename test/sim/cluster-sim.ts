@@ -25,6 +25,14 @@ import { EventQueue } from './event-queue.js';
 import { TraceLog } from './trace-log.js';
 import { encodeCommand, type KvCommand } from './kv.js';
 import {
+  drawScenarioMix,
+  WindowMeter,
+  WindowScenarios,
+  type ScenarioHost,
+  type ScenarioMix,
+  type WindowCounts,
+} from './window-scenarios.js';
+import {
   CALM_NETWORK,
   SimNetwork,
   type NetworkProfile,
@@ -52,6 +60,8 @@ export interface SimOptions {
   readonly profile?: Partial<FaultProfile>;
   /** Keep this many readable trace lines for the failure report. @default 80 */
   readonly traceTail?: number;
+  /** Override the seed's drawn window-scenario mix (window-scenarios.ts); 'off' for none. */
+  readonly scenarios?: Partial<ScenarioMix> | 'off';
 }
 
 export interface FaultCounts {
@@ -104,6 +114,9 @@ export interface SimResult {
   readonly endMs: number;
   readonly finalLeader: NodeId | undefined;
   readonly progress: ProgressStats;
+  /** The window scenarios this seed drew, and how often each window was reached. */
+  readonly mix: ScenarioMix;
+  readonly windows: WindowCounts;
 }
 
 export class InvariantViolation extends Error {
@@ -119,7 +132,8 @@ type SimEvent =
   | { kind: 'isolate'; node: NodeId }
   | { kind: 'restart'; node: NodeId }
   | { kind: 'client'; clientId: number }
-  | { kind: 'client-timeout'; opId: number };
+  | { kind: 'client-timeout'; opId: number }
+  | { kind: 'scenario'; run: () => void };
 
 const TICK_MS = 10;
 const ELECTION_TICKS = 10;
@@ -226,6 +240,16 @@ export class ClusterSim {
     pendingAtHeal: 0,
   };
 
+  /** Window scenarios (swarm-weighted per seed) and the meter of the windows reached. */
+  readonly meter: WindowMeter;
+  readonly scenarios: WindowScenarios;
+  /** Scenario clock stalls: a node's ticks come this many times further apart. */
+  private readonly clockSlow = new Map<NodeId, number>();
+  /** Scenario disk stalls: run when the node's campaign Ready starts its (held) fsync. */
+  private readonly stallOnCampaign = new Map<NodeId, () => void>();
+  private readonly heldPersist = new Map<NodeId, number>();
+  private readonly lastReady = new Map<NodeId, Ready>();
+
   // Invariant state.
   private readonly leaderOfTerm = new Map<number, NodeId>();
   private readonly committed = new Map<number, number>();
@@ -239,6 +263,24 @@ export class ClusterSim {
       this.profile.quiesceAfterTicks > 0 ? QUIESCED_LEADER_BOUND_MS : LEADER_BOUND_MS;
     this.outcomeBoundMs = this.leaderBoundMs + OUTCOME_AFTER_LEADER_MS;
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
+    const scenarioRand = this.rand.fork();
+    const drawn = drawScenarioMix(scenarioRand);
+    const mix: ScenarioMix =
+      opts.scenarios === 'off'
+        ? { rate: 0, weights: { staleRead: 0, figure8: 0, preVote: 0 } }
+        : { ...drawn, ...opts.scenarios };
+    // Step (c) of Figure 8 needs an old-term entry sent without the new leader's no-op, which
+    // only one entry per append message allows: seeds that weight it mostly use that.
+    if (mix.weights.figure8 > 0 && opts.profile?.maxMsgBytes === undefined) {
+      if (scenarioRand.chance(0.6)) this.profile.maxMsgBytes = 1;
+    }
+    this.meter = new WindowMeter(this.nodes);
+    this.scenarios = new WindowScenarios(
+      this.scenarioHost(),
+      mix,
+      scenarioRand,
+      ELECTION_TIMEOUT_MS,
+    );
   }
 
   /** Swarm testing: each seed weights the faults differently, some not at all. */
@@ -297,11 +339,25 @@ export class ClusterSim {
       persistDelayMs: () => 0.2 + this.rand.float() * 3,
       now: () => this.now,
       trace: (node, line) => this.trace(node, line),
-      onReady: (node, rd) => this.checkReady(node, rd),
+      onReady: (node, rd) => {
+        this.checkReady(node, rd);
+        this.meter.ready(node, rd);
+        this.lastReady.set(node.id, rd);
+      },
       onApplied: (node, e) => this.checkApplied(node, e),
       onAdvanced: (node) => this.checkAdvanced(node),
-      schedulePersisted: (node, incarnation, delay) =>
-        this.q.push(this.now + delay, { kind: 'persisted', node: node.id, incarnation }),
+      schedulePersisted: (node, incarnation, delay) => {
+        const stalled = this.stallOnCampaign.get(node.id);
+        if (stalled && this.lastReady.get(node.id)?.softState?.role === 'candidate') {
+          // The scenario's fsync stall: this Ready's votes wait until releaseDisk.
+          this.stallOnCampaign.delete(node.id);
+          this.heldPersist.set(node.id, incarnation);
+          this.trace(node.id, 'disk stalls');
+          stalled();
+          return;
+        }
+        this.q.push(this.now + delay, { kind: 'persisted', node: node.id, incarnation });
+      },
     };
   }
 
@@ -330,7 +386,7 @@ export class ClusterSim {
   }
 
   private scheduleTick(node: SimNode, delay?: number): void {
-    const rate = this.clockRate.get(node.id) ?? 1;
+    const rate = (this.clockRate.get(node.id) ?? 1) / (this.clockSlow.get(node.id) ?? 1);
     this.q.push(this.now + (delay ?? TICK_MS / rate), {
       kind: 'tick',
       node: node.id,
@@ -345,6 +401,7 @@ export class ClusterSim {
 
   private send(from: SimNode, m: Message): void {
     this.beforeSend?.(m);
+    this.scenarios.beforeSend(m);
     const delays = this.net.plan(m.from, m.to);
     this.trace(
       m.from,
@@ -378,9 +435,15 @@ export class ClusterSim {
         `became leader t${r.term} last=${r.log.lastIndex()} commit=${r.log.committed}`,
       );
       this.onLeader?.(node);
+      this.meter.becameLeader(node);
+      this.scenarios.onLeader(node);
       // A nemesis for fresh leaders: cut one off before its no-op spreads, leaving an
       // uncommitted tail of its own term behind (the material of Figure 8).
-      if (this.phase === 'safety' && this.rand.chance(this.profile.newLeaderFaultP)) {
+      if (
+        this.phase === 'safety' &&
+        !this.scenarios.busy &&
+        this.rand.chance(this.profile.newLeaderFaultP)
+      ) {
         this.q.push(this.now + this.rand.float() * 3, { kind: 'isolate', node: node.id });
       }
       // Leader completeness: every committed entry is in the new leader's log.
@@ -625,6 +688,8 @@ export class ClusterSim {
   }
 
   private faultStep(): void {
+    // A window scenario running (or starting now) has the cluster to itself.
+    if (this.scenarios.roll()) return;
     const p = this.profile;
     const r = this.rand;
     const ids = [...this.nodes.values()].filter((n) => n.up).map((n) => n.id);
@@ -634,6 +699,7 @@ export class ClusterSim {
       const pool = busy.length > 0 && r.chance(0.5) ? busy : ids;
       const victim = this.nodes.get(pool[r.int(pool.length)]!)!;
       const torn = r.chance(p.tornP);
+      this.meter.crashing(victim);
       const what = victim.crash(torn ? r : new SeededRand(0));
       this.faults.crashes++;
       if (what.startsWith('torn')) this.faults.tornWrites++;
@@ -658,6 +724,7 @@ export class ClusterSim {
     if (target?.up && r.chance(p.leaderFaultP)) {
       // Jepsen's favourite: hit the leader itself, so leadership churns with uncommitted tails.
       if (r.chance(0.5)) {
+        this.meter.crashing(target);
         const what = target.crash(r);
         this.faults.crashes++;
         this.trace('sim', `crash leader ${target.id} (${what})`);
@@ -743,8 +810,12 @@ export class ClusterSim {
         if (ev.item.kind === 'msg') {
           this.faults.delivered++;
           this.trace(n.id, `recv ${describeMessage(ev.item.m)}`, !isChatter(ev.item.m));
+          this.meter.delivered(n, ev.item.m);
+        } else if (ev.item.kind === 'client' && ev.item.op.kind === 'read') {
+          this.meter.readHandedTo(n, ev.item.op.key);
         }
         n.deliver(ev.item);
+        if (ev.item.kind === 'msg' && ev.item.m.type === 'app-resp') this.meter.stepped(n);
         return;
       }
       case 'tick': {
@@ -759,6 +830,7 @@ export class ClusterSim {
         const n = this.nodes.get(ev.node);
         if (!n) return;
         n.persisted(ev.incarnation);
+        this.meter.stepped(n);
         return;
       }
       case 'fault':
@@ -773,11 +845,19 @@ export class ClusterSim {
         this.trace('sim', `isolate new leader ${ev.node}`);
         this.q.push(this.now + 30 + this.rand.float() * 300, { kind: 'heal-partition' });
         return;
-      case 'heal-partition':
+      case 'heal-partition': {
         if (this.phase !== 'safety') return;
+        const all = [...this.nodes.keys()];
+        const cutOff = all.filter((id) => this.net.isIsolated(id, all));
         this.net.heal();
+        this.meter.rejoined(cutOff.filter((id) => !this.net.isIsolated(id, all)));
         this.faults.heals++;
         this.trace('sim', 'heal partitions');
+        return;
+      }
+      case 'scenario':
+        if (this.phase !== 'safety') return;
+        ev.run();
         return;
       case 'restart': {
         const n = this.nodes.get(ev.node);
@@ -786,6 +866,7 @@ export class ClusterSim {
         this.faults.restarts++;
         this.trace('sim', `restart ${n.id} (term ${n.raft.term}, commit ${n.raft.log.committed})`);
         this.scheduleTick(n, this.rand.float() * TICK_MS);
+        if (this.phase === 'safety') this.meter.restarted();
         return;
       }
       case 'client':
@@ -815,6 +896,7 @@ export class ClusterSim {
   crashNode(id: NodeId): void {
     const n = this.nodes.get(id);
     if (!n?.up) return;
+    this.meter.crashing(n);
     const what = n.crash(this.rand);
     this.faults.crashes++;
     this.trace('sim', `crash ${id} (${what}) [scenario]`);
@@ -835,6 +917,74 @@ export class ClusterSim {
     this.q.push(this.now, { kind: 'node', node: id, item: { kind: 'client', op } });
   }
 
+  /** What the window scenarios may do (window-scenarios.ts). */
+  private scenarioHost(): ScenarioHost {
+    return {
+      net: this.net,
+      nodes: this.nodes,
+      meter: this.meter,
+      after: (ms, run) => this.q.push(this.now + ms, { kind: 'scenario', run }),
+      leader: () => this.leader(),
+      crash: (id, why) => {
+        const n = this.nodes.get(id);
+        if (!n?.up) return;
+        this.meter.crashing(n);
+        const what = n.crash(this.rand);
+        this.faults.crashes++;
+        this.trace('sim', `crash ${id} (${what}) [${why}]`);
+      },
+      restart: (id) => this.q.push(this.now, { kind: 'restart', node: id }),
+      invoke: (node, input) => this.invokeOn(node, input),
+      slowClock: (id, factor) => {
+        if (factor === 1) this.clockSlow.delete(id);
+        else this.clockSlow.set(id, factor);
+      },
+      stallCampaign: (id, stalled) => this.stallOnCampaign.set(id, stalled),
+      releaseDisk: (id) => {
+        this.stallOnCampaign.delete(id);
+        const incarnation = this.heldPersist.get(id);
+        if (incarnation === undefined) return;
+        this.heldPersist.delete(id);
+        this.trace(id, 'disk resumes');
+        this.q.push(this.now + 0.2 + this.rand.float() * 3, {
+          kind: 'persisted',
+          node: id,
+          incarnation,
+        });
+      },
+      campaign: (id) =>
+        this.q.push(this.now, {
+          kind: 'node',
+          node: id,
+          item: { kind: 'app', run: () => this.nodes.get(id)?.node.campaign() },
+        }),
+      trace: (line) => this.trace('sim', line),
+    };
+  }
+
+  /** A scenario client's operation, handed to `node` (no client timeout: it never waits). */
+  private invokeOn(
+    node: NodeId,
+    makeInput: (opId: number) => KvCommand | { op: 'get'; key: string },
+  ): void {
+    const opId = this.nextOpId++;
+    const input = makeInput(opId);
+    const kind = input.op === 'get' ? 'read' : 'write';
+    const clientId = kind === 'read' ? 100 : 101;
+    const op: ClientOp = {
+      opId,
+      clientId,
+      kind,
+      key: input.key,
+      data: input.op === 'get' ? undefined : encodeCommand(input),
+    };
+    this.recordInvoke(opId, clientId, input.key, input);
+    this.handedTo.set(opId, node);
+    this.faults.clientOps++;
+    this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${node}`);
+    this.q.push(this.now + 0.5, { kind: 'node', node, item: { kind: 'client', op } });
+  }
+
   traceTailNow(): string[] {
     return this.traceLog.tail();
   }
@@ -850,6 +1000,7 @@ export class ClusterSim {
     for (let i = 0; i < this.profile.initialVoters; i++) ids.push(`n${i + 1}`);
     for (let i = 0; i < ids.length; i++) this.addNode(ids);
     this.trace('sim', `seed ${this.opts.seed} profile ${JSON.stringify(this.profile)}`);
+    this.trace('sim', `window scenarios ${JSON.stringify(this.scenarios.mix)}`);
     if (!this.opts.calm) this.q.push(200, { kind: 'fault' });
     for (let c = 0; c < this.profile.clients; c++)
       this.q.push(50 + c, { kind: 'client', clientId: c });
@@ -887,6 +1038,8 @@ export class ClusterSim {
       endMs: this.now,
       finalLeader: this.leader()?.id,
       progress: this.progress,
+      mix: this.scenarios.mix,
+      windows: this.meter.counts,
     };
   }
 
@@ -895,12 +1048,16 @@ export class ClusterSim {
    * for every client operation ever invoked (outcomeBoundMs), committed writes after the heal.
    */
   private liveness(start: number): void {
+    this.scenarios.finish('the faults heal');
     this.phase = 'liveness';
     this.healedAt = start;
     this.progress.pendingAtHeal = [...this.opsById.keys()].filter(
       (id) => !this.settledAt.has(id),
     ).length;
-    this.net.heal();
+    this.net.healAll();
+    this.clockSlow.clear();
+    this.stallOnCampaign.clear();
+    for (const id of [...this.heldPersist.keys()]) this.scenarioHost().releaseDisk(id);
     this.net.profile = CALM_NETWORK;
     for (const n of this.nodes.values()) {
       if (!n.up) {

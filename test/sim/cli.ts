@@ -1,6 +1,7 @@
 /**
  * `npm run sim -- --seeds N [--from S]` runs N seeds; `npm run sim -- --seed S` replays one and
- * prints its fault counts and the tail of its trace. Exit code 1 on any violation.
+ * prints its fault counts, the fault windows it reached (window-scenarios.ts) and the tail of
+ * its trace. Exit code 1 on any violation.
  * `--scheduler` runs the scheduler simulation (scheduler-sim.ts) instead of the KV one;
  * `--result-hold-ms MS` lets its leaders hold attempt results back while their sends are
  * unanswered (the dispatcher's resultHoldMs).
@@ -9,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { checkSimHistory } from './history-check.js';
 import { runSim, type SimResult } from './cluster-sim.js';
 import { runSchedulerSim, type SchedSimResult } from './scheduler-sim.js';
+import { WINDOW_HITS, WINDOW_KINDS, type WindowCounts } from './window-scenarios.js';
 
 const { values } = parseArgs({
   options: {
@@ -101,6 +103,9 @@ if (values.scheduler) {
     `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} events=${res.events} hash=${res.traceHash.slice(0, 16)} linearizable=${res.linearizable}`,
   );
   console.log(JSON.stringify(res.faults));
+  console.log(`scenario mix: ${JSON.stringify(res.mix)}`);
+  console.log(`windows: ${JSON.stringify(res.windows)}`);
+  console.log(`progress after the heal: ${JSON.stringify(res.progress)}`);
   if (values.verbose || !res.ok) for (const line of res.traceTail) console.log(`  ${line}`);
   if (!res.ok) report(res);
   process.exitCode = res.ok ? 0 : 1;
@@ -109,13 +114,23 @@ if (values.scheduler) {
   const from = Number(values.from ?? String(Date.now() % 1_000_000_000));
   const started = performance.now();
   const totals: Record<string, number> = {};
+  const windows: Record<string, number> = {};
   const lin: Record<string, number> = {};
   let failed = 0;
+  let seedsWithScenarios = 0;
+  let slowestLeaderMs = 0;
+  let slowestOutcomeMs = 0;
   for (let s = from; s < from + n; s++) {
     const res = runOne(s);
     for (const [k, v] of Object.entries(res.faults) as [string, number][]) {
       totals[k] = (totals[k] ?? 0) + v;
     }
+    for (const [k, v] of Object.entries(res.windows) as [keyof WindowCounts, number][]) {
+      windows[k] = (windows[k] ?? 0) + v;
+    }
+    if (res.mix.rate > 0 && Object.values(res.mix.weights).some((w) => w > 0)) seedsWithScenarios++;
+    slowestLeaderMs = Math.max(slowestLeaderMs, res.progress.leaderMs);
+    slowestOutcomeMs = Math.max(slowestOutcomeMs, res.progress.lastPendingOutcomeMs);
     lin[res.linearizable] = (lin[res.linearizable] ?? 0) + 1;
     if (!res.ok) {
       failed++;
@@ -128,5 +143,13 @@ if (values.scheduler) {
   );
   console.log(`linearizability: ${JSON.stringify(lin)}`);
   console.log(`fault totals: ${JSON.stringify(totals)}`);
+  const kinds = WINDOW_KINDS.map((k) => `${k} ${windows[`${k}Scenarios`] ?? 0}`);
+  console.log(
+    `window scenarios started (${seedsWithScenarios} of ${n} seeds draw some): ${kinds.join(', ')}`,
+  );
+  console.log(`windows reached: ${WINDOW_HITS.map((k) => `${k} ${windows[k] ?? 0}`).join(', ')}`);
+  console.log(
+    `progress after the heal: leader within ${slowestLeaderMs.toFixed(0)} ms, last pending op answered within ${slowestOutcomeMs.toFixed(0)} ms (slowest seed)`,
+  );
   process.exitCode = failed === 0 ? 0 : 1;
 }

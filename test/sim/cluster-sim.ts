@@ -4,10 +4,13 @@
  * and torn writes, partitions, leadership transfers, membership changes, and the clients'
  * workload. Time is virtual; a run is a pure function of its options.
  *
- * A run has two phases. Safety: faults on, invariants checked after every event. Liveness:
- * faults healed, every node restarted, then a leader must appear within a bound and every
- * proposal made after that must commit. Finally the clients' history is checked for
- * linearizability per key.
+ * A run has two phases. Safety: faults on, invariants checked after every event. Progress
+ * (the liveness phase): faults healed, every node restarted; a leader followed by every member
+ * must appear within LEADER_BOUND_MS (QUIESCED_LEADER_BOUND_MS if the seed quiesces), every
+ * client operation ever handed to a node (including those still pending at the heal) must get an
+ * outcome (ok, fail, or unknown with a reason) within OUTCOME_AFTER_LEADER_MS more, and writes
+ * proposed after the heal must commit.
+ * Finally the clients' history is checked for linearizability per key.
  *
  * Trace format, one line per event: `<virtual ms, 3 decimals> <node|sim> <what>`; ticks and
  * heartbeats are hashed but not kept in the readable tail.
@@ -21,6 +24,14 @@ import type { Ready } from '../../src/raft/ready.js';
 import { EventQueue } from './event-queue.js';
 import { TraceLog } from './trace-log.js';
 import { encodeCommand, type KvCommand } from './kv.js';
+import {
+  drawScenarioMix,
+  WindowMeter,
+  WindowScenarios,
+  type ScenarioHost,
+  type ScenarioMix,
+  type WindowCounts,
+} from './window-scenarios.js';
 import {
   CALM_NETWORK,
   SimNetwork,
@@ -49,6 +60,8 @@ export interface SimOptions {
   readonly profile?: Partial<FaultProfile>;
   /** Keep this many readable trace lines for the failure report. @default 80 */
   readonly traceTail?: number;
+  /** Override the seed's drawn window-scenario mix (window-scenarios.ts); 'off' for none. */
+  readonly scenarios?: Partial<ScenarioMix> | 'off';
 }
 
 export interface FaultCounts {
@@ -79,6 +92,16 @@ export interface HistoryOp {
   status: 'pending' | 'ok' | 'fail' | 'unknown';
 }
 
+/** How fast the cluster recovered once the faults healed (virtual ms after the heal). */
+export interface ProgressStats {
+  /** Until a leader followed by every member (bound: LEADER_BOUND_MS or the quiesced one). */
+  leaderMs: number;
+  /** Until the last outcome of a client operation invoked before the heal. */
+  lastPendingOutcomeMs: number;
+  /** Client operations still without an outcome when the fault phase ended. */
+  pendingAtHeal: number;
+}
+
 export interface SimResult {
   readonly seed: number;
   readonly ok: boolean;
@@ -90,6 +113,10 @@ export interface SimResult {
   readonly events: number;
   readonly endMs: number;
   readonly finalLeader: NodeId | undefined;
+  readonly progress: ProgressStats;
+  /** The window scenarios this seed drew, and how often each window was reached. */
+  readonly mix: ScenarioMix;
+  readonly windows: WindowCounts;
 }
 
 export class InvariantViolation extends Error {
@@ -105,12 +132,38 @@ type SimEvent =
   | { kind: 'isolate'; node: NodeId }
   | { kind: 'restart'; node: NodeId }
   | { kind: 'client'; clientId: number }
-  | { kind: 'client-timeout'; opId: number };
+  | { kind: 'client-timeout'; opId: number }
+  | { kind: 'scenario'; run: () => void };
 
 const TICK_MS = 10;
 const ELECTION_TICKS = 10;
 const HEARTBEAT_TICKS = 2;
 const CLIENT_TIMEOUT_MS = 400;
+/** One election timeout on a node's own clock. */
+export const ELECTION_TIMEOUT_MS = ELECTION_TICKS * TICK_MS;
+/**
+ * Once the faults heal (every node up, every link open), a leader followed by every member must
+ * exist within this bound: a node restarted at the heal ignores candidates for 1 election timeout
+ * (startup quiet), a follower of a vanished leader campaigns after its randomized timeout (under
+ * 2), and one pre-vote or vote round lost to a split or to that quiet costs up to 2 more.
+ */
+export const LEADER_BOUND_MS = 5 * ELECTION_TIMEOUT_MS;
+/**
+ * The same bound for a seed whose groups quiesce: followers quiesced under a leader that is gone
+ * ignore candidates until they have missed three beacons (raft.ts quiescedTimeoutTicks, 9
+ * election timeouts), and a member restarted under a quiesced leader first hears of it at a
+ * beacon (every 3).
+ */
+export const QUIESCED_LEADER_BOUND_MS = LEADER_BOUND_MS + 9 * ELECTION_TIMEOUT_MS;
+/**
+ * Every client operation handed to a node, at any time, has an outcome (ok, fail, or unknown with
+ * a reason) within the leader bound plus this of the heal (or of its invocation, if later): once
+ * a leader leads every member, a deposed leader has heard the new term and abandoned its
+ * proposals and reads; a follower gives up a read forwarded to a leader that went away, or a
+ * read index it cannot apply, after 2 election timeouts (raft.ts expireForwardedReads, sim-node.ts
+ * expireWaitingReads); one more covers the commit, a lagging replica's catch-up and the apply.
+ */
+export const OUTCOME_AFTER_LEADER_MS = 3 * ELECTION_TIMEOUT_MS;
 const KEYS = ['a', 'b', 'c'];
 
 export interface FaultProfile {
@@ -170,6 +223,32 @@ export class ClusterSim {
   private nextOpId = 1;
   private clientLeaderHint = new Map<number, NodeId>();
   private readonly livenessOps = new Map<number, OpOutcome['status'] | 'pending'>();
+  /** Client operations: the node each was handed to, and when the system answered it. */
+  private readonly handedTo = new Map<number, NodeId>();
+  private readonly settledAt = new Map<number, number>();
+  /** Virtual time the faults healed; Infinity during the fault phase. */
+  private healedAt = Infinity;
+  /** Clients keep invoking through the fault phase and the liveness writes. */
+  private clientsOpen = true;
+  /** LEADER_BOUND_MS or QUIESCED_LEADER_BOUND_MS, by the seed's profile. */
+  private readonly leaderBoundMs: number;
+  /** The bound on any client operation's outcome, after the heal or its invocation. */
+  readonly outcomeBoundMs: number;
+  private readonly progress: ProgressStats = {
+    leaderMs: -1,
+    lastPendingOutcomeMs: 0,
+    pendingAtHeal: 0,
+  };
+
+  /** Window scenarios (swarm-weighted per seed) and the meter of the windows reached. */
+  readonly meter: WindowMeter;
+  readonly scenarios: WindowScenarios;
+  /** Scenario clock stalls: a node's ticks come this many times further apart. */
+  private readonly clockSlow = new Map<NodeId, number>();
+  /** Scenario disk stalls: run when the node's campaign Ready starts its (held) fsync. */
+  private readonly stallOnCampaign = new Map<NodeId, () => void>();
+  private readonly heldPersist = new Map<NodeId, number>();
+  private readonly lastReady = new Map<NodeId, Ready>();
 
   // Invariant state.
   private readonly leaderOfTerm = new Map<number, NodeId>();
@@ -180,7 +259,28 @@ export class ClusterSim {
     this.rand = new SeededRand(opts.seed);
     this.traceLog = new TraceLog(opts.traceTail ?? 80);
     this.profile = { ...this.drawProfile(), ...opts.profile };
+    this.leaderBoundMs =
+      this.profile.quiesceAfterTicks > 0 ? QUIESCED_LEADER_BOUND_MS : LEADER_BOUND_MS;
+    this.outcomeBoundMs = this.leaderBoundMs + OUTCOME_AFTER_LEADER_MS;
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
+    const scenarioRand = this.rand.fork();
+    const drawn = drawScenarioMix(scenarioRand);
+    const mix: ScenarioMix =
+      opts.scenarios === 'off'
+        ? { rate: 0, weights: { staleRead: 0, figure8: 0, preVote: 0 } }
+        : { ...drawn, ...opts.scenarios };
+    // Step (c) of Figure 8 needs an old-term entry sent without the new leader's no-op, which
+    // only one entry per append message allows: seeds that weight it mostly use that.
+    if (mix.weights.figure8 > 0 && opts.profile?.maxMsgBytes === undefined) {
+      if (scenarioRand.chance(0.6)) this.profile.maxMsgBytes = 1;
+    }
+    this.meter = new WindowMeter(this.nodes);
+    this.scenarios = new WindowScenarios(
+      this.scenarioHost(),
+      mix,
+      scenarioRand,
+      ELECTION_TIMEOUT_MS,
+    );
   }
 
   /** Swarm testing: each seed weights the faults differently, some not at all. */
@@ -234,14 +334,30 @@ export class ClusterSim {
     return {
       send: (from, m) => this.send(from, m),
       complete: (op, outcome) => this.complete(op, outcome),
+      onQueuedOpLost: (op) =>
+        this.complete(op, { status: 'unknown', reason: 'node crashed before handling it' }),
       persistDelayMs: () => 0.2 + this.rand.float() * 3,
       now: () => this.now,
       trace: (node, line) => this.trace(node, line),
-      onReady: (node, rd) => this.checkReady(node, rd),
+      onReady: (node, rd) => {
+        this.checkReady(node, rd);
+        this.meter.ready(node, rd);
+        this.lastReady.set(node.id, rd);
+      },
       onApplied: (node, e) => this.checkApplied(node, e),
       onAdvanced: (node) => this.checkAdvanced(node),
-      schedulePersisted: (node, incarnation, delay) =>
-        this.q.push(this.now + delay, { kind: 'persisted', node: node.id, incarnation }),
+      schedulePersisted: (node, incarnation, delay) => {
+        const stalled = this.stallOnCampaign.get(node.id);
+        if (stalled && this.lastReady.get(node.id)?.softState?.role === 'candidate') {
+          // The scenario's fsync stall: this Ready's votes wait until releaseDisk.
+          this.stallOnCampaign.delete(node.id);
+          this.heldPersist.set(node.id, incarnation);
+          this.trace(node.id, 'disk stalls');
+          stalled();
+          return;
+        }
+        this.q.push(this.now + delay, { kind: 'persisted', node: node.id, incarnation });
+      },
     };
   }
 
@@ -270,7 +386,7 @@ export class ClusterSim {
   }
 
   private scheduleTick(node: SimNode, delay?: number): void {
-    const rate = this.clockRate.get(node.id) ?? 1;
+    const rate = (this.clockRate.get(node.id) ?? 1) / (this.clockSlow.get(node.id) ?? 1);
     this.q.push(this.now + (delay ?? TICK_MS / rate), {
       kind: 'tick',
       node: node.id,
@@ -285,6 +401,7 @@ export class ClusterSim {
 
   private send(from: SimNode, m: Message): void {
     this.beforeSend?.(m);
+    this.scenarios.beforeSend(m);
     const delays = this.net.plan(m.from, m.to);
     this.trace(
       m.from,
@@ -318,9 +435,15 @@ export class ClusterSim {
         `became leader t${r.term} last=${r.log.lastIndex()} commit=${r.log.committed}`,
       );
       this.onLeader?.(node);
+      this.meter.becameLeader(node);
+      this.scenarios.onLeader(node);
       // A nemesis for fresh leaders: cut one off before its no-op spreads, leaving an
       // uncommitted tail of its own term behind (the material of Figure 8).
-      if (this.phase === 'safety' && this.rand.chance(this.profile.newLeaderFaultP)) {
+      if (
+        this.phase === 'safety' &&
+        !this.scenarios.busy &&
+        this.rand.chance(this.profile.newLeaderFaultP)
+      ) {
         this.q.push(this.now + this.rand.float() * 3, { kind: 'isolate', node: node.id });
       }
       // Leader completeness: every committed entry is in the new leader's log.
@@ -342,7 +465,9 @@ export class ClusterSim {
       if (m.term > hs.term && m.type !== 'pre-vote' && m.type !== 'pre-vote-resp') {
         this.fail(`${node.id} sends ${m.type} in t${m.term} but persists t${hs.term}`);
       }
-      if (m.type === 'vote-resp' && !m.reject && hs.vote !== m.to) {
+      // (A grant in an earlier term than the persisted one is moot: that term is over for this
+      // node. A batch can span terms after a long fsync stall.)
+      if (m.type === 'vote-resp' && !m.reject && m.term === hs.term && hs.vote !== m.to) {
         this.fail(`${node.id} grants its vote to ${m.to} but persists vote ${hs.vote || 'none'}`);
       }
     }
@@ -451,6 +576,7 @@ export class ClusterSim {
     this.clientBusy.set(clientId, opId);
     this.faults.clientOps++;
     const target = this.pickNodeForClient(clientId);
+    this.handedTo.set(opId, target);
     this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${target}`);
     this.q.push(this.now + 0.5, { kind: 'node', node: target, item: { kind: 'client', op } });
     this.q.push(this.now + CLIENT_TIMEOUT_MS, { kind: 'client-timeout', opId });
@@ -490,6 +616,22 @@ export class ClusterSim {
       return;
     }
     const h = this.opsById.get(op.opId);
+    if (h && !this.settledAt.has(op.opId)) {
+      // The system's answer, even to a client that has already timed out: progress needs one.
+      this.settledAt.set(op.opId, this.now);
+      if (h.call < this.healedAt && this.now >= this.healedAt) {
+        this.progress.lastPendingOutcomeMs = Math.max(
+          this.progress.lastPendingOutcomeMs,
+          this.now - this.healedAt,
+        );
+      }
+      const due = this.outcomeDue(h);
+      if (this.now > due) {
+        this.fail(
+          `progress: ${this.describeOp(op.opId)} answered ${outcome.status} at ${this.now.toFixed(1)} ms, after its bound ${due.toFixed(1)} ms (bound ${this.outcomeBoundMs} ms after the heal)`,
+        );
+      }
+    }
     if (!h || h.status !== 'pending') return;
     this.clientBusy.delete(op.clientId);
     if (outcome.status === 'ok') {
@@ -546,6 +688,8 @@ export class ClusterSim {
   }
 
   private faultStep(): void {
+    // A window scenario running (or starting now) has the cluster to itself.
+    if (this.scenarios.roll()) return;
     const p = this.profile;
     const r = this.rand;
     const ids = [...this.nodes.values()].filter((n) => n.up).map((n) => n.id);
@@ -555,6 +699,7 @@ export class ClusterSim {
       const pool = busy.length > 0 && r.chance(0.5) ? busy : ids;
       const victim = this.nodes.get(pool[r.int(pool.length)]!)!;
       const torn = r.chance(p.tornP);
+      this.meter.crashing(victim);
       const what = victim.crash(torn ? r : new SeededRand(0));
       this.faults.crashes++;
       if (what.startsWith('torn')) this.faults.tornWrites++;
@@ -579,6 +724,7 @@ export class ClusterSim {
     if (target?.up && r.chance(p.leaderFaultP)) {
       // Jepsen's favourite: hit the leader itself, so leadership churns with uncommitted tails.
       if (r.chance(0.5)) {
+        this.meter.crashing(target);
         const what = target.crash(r);
         this.faults.crashes++;
         this.trace('sim', `crash leader ${target.id} (${what})`);
@@ -655,12 +801,21 @@ export class ClusterSim {
     switch (ev.kind) {
       case 'node': {
         const n = this.nodes.get(ev.node);
-        if (!n || !n.up) return;
+        if (!n || !n.up) {
+          // Connection refused: the client hears at once that its request went nowhere.
+          if (ev.item.kind === 'client')
+            this.complete(ev.item.op, { status: 'fail', reason: `${ev.node} is down` });
+          return;
+        }
         if (ev.item.kind === 'msg') {
           this.faults.delivered++;
           this.trace(n.id, `recv ${describeMessage(ev.item.m)}`, !isChatter(ev.item.m));
+          this.meter.delivered(n, ev.item.m);
+        } else if (ev.item.kind === 'client' && ev.item.op.kind === 'read') {
+          this.meter.readHandedTo(n, ev.item.op.key);
         }
         n.deliver(ev.item);
+        if (ev.item.kind === 'msg' && ev.item.m.type === 'app-resp') this.meter.stepped(n);
         return;
       }
       case 'tick': {
@@ -675,6 +830,7 @@ export class ClusterSim {
         const n = this.nodes.get(ev.node);
         if (!n) return;
         n.persisted(ev.incarnation);
+        this.meter.stepped(n);
         return;
       }
       case 'fault':
@@ -689,11 +845,19 @@ export class ClusterSim {
         this.trace('sim', `isolate new leader ${ev.node}`);
         this.q.push(this.now + 30 + this.rand.float() * 300, { kind: 'heal-partition' });
         return;
-      case 'heal-partition':
+      case 'heal-partition': {
         if (this.phase !== 'safety') return;
+        const all = [...this.nodes.keys()];
+        const cutOff = all.filter((id) => this.net.isIsolated(id, all));
         this.net.heal();
+        this.meter.rejoined(cutOff.filter((id) => !this.net.isIsolated(id, all)));
         this.faults.heals++;
         this.trace('sim', 'heal partitions');
+        return;
+      }
+      case 'scenario':
+        if (this.phase !== 'safety') return;
+        ev.run();
         return;
       case 'restart': {
         const n = this.nodes.get(ev.node);
@@ -702,10 +866,11 @@ export class ClusterSim {
         this.faults.restarts++;
         this.trace('sim', `restart ${n.id} (term ${n.raft.term}, commit ${n.raft.log.committed})`);
         this.scheduleTick(n, this.rand.float() * TICK_MS);
+        if (this.phase === 'safety') this.meter.restarted();
         return;
       }
       case 'client':
-        if (this.phase !== 'safety') return;
+        if (!this.clientsOpen) return;
         this.clientStep(ev.clientId);
         return;
       case 'client-timeout':
@@ -731,6 +896,7 @@ export class ClusterSim {
   crashNode(id: NodeId): void {
     const n = this.nodes.get(id);
     if (!n?.up) return;
+    this.meter.crashing(n);
     const what = n.crash(this.rand);
     this.faults.crashes++;
     this.trace('sim', `crash ${id} (${what}) [scenario]`);
@@ -747,7 +913,76 @@ export class ClusterSim {
     const input: KvCommand = { op: 'put', key, value, opId };
     const op: ClientOp = { opId, clientId: 99, kind: 'write', key, data: encodeCommand(input) };
     this.recordInvoke(opId, 99, key, input);
+    this.handedTo.set(opId, id);
     this.q.push(this.now, { kind: 'node', node: id, item: { kind: 'client', op } });
+  }
+
+  /** What the window scenarios may do (window-scenarios.ts). */
+  private scenarioHost(): ScenarioHost {
+    return {
+      net: this.net,
+      nodes: this.nodes,
+      meter: this.meter,
+      after: (ms, run) => this.q.push(this.now + ms, { kind: 'scenario', run }),
+      leader: () => this.leader(),
+      crash: (id, why) => {
+        const n = this.nodes.get(id);
+        if (!n?.up) return;
+        this.meter.crashing(n);
+        const what = n.crash(this.rand);
+        this.faults.crashes++;
+        this.trace('sim', `crash ${id} (${what}) [${why}]`);
+      },
+      restart: (id) => this.q.push(this.now, { kind: 'restart', node: id }),
+      invoke: (node, input) => this.invokeOn(node, input),
+      slowClock: (id, factor) => {
+        if (factor === 1) this.clockSlow.delete(id);
+        else this.clockSlow.set(id, factor);
+      },
+      stallCampaign: (id, stalled) => this.stallOnCampaign.set(id, stalled),
+      releaseDisk: (id) => {
+        this.stallOnCampaign.delete(id);
+        const incarnation = this.heldPersist.get(id);
+        if (incarnation === undefined) return;
+        this.heldPersist.delete(id);
+        this.trace(id, 'disk resumes');
+        this.q.push(this.now + 0.2 + this.rand.float() * 3, {
+          kind: 'persisted',
+          node: id,
+          incarnation,
+        });
+      },
+      campaign: (id) =>
+        this.q.push(this.now, {
+          kind: 'node',
+          node: id,
+          item: { kind: 'app', run: () => this.nodes.get(id)?.node.campaign() },
+        }),
+      trace: (line) => this.trace('sim', line),
+    };
+  }
+
+  /** A scenario client's operation, handed to `node` (no client timeout: it never waits). */
+  private invokeOn(
+    node: NodeId,
+    makeInput: (opId: number) => KvCommand | { op: 'get'; key: string },
+  ): void {
+    const opId = this.nextOpId++;
+    const input = makeInput(opId);
+    const kind = input.op === 'get' ? 'read' : 'write';
+    const clientId = kind === 'read' ? 100 : 101;
+    const op: ClientOp = {
+      opId,
+      clientId,
+      kind,
+      key: input.key,
+      data: input.op === 'get' ? undefined : encodeCommand(input),
+    };
+    this.recordInvoke(opId, clientId, input.key, input);
+    this.handedTo.set(opId, node);
+    this.faults.clientOps++;
+    this.trace(`c${clientId}`, `invoke #${opId} ${JSON.stringify(input)} -> ${node}`);
+    this.q.push(this.now + 0.5, { kind: 'node', node, item: { kind: 'client', op } });
   }
 
   traceTailNow(): string[] {
@@ -765,6 +1000,7 @@ export class ClusterSim {
     for (let i = 0; i < this.profile.initialVoters; i++) ids.push(`n${i + 1}`);
     for (let i = 0; i < ids.length; i++) this.addNode(ids);
     this.trace('sim', `seed ${this.opts.seed} profile ${JSON.stringify(this.profile)}`);
+    this.trace('sim', `window scenarios ${JSON.stringify(this.scenarios.mix)}`);
     if (!this.opts.calm) this.q.push(200, { kind: 'fault' });
     for (let c = 0; c < this.profile.clients; c++)
       this.q.push(50 + c, { kind: 'client', clientId: c });
@@ -801,13 +1037,27 @@ export class ClusterSim {
       events: this.events,
       endMs: this.now,
       finalLeader: this.leader()?.id,
+      progress: this.progress,
+      mix: this.scenarios.mix,
+      windows: this.meter.counts,
     };
   }
 
-  /** Heal everything, then require a leader and progress within bounds. */
+  /**
+   * Heal everything, then require progress within bounds: a leader (leaderBoundMs), an outcome
+   * for every client operation ever invoked (outcomeBoundMs), committed writes after the heal.
+   */
   private liveness(start: number): void {
+    this.scenarios.finish('the faults heal');
     this.phase = 'liveness';
-    this.net.heal();
+    this.healedAt = start;
+    this.progress.pendingAtHeal = [...this.opsById.keys()].filter(
+      (id) => !this.settledAt.has(id),
+    ).length;
+    this.net.healAll();
+    this.clockSlow.clear();
+    this.stallOnCampaign.clear();
+    for (const id of [...this.heldPersist.keys()]) this.scenarioHost().releaseDisk(id);
     this.net.profile = CALM_NETWORK;
     for (const n of this.nodes.values()) {
       if (!n.up) {
@@ -815,22 +1065,28 @@ export class ClusterSim {
         this.scheduleTick(n, this.rand.float() * TICK_MS);
       }
     }
-    this.trace('sim', 'liveness: healed, all nodes up');
+    this.trace('sim', `liveness: healed, all nodes up, ${this.progress.pendingAtHeal} ops pending`);
     const budget = this.opts.livenessMs ?? 4000;
-    const electionBound = start + budget / 2;
+    const leaderBy = start + this.leaderBoundMs;
     let lead: SimNode | undefined;
-    while (this.now < electionBound) {
-      this.runUntil(this.now + 50);
+    while (this.now < leaderBy) {
+      this.runUntil(Math.min(this.now + 10, leaderBy));
       lead = this.stableLeader();
       if (lead) break;
     }
-    if (!lead) this.fail(`liveness: no stable leader ${budget / 2} ms after healing`);
+    if (!lead) {
+      this.fail(
+        `progress: no leader followed by every member ${this.leaderBoundMs} ms after healing (${this.describeMembers()})`,
+      );
+    }
+    this.progress.leaderMs = this.now - start;
     this.trace('sim', `liveness: leader ${lead.id} t${lead.raft.term}`);
     // From now on the cluster must make progress: each write (idempotent, so a retry after an
-    // unknown outcome is harmless) must commit within the budget, retried at the current leader
-    // when it ends without success (e.g. the leader removes itself by a conf change in flight).
+    // unknown outcome is harmless) must be answered within outcomeBoundMs and commit within the
+    // budget, retried at the current leader when it ends without success (e.g. the leader
+    // removes itself by a conf change in flight).
     const count = 5;
-    const end = start + budget;
+    const end = start + Math.max(budget, this.leaderBoundMs + this.outcomeBoundMs);
     let retries = 0;
     for (let i = 0; i < count; i++) {
       const opId = -1 - i;
@@ -838,30 +1094,82 @@ export class ClusterSim {
       const op: ClientOp = { opId, clientId: -1, kind: 'write', key: 'live', data };
       for (;;) {
         if (this.now >= end)
-          this.fail(`liveness: write ${i} not committed by ${end} ms (${retries} retries)`);
+          this.fail(
+            `progress: liveness write ${i} not committed by ${end} ms (${retries} retries)`,
+          );
         const target = this.leader() ?? lead;
+        const sentAt = this.now;
         this.livenessOps.set(opId, 'pending');
         this.q.push(this.now, { kind: 'node', node: target.id, item: { kind: 'client', op } });
-        while (this.livenessOps.get(opId) === 'pending' && this.now < end)
+        while (this.livenessOps.get(opId) === 'pending' && this.now < sentAt + this.outcomeBoundMs)
           this.runUntil(this.now + 10);
-        if (this.livenessOps.get(opId) === 'ok') break;
+        const status = this.livenessOps.get(opId);
+        if (status === 'pending') {
+          this.fail(
+            `progress: liveness write ${i} (op ${opId}) handed to ${target.id} at ${sentAt.toFixed(1)} ms has no outcome after ${this.outcomeBoundMs} ms (${this.describeMembers()})`,
+          );
+        }
+        if (status === 'ok') break;
         retries++;
         this.runUntil(this.now + 20);
       }
     }
+    this.clientsOpen = false;
+    this.awaitOutcomes();
     while (this.now < end) {
       const values = this.members().map((id) => this.nodes.get(id)?.kv.get('live'));
       if (values.every((v) => v === `l${count - 1}`)) return;
       this.runUntil(this.now + 50);
     }
-    const lag = this.members().map((id) => {
-      const n = this.nodes.get(id);
-      const pr = this.leader()?.raft.progress.get(id);
-      const r = n?.raft;
-      return `${id}:${r?.role}/t${r?.term}/lead=${r?.lead}/applied=${r?.log.applied}/last=${r?.log.lastIndex()} pr=${pr?.state}/m${pr?.match}/n${pr?.next}/active=${pr?.recentActive}/paused=${pr?.isPaused()}`;
-    });
     const ops = [...this.livenessOps.entries()].map(([id, s]) => `${id}=${s}`).join(' ');
-    this.fail(`liveness: proposals not applied everywhere by ${end} ms (${ops}; ${lag.join(' ')})`);
+    this.fail(
+      `liveness: proposals not applied everywhere by ${end} ms (${ops}; ${this.describeMembers()})`,
+    );
+  }
+
+  /** When the client operation invoked at `call` must have its outcome by. */
+  private outcomeDue(h: HistoryOp): number {
+    return Math.max(h.call, this.healedAt) + this.outcomeBoundMs;
+  }
+
+  /** Runs until every client operation has an outcome; one past its bound is a violation. */
+  private awaitOutcomes(): void {
+    for (;;) {
+      let due = Infinity;
+      let late: number | undefined;
+      for (const [id, h] of this.opsById) {
+        if (this.settledAt.has(id)) continue;
+        const d = this.outcomeDue(h);
+        if (d < due) {
+          due = d;
+          late = id;
+        }
+      }
+      if (late === undefined) return;
+      if (this.now >= due) {
+        this.fail(
+          `progress: ${this.describeOp(late)} has no outcome ${this.outcomeBoundMs} ms after ${due - this.outcomeBoundMs > this.healedAt ? 'its invocation' : 'the heal'} (${this.describeMembers()})`,
+        );
+      }
+      this.runUntil(Math.min(due, this.now + 50));
+    }
+  }
+
+  private describeOp(opId: number): string {
+    const h = this.opsById.get(opId);
+    if (!h) return `op #${opId}`;
+    return `op #${opId} (client ${h.clientId} ${JSON.stringify(h.input)} invoked at ${h.call.toFixed(1)} ms on ${this.handedTo.get(opId) ?? '?'})`;
+  }
+
+  private describeMembers(): string {
+    return this.members()
+      .map((id) => {
+        const n = this.nodes.get(id);
+        const pr = this.leader()?.raft.progress.get(id);
+        const r = n?.raft;
+        return `${id}:${n?.up ? '' : 'down/'}${r?.role}/t${r?.term}/lead=${r?.lead}/applied=${r?.log.applied}/last=${r?.log.lastIndex()} pr=${pr?.state}/m${pr?.match}/n${pr?.next}/active=${pr?.recentActive}/paused=${pr?.isPaused()}`;
+      })
+      .join(' ');
   }
 
   private stableLeader(): SimNode | undefined {

@@ -2,6 +2,10 @@
  * The simulated network: per-message loss, delay (which also reorders), duplication, and
  * partitions of any shape as a set of blocked directed links. All chance comes from the seeded
  * Rand handed in, so the same seed gives the same deliveries.
+ *
+ * Two layers of blocked links: the random faults' (cleared by heal()) and the window scenarios'
+ * (window-scenarios.ts: held until the scenario releases them, so a random heal does not end a
+ * scripted partition early). healAll() clears both.
  */
 import type { SeededRand } from '../../src/base/rand.js';
 import type { NodeId } from '../../src/raft/messages.js';
@@ -32,6 +36,7 @@ export type PartitionShape = 'isolate-one' | 'halves' | 'one-way' | 'bridge' | '
 export class SimNetwork {
   profile: NetworkProfile;
   private readonly blocked = new Set<string>();
+  private readonly held = new Set<string>();
   dropped = 0;
   duplicated = 0;
   delivered = 0;
@@ -44,7 +49,44 @@ export class SimNetwork {
   }
 
   isBlocked(from: NodeId, to: NodeId): boolean {
-    return this.blocked.has(`${from}>${to}`);
+    const link = `${from}>${to}`;
+    return this.blocked.has(link) || this.held.has(link);
+  }
+
+  /** Whether any random-fault link is cut (the scenarios' held links do not count). */
+  get partitioned(): boolean {
+    return this.blocked.size > 0;
+  }
+
+  /** Whether `id` can neither send to nor hear from any of `nodes`. */
+  isIsolated(id: NodeId, nodes: readonly NodeId[]): boolean {
+    return nodes.every((y) => y === id || (this.isBlocked(id, y) && this.isBlocked(y, id)));
+  }
+
+  /** Scenario layer: blocks one direction of one link until released. */
+  hold(from: NodeId, to: NodeId): void {
+    this.held.add(`${from}>${to}`);
+  }
+
+  /** Scenario layer: cuts `id` off from every other node, both ways, until released. */
+  holdIsolate(id: NodeId, nodes: readonly NodeId[]): void {
+    for (const y of nodes) {
+      if (y === id) continue;
+      this.hold(id, y);
+      this.hold(y, id);
+    }
+  }
+
+  /** Scenario layer: releases every held link touching `id`. */
+  release(id: NodeId): void {
+    for (const link of [...this.held]) {
+      const [a, b] = link.split('>');
+      if (a === id || b === id) this.held.delete(link);
+    }
+  }
+
+  releaseAll(): void {
+    this.held.clear();
   }
 
   /** Delivery delays for one message: [] when lost, two entries when duplicated. */
@@ -141,7 +183,13 @@ export class SimNetwork {
     this.blocked.add(`${from}>${to}`);
   }
 
+  /** Ends the random faults' partitions (the scenarios' held links stay). */
   heal(): void {
     this.blocked.clear();
+  }
+
+  healAll(): void {
+    this.blocked.clear();
+    this.held.clear();
   }
 }

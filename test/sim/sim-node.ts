@@ -57,7 +57,12 @@ export type OpOutcome =
 export interface NodeHooks<A extends ReplicatedApp = KvStore> {
   send(from: SimNode<A>, m: Message): void;
   complete(op: ClientOp, outcome: OpOutcome): void;
-  persistDelayMs(): number;
+  /**
+   * A client operation still queued in the inbox when the node crashed: it never reached Raft,
+   * and its client sees the connection drop. Without this hook it is silently forgotten.
+   */
+  onQueuedOpLost?(op: ClientOp): void;
+  persistDelayMs(node: SimNode<A>): number;
   now(): number;
   trace(node: NodeId, line: string): void;
   onReady(node: SimNode<A>, rd: Ready): void;
@@ -98,7 +103,8 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
   private persisting: Ready | undefined = undefined;
   private readonly pendingWrites = new Map<number, { term: number; op: ClientOp }>();
   private readonly pendingReads = new Map<number, ClientOp>();
-  private readonly waitingReads: { index: number; op: ClientOp }[] = [];
+  /** Reads whose index is confirmed, waiting for it to be applied; `since` is a Raft tick. */
+  private readonly waitingReads: { index: number; op: ClientOp; since: number }[] = [];
   /** Per-incarnation monotonic cursors, checked by the invariants. */
   lastApplied = 0;
   lastCommit = 0;
@@ -175,7 +181,7 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
       const rd = this.node.ready();
       this.persisting = rd;
       this.cfg.hooks.onReady(this, rd);
-      const delay = rd.mustSync ? this.cfg.hooks.persistDelayMs() : 0;
+      const delay = rd.mustSync ? this.cfg.hooks.persistDelayMs(this) : 0;
       this.cfg.hooks.schedulePersisted(this, this.incarnation, delay);
     }
   }
@@ -188,6 +194,7 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
         break;
       case 'tick':
         n.tick(item.n ?? 1);
+        this.expireWaitingReads();
         break;
       case 'app':
         item.run();
@@ -263,7 +270,7 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
       const op = this.pendingReads.get(s.requestId);
       if (!op) continue;
       this.pendingReads.delete(s.requestId);
-      if (s.ok) this.waitingReads.push({ index: s.index, op });
+      if (s.ok) this.waitingReads.push({ index: s.index, op, since: this.node.raft.ticks });
       else this.cfg.hooks.complete(op, { status: 'fail', reason: s.reason });
     }
     this.serveReads();
@@ -313,6 +320,29 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
     }
   }
 
+  /**
+   * A read whose index does not get applied within two election timeouts is given up (it had no
+   * effect, so the client may retry): this node is cut off from the leader, or was removed from
+   * the group without ever applying its removal, and would otherwise leave the client waiting
+   * forever. Raft gives up a forwarded read after the same time (expireForwardedReads).
+   */
+  private expireWaitingReads(): void {
+    if (this.waitingReads.length === 0) return;
+    const oldest = this.node.raft.ticks - 2 * this.cfg.electionTimeoutTicks;
+    for (let i = 0; i < this.waitingReads.length;) {
+      const w = this.waitingReads[i]!;
+      if (w.since <= oldest) {
+        this.waitingReads.splice(i, 1);
+        this.cfg.hooks.complete(w.op, {
+          status: 'fail',
+          reason: `read index ${w.index} not applied in time (applied ${this.lastApplied})`,
+        });
+      } else {
+        i++;
+      }
+    }
+  }
+
   private abandonPending(reason: string): void {
     for (const { op } of this.pendingWrites.values()) {
       this.cfg.hooks.complete(op, { status: 'unknown', reason });
@@ -346,6 +376,8 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
     }
     this.up = false;
     this.persisting = undefined;
+    for (const item of this.inbox)
+      if (item.kind === 'client') this.cfg.hooks.onQueuedOpLost?.(item.op);
     this.inbox = [];
     for (const { op } of this.pendingWrites.values()) {
       this.cfg.hooks.complete(op, { status: 'unknown', reason: 'node crashed' });

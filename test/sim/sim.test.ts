@@ -1,24 +1,29 @@
-// The simulator inside `npm test`: a fixed list of seeds with swarm-drawn faults must keep every
-// Raft invariant and give linearizable client histories; a seed replays to the same trace hash;
-// and each checker is shown able to fail, by feeding it a known-bad state or history, and by a
-// Raft with the Figure 8 commit bug (injected through a subclass, not a production flag).
+// The simulator inside `npm test`: a fixed list of seeds with swarm-drawn faults and window
+// scenarios must keep every Raft invariant, make progress once the faults heal, and give
+// linearizable client histories, while reaching each classic fault window a few times; a seed
+// replays to the same trace hash; and each checker is shown able to fail, by feeding it a
+// known-bad state or history, and by Rafts with planted bugs (subclasses, not production flags)
+// that the random run must catch within the fixed seeds.
 import t from 'tap';
-import { Raft } from '../../src/raft/raft.js';
-import { message } from '../../src/raft/messages.js';
+import { Raft, type ProposeResult, type RaftInit } from '../../src/raft/raft.js';
+import { message, type Message } from '../../src/raft/messages.js';
 import type { Ready } from '../../src/raft/ready.js';
 import { ClusterSim, InvariantViolation, runSim } from './cluster-sim.js';
 import { runFigure8 } from './figure8-scenario.js';
 import { checkSimHistory } from './history-check.js';
+import { WINDOW_HITS, zeroWindowCounts } from './window-scenarios.js';
 
 const FIXED_SEEDS = Array.from({ length: 240 }, (_, i) => 1 + i);
 
 t.test(`${FIXED_SEEDS.length} fixed seeds with faults keep every invariant`, (t) => {
   const failures: string[] = [];
   const totals = { crashes: 0, partitions: 0, transfers: 0, confChanges: 0, snapshotsInstalled: 0 };
+  const windows = zeroWindowCounts();
   let unknownHistories = 0;
   for (const seed of FIXED_SEEDS) {
     const res = runSim({ seed });
     for (const k of Object.keys(totals) as (keyof typeof totals)[]) totals[k] += res.faults[k];
+    for (const k of Object.keys(windows) as (keyof typeof windows)[]) windows[k] += res.windows[k];
     if (!res.ok) {
       failures.push(`seed ${seed}: ${res.violation}\n  ${res.traceTail.slice(-15).join('\n  ')}`);
       continue;
@@ -40,6 +45,8 @@ t.test(`${FIXED_SEEDS.length} fixed seeds with faults keep every invariant`, (t)
     unknownHistories <= FIXED_SEEDS.length / 20,
     `linearizability decided for most seeds (${unknownHistories} unknown)`,
   );
+  // The windows themselves, measured on the cluster (not "a scenario started").
+  for (const k of WINDOW_HITS) t.ok(windows[k] >= 20, `window ${k} reached ${windows[k]} times`);
   t.end();
 });
 
@@ -80,6 +87,98 @@ t.test('the simulator finds the Figure 8 commit bug within a bounded number of s
   }
   t.ok(foundAt !== undefined, `bug found at seed ${foundAt} of ${seeds}: ${violation}`);
   t.same(cleanFailures, [], 'the correct commit rule survives the same schedule on every seed');
+  t.end();
+});
+
+/** ReadIndex bug: a leader answers a read at its commit index without a heartbeat round. */
+class NoConfirmReadRaft extends Raft {
+  override readIndex(requestId: number): void {
+    if (this.role === 'leader' && this.log.term(this.log.committed) === this.term) {
+      this.readStates.push({ requestId, ok: true, index: this.log.committed });
+      return;
+    }
+    super.readIndex(requestId);
+  }
+}
+
+/** Vote bug: the real vote skips the up-to-date check; pre-vote keeps it. */
+class BrokenVoteCheckRaft extends Raft {
+  private steppingVote = false;
+  constructor(init: RaftInit) {
+    super(init);
+    const upToDate = this.log.isUpToDate.bind(this.log);
+    this.log.isUpToDate = (index, term) => this.steppingVote || upToDate(index, term);
+  }
+  override step(m: Message): void {
+    this.steppingVote = m.type === 'vote';
+    try {
+      super.step(m);
+    } finally {
+      this.steppingVote = false;
+    }
+  }
+}
+
+/** Progress bug: after 3 s on its clock a leader accepts proposals and never appends them. */
+class StallingLeaderRaft extends Raft {
+  override propose(datas: readonly Uint8Array[]): ProposeResult {
+    if (this.role === 'leader' && this.ticks >= 300) {
+      return { ok: true, index: this.log.lastIndex() + 1, term: this.term };
+    }
+    return super.propose(datas);
+  }
+}
+
+/** Runs the fixed seeds in order with a planted bug until a check catches it. */
+function hunt(
+  makeRaft: (init: RaftInit) => Raft,
+  maxSeeds: number,
+): { seed: number; seeds: number; violation: string } | undefined {
+  for (let i = 0; i < maxSeeds && i < FIXED_SEEDS.length; i++) {
+    const seed = FIXED_SEEDS[i]!;
+    const res = runSim({ seed, makeRaft });
+    let violation = res.violation;
+    if (violation === undefined) {
+      const lin = checkSimHistory(res.history);
+      if (lin.outcome === 'illegal') violation = `history not linearizable: ${lin.detail}`;
+    }
+    if (violation !== undefined) return { seed, seeds: i + 1, violation };
+  }
+  return undefined;
+}
+
+t.test('the random run catches each planted bug within the fixed seeds', (t) => {
+  const bugs = [
+    {
+      name: 'Figure 8 commit rule (old-term entry counted toward commitment)',
+      makeRaft: (init: RaftInit) => new Figure8BugRaft(init),
+      check: /lacks committed entry|where t\d+ was committed|applied a different entry/,
+    },
+    {
+      name: 'ReadIndex answered without confirming leadership',
+      makeRaft: (init: RaftInit) => new NoConfirmReadRaft(init),
+      check: /not linearizable/,
+    },
+    {
+      name: 'real vote without the up-to-date check (pre-vote intact)',
+      makeRaft: (init: RaftInit) => new BrokenVoteCheckRaft(init),
+      check: /lacks committed entry|where t\d+ was committed|applied a different entry/,
+    },
+    {
+      name: 'leader stops appending after a while',
+      makeRaft: (init: RaftInit) => new StallingLeaderRaft(init),
+      check: /^InvariantViolation: progress: /,
+    },
+  ];
+  const maxSeeds = 40;
+  for (const bug of bugs) {
+    const found = hunt(bug.makeRaft, maxSeeds);
+    t.ok(
+      found,
+      `${bug.name}: caught at seed ${found?.seed} after ${found?.seeds} of at most ${maxSeeds} seeds`,
+    );
+    if (found) t.match(found.violation, bug.check, `${bug.name}: by the expected check`);
+  }
   t.end();
 });
 

@@ -8,6 +8,11 @@
  * - A batch written with `sync: true` is durable when its promise resolves, together with every
  *   batch written before it (the write-ahead log is one sequential file). Without sync a batch
  *   survives a process crash but may be lost, with every later batch, at a power loss.
+ * - Opening makes durable whatever it finds: after a process crash, batches written without
+ *   sync (or whose sync had not finished) that survived in the OS page cache are durable once
+ *   the store is open again, so the restarted node may act on them. LevelDB 1.20 (classic-
+ *   level's) does this by writing what it recovers from its log into a table it syncs and
+ *   recording that in its synced manifest (db_impl.cc RecoverLogFile, builder.cc).
  * - A write is visible to reads once its promise resolves; a snapshot sees the store as it was
  *   when taken, whatever is written after.
  *

@@ -45,52 +45,50 @@ t.test('the same seed gives a byte-identical trace', async (t) => {
   t.not(a.traceHash, c.traceHash, 'another seed differs');
 });
 
-t.test(
-  'SimDisk: sync makes earlier writes durable, a crash keeps them, a power loss may not',
-  async (t) => {
-    const q: (() => void)[] = [];
-    const disk = new SimDisk('d', {
-      schedule: (_delay, fn) => q.push(fn),
-      rand: new SeededRand(1),
-      writeMs: () => 1,
-    });
-    const k = (s: string): Uint8Array => new TextEncoder().encode(s);
-    const write = async (key: string, sync: boolean): Promise<void> => {
-      const b = disk.open().batch();
-      b.put(k(key), k(`v-${key}`));
-      const done = b.write({ sync });
-      t.equal(
-        disk.open().getSync(k(key)),
-        undefined,
-        `${key} is not visible before the write ends`,
-      );
-      q.shift()!();
-      await done;
-    };
-    await write('a', false);
-    await write('b', true);
-    await write('c', false);
-    t.equal(disk.volatileBatches(), 1, 'only c is unsynced');
-    disk.crash();
-    t.ok(disk.open().getSync(k('c')), 'a crash keeps the page cache');
-    // A random prefix of the volatile batches survives a power loss: some unsynced write is lost.
-    let lost: string | undefined;
-    for (let i = 0; i < 20 && lost === undefined; i++) {
-      await write(`u${i}`, false);
-      disk.powerLoss();
-      if (disk.open().getSync(k(`u${i}`)) === undefined) lost = `u${i}`;
-      t.ok(disk.open().getSync(k('a')) && disk.open().getSync(k('b')), 'synced data survives');
-    }
-    t.ok(lost !== undefined, `a power loss dropped the unsynced ${lost}`);
-    const dead = disk.open();
-    disk.crash();
-    const b = dead.batch();
-    b.put(k('z'), k('z'));
-    const never = b.write({ sync: true });
-    t.equal(q.length, 0, "a crashed process's handle writes nothing");
-    t.ok(never instanceof Promise, 'and its write never completes');
-  },
-);
+t.test('SimDisk: sync, crash, reopen and power loss', async (t) => {
+  const q: (() => void)[] = [];
+  const disk = new SimDisk('d', {
+    schedule: (_delay, fn) => q.push(fn),
+    rand: new SeededRand(1),
+    writeMs: () => 1,
+  });
+  const k = (s: string): Uint8Array => new TextEncoder().encode(s);
+  let h = disk.open();
+  const write = async (key: string, sync: boolean): Promise<void> => {
+    const b = h.batch();
+    b.put(k(key), k(`v-${key}`));
+    const done = b.write({ sync });
+    t.equal(h.getSync(k(key)), undefined, `${key} is not visible before the write ends`);
+    q.shift()!();
+    await done;
+  };
+  await write('a', false);
+  await write('b', true);
+  await write('c', false);
+  t.equal(disk.volatileBatches(), 1, 'a sync made a and b durable; c is not');
+  disk.crash();
+  t.equal(disk.volatileBatches(), 1, 'a crash keeps the page cache');
+  h = disk.open();
+  t.ok(h.getSync(k('c')), 'the restarted process reads c');
+  t.equal(disk.volatileBatches(), 0, 'and reopening made it durable, as LevelDB recovery does');
+  // A random prefix of the volatile batches survives a power loss: some unsynced write is lost.
+  let lost: string | undefined;
+  for (let i = 0; i < 20 && lost === undefined; i++) {
+    await write(`u${i}`, false);
+    disk.powerLoss();
+    h = disk.open();
+    if (h.getSync(k(`u${i}`)) === undefined) lost = `u${i}`;
+    t.ok(h.getSync(k('a')) && h.getSync(k('c')), 'durable data survives');
+  }
+  t.ok(lost !== undefined, `a power loss dropped the unsynced ${lost}`);
+  const dead = h;
+  disk.crash();
+  const b = dead.batch();
+  b.put(k('z'), k('z'));
+  const never = b.write({ sync: true });
+  t.equal(q.length, 0, "a crashed process's handle writes nothing");
+  t.ok(never instanceof Promise, 'and its write never completes');
+});
 
 /** A store that commits without fsync: the runtime bug the simulator exists to catch. */
 function ignoringSync(store: HostStore): HostStore {

@@ -388,8 +388,10 @@ export class HostSim {
       for (let i = 0; i < DRAIN_ROUNDS; i++) await new Promise<void>((r) => setImmediate(r));
       this.checkLeaders();
     }
-    this.now = endMs;
-    if (this.violation === undefined) this.finalChecks();
+    if (this.violation === undefined) {
+      this.now = endMs;
+      this.finalChecks();
+    }
     this.phase = 'done';
     for (const n of this.nodes.values()) {
       this.counts.writes += n.disk.counts.writes;

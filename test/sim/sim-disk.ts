@@ -15,7 +15,8 @@
  *   everything after it is gone. A batch is never torn inside: LevelDB drops a partial log
  *   record at recovery, and NodeStore relies on that (backend.ts).
  * After either, the old handles are dead: their writes never complete. open() gives the
- * restarted process a new handle.
+ * restarted process a new handle, and makes the volatile layer durable first, as LevelDB's
+ * recovery does (backend.ts): a restarted node may act on what it reads.
  */
 import { Buffer } from 'node:buffer';
 import type { SeededRand } from '../../src/base/rand.js';
@@ -114,6 +115,8 @@ export class SimDisk {
 
   /** A handle for a (re)started process. */
   open(): StoreBackend {
+    this.makeDurable(this.volatile);
+    this.volatile = [];
     return new SimBackend(this, this.generation);
   }
 

@@ -9,7 +9,7 @@ import { SeededRand } from '../../src/base/rand.js';
 import { runHostSim } from './host-sim.js';
 import { SimDisk } from './sim-disk.js';
 
-const FIXED_SEEDS = Array.from({ length: 24 }, (_, i) => 1 + i);
+const FIXED_SEEDS = Array.from({ length: 32 }, (_, i) => 1 + i);
 
 t.test(
   `${FIXED_SEEDS.length} fixed seeds keep the Ready contract and every invariant`,

@@ -98,6 +98,8 @@ export interface HostSimCounts {
   clientAcked: number;
   clientUnknown: number;
   snapshotsTaken: number;
+  /** Snapshots a leader sent to a lagging follower (the transport's snapshot path). */
+  snapshotsSent: number;
   leaderships: number;
 }
 
@@ -283,6 +285,7 @@ export class HostSim {
     clientAcked: 0,
     clientUnknown: 0,
     snapshotsTaken: 0,
+    snapshotsSent: 0,
     leaderships: 0,
   };
   // Invariant state.
@@ -546,6 +549,7 @@ export class HostSim {
     }
     for (const gm of msgs) {
       if (gm.message.type !== 'snap') continue;
+      this.counts.snapshotsSent++;
       // The transport reports a snapshot's fate back to the sender's Raft.
       const ok = delays.length > 0;
       this.at(delays[0] ?? 5, `${n.id} snapshot to ${to} ${ok ? 'sent' : 'failed'}`, () => {

@@ -12,10 +12,10 @@
  * simulation, immediates run in FIFO order and every write's completion is an event, so a seed
  * gives the same trace every time.
  *
- * Faults: message loss, delay and duplication; partitions; process crashes (the host and all
- * memory are lost, the disk's volatile layer survives); power losses of one node or of all
- * (the volatile layer is dropped, a random prefix of it kept); each followed by a restart
- * through the real recovery code (NodeStore.openOn → loadGroups).
+ * Faults: message loss, delay and duplication; partitions; leadership transfers; process
+ * crashes (the host and all memory are lost, the disk's volatile layer survives); power losses
+ * of one node or of all (the volatile layer is dropped, a random prefix of it kept); each
+ * followed by a restart through the real recovery code (NodeStore.openOn → loadGroups).
  *
  * Checked at every step:
  * - the Ready contract, as host.ts promises it (persist in one synced write, then send): when a
@@ -24,6 +24,7 @@
  *   itself when it asks for votes; its vote for the candidate when it grants one; the entries,
  *   with their terms, of an append it sends and up to the index of an append it acknowledges;
  * - before a client is told its write succeeded, the entry is durable on a majority;
+ * - a ReadIndex read sees every write acknowledged before it started;
  * - at most one leader per group and term;
  * - no two replicas apply different entries at an index.
  * At the end, faults healed and every node restarted: each group has a leader and commits a new
@@ -97,6 +98,9 @@ export interface HostSimCounts {
   clientOps: number;
   clientAcked: number;
   clientUnknown: number;
+  /** ReadIndex reads that saw an earlier acknowledged write. */
+  readsChecked: number;
+  transfers: number;
   snapshotsTaken: number;
   /** Snapshots a leader sent to a lagging follower (the transport's snapshot path). */
   snapshotsSent: number;
@@ -140,6 +144,7 @@ interface FaultProfile {
   readonly powerLossP: number;
   readonly clusterPowerLossP: number;
   readonly partitionP: number;
+  readonly transferP: number;
   readonly faultEveryMs: number;
   readonly clients: number;
   readonly snapshotEveryEntries: number;
@@ -284,6 +289,8 @@ export class HostSim {
     clientOps: 0,
     clientAcked: 0,
     clientUnknown: 0,
+    readsChecked: 0,
+    transfers: 0,
     snapshotsTaken: 0,
     snapshotsSent: 0,
     leaderships: 0,
@@ -292,6 +299,7 @@ export class HostSim {
   private readonly leaderOfTerm = new Map<string, NodeId>();
   private readonly appliedAt = new Map<string, string>();
   private readonly acked: AckedWrite[] = [];
+  private readonly ackedByGroup = new Map<number, AckedWrite[]>();
   /** Per group: a write acknowledged after the liveness phase began. */
   private readonly ackedAfterHeal = new Set<number>();
   private nextOpId = 1;
@@ -341,6 +349,7 @@ export class HostSim {
       powerLossP: maybe(0.8, 0.3),
       clusterPowerLossP: maybe(0.5, 0.1),
       partitionP: maybe(0.6, 0.3),
+      transferP: maybe(0.5, 0.3),
       faultEveryMs: 100 + r.int(200),
       clients: 2 + r.int(3),
       snapshotEveryEntries: r.chance(0.5) ? 8 + r.int(20) : 200,
@@ -697,6 +706,19 @@ export class HostSim {
       const delay = 50 + r.float() * 200;
       for (const n of nodes) this.scheduleRestart(n, delay + r.float() * 50);
     }
+    if (r.chance(p.transferP)) {
+      // A graceful leadership transfer of one group, to a random other node.
+      const groupId = GROUPS[r.int(GROUPS.length)]!;
+      const to = NODE_IDS[r.int(NODE_IDS.length)]!;
+      const leader = nodes.find(
+        (n) => n.state === 'up' && n.host?.groups.get(groupId)?.isLeader === true,
+      );
+      if (leader !== undefined && leader.id !== to) {
+        this.counts.transfers++;
+        this.trace('sim', `TRANSFER g${groupId} ${leader.id} -> ${to}`);
+        leader.host!.report(groupId, { kind: 'transfer-leader', to });
+      }
+    }
     if (r.chance(p.partitionP)) {
       const shapes: PartitionShape[] = [
         'isolate-one',
@@ -745,6 +767,17 @@ export class HostSim {
       next(10 + this.rand.float() * 20);
       return;
     }
+    const ackedHere = this.ackedByGroup.get(groupId);
+    if (ackedHere !== undefined && this.rand.chance(0.25)) {
+      // A read from any node (followers serve ReadIndex reads too) of one of the last writes
+      // acknowledged before it starts.
+      const reader = nodes[this.rand.int(nodes.length)]!;
+      const w = ackedHere[ackedHere.length - 1 - this.rand.int(Math.min(3, ackedHere.length))]!;
+      if (reader.state === 'up' && reader.host !== undefined) {
+        this.clientRead(c, reader, reader.host, w, next);
+        return;
+      }
+    }
     const opId = this.nextOpId++;
     this.counts.clientOps++;
     const key = `c${c}-${opId}`;
@@ -771,9 +804,18 @@ export class HostSim {
         this.counts.clientAcked++;
         this.trace(target.id, `ack op ${opId} g${groupId} ${index}@t${term}`);
         if (this.opts.inspectDisks ?? true) this.checkAckDurable(groupId, index, term, opId);
-        this.acked.push({ opId, groupId, key, value });
+        const w: AckedWrite = { opId, groupId, key, value };
+        this.acked.push(w);
+        let inGroup = this.ackedByGroup.get(groupId);
+        if (inGroup === undefined) this.ackedByGroup.set(groupId, (inGroup = []));
+        inGroup.push(w);
         if (phaseAtCall === 'liveness') this.ackedAfterHeal.add(groupId);
-        next(1 + this.rand.float() * 20);
+        // Often read it back at once from any node: a follower that has not applied it yet
+        // must wait for its ReadIndex.
+        const reader = nodes[this.rand.int(nodes.length)]!;
+        if (this.rand.chance(0.3) && reader.state === 'up' && reader.host !== undefined)
+          this.clientRead(c, reader, reader.host, w, next);
+        else next(1 + this.rand.float() * 20);
       },
       (err: unknown) => {
         if (settled) return;
@@ -782,6 +824,49 @@ export class HostSim {
           this.leaderHint.set(groupId, err.leaderHint);
         if (!(err instanceof NotLeaderError || err instanceof ProposalDroppedError))
           this.counts.clientUnknown++;
+        next(5 + this.rand.float() * 20);
+      },
+    );
+  }
+
+  /** A ReadIndex read: once it resolves, the replica must show a write acknowledged before. */
+  private clientRead(
+    c: number,
+    n: SimHostNode,
+    host: MultiRaftHost,
+    w: AckedWrite,
+    next: (delayMs: number) => void,
+  ): void {
+    const incarnation = n.incarnation;
+    let settled = false;
+    this.at(
+      CLIENT_TIMEOUT_MS,
+      `client ${c} read timer`,
+      () => {
+        if (settled) return;
+        settled = true;
+        next(1);
+      },
+      false,
+    );
+    host.read(w.groupId).then(
+      () => {
+        if (settled) return;
+        settled = true;
+        if (n.incarnation === incarnation) {
+          const got = n.sms.get(w.groupId)?.kv.get(w.key);
+          this.counts.readsChecked++;
+          this.trace(n.id, `read g${w.groupId} ${w.key}=${got}`);
+          if (got !== w.value)
+            this.fail(
+              `stale read on ${n.id}: g${w.groupId} ${w.key}=${got} after op ${w.opId} was acknowledged`,
+            );
+        }
+        next(1 + this.rand.float() * 20);
+      },
+      () => {
+        if (settled) return;
+        settled = true;
         next(5 + this.rand.float() * 20);
       },
     );

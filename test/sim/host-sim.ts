@@ -92,6 +92,7 @@ export interface HostSimCounts {
   partitions: number;
   writes: number;
   syncedWrites: number;
+  messagesSent: number;
   messagesChecked: number;
   delivered: number;
   dropped: number;
@@ -129,6 +130,19 @@ const TICK_MS = 10;
 const CLIENT_TIMEOUT_MS = 500;
 /** setImmediate rounds after each event: enough for a woken loop to reach its next disk wait. */
 const DRAIN_ROUNDS = 3;
+/**
+ * Loop turns in one event beyond which a host is deemed livelocked. Turns that write wait for the
+ * disk (an event), so only turns with nothing to persist count; a loop spinning on them would
+ * never let the simulation go on, so it is stopped and the run fails.
+ */
+const TURNS_PER_EVENT_MAX = 10_000;
+/**
+ * Messages sent in one run beyond which the cluster is deemed to be in a message storm (a seed
+ * sends about 10,000); a broken store can make replication amplify itself without end.
+ */
+const MESSAGES_MAX = 2_000_000;
+/** Events in one run beyond which the simulation gives up likewise (a seed has about 10,000). */
+const EVENTS_MAX = 2_000_000;
 
 const RAFT = compileRaftOptions({
   electionTimeoutTicks: 10,
@@ -271,6 +285,7 @@ export class HostSim {
   private readonly profile: FaultProfile;
   private now = 0;
   private events = 0;
+  private turnsSinceEvent = 0;
   private phase: 'safety' | 'liveness' | 'done' = 'safety';
   private violation: string | undefined = undefined;
   private readonly clock: Clock = { nowMs: () => this.now, monotonicMs: () => this.now };
@@ -283,6 +298,7 @@ export class HostSim {
     partitions: 0,
     writes: 0,
     syncedWrites: 0,
+    messagesSent: 0,
     messagesChecked: 0,
     delivered: 0,
     dropped: 0,
@@ -391,6 +407,11 @@ export class HostSim {
       this.now = ev.at;
       for (const n of this.nodes.values()) n.disk.setNow(this.now);
       this.events++;
+      this.turnsSinceEvent = 0;
+      if (this.events > EVENTS_MAX) {
+        this.fail(`more than ${EVENTS_MAX} events (a storm of work that never ends)`);
+        break;
+      }
       this.trace('sim', ev.event.label, ev.event.keep);
       try {
         ev.event.run();
@@ -466,6 +487,11 @@ export class HostSim {
       },
     });
     host.transport = { send: (to, msgs) => this.send(n, incarnation, host, to, msgs) };
+    host.afterTurn = () => {
+      // Thrown out of the loop, which stops it; onFatal reports it.
+      if (++this.turnsSinceEvent > TURNS_PER_EVENT_MAX)
+        throw new HostSimViolation(`${TURNS_PER_EVENT_MAX} loop turns in one event (a livelock)`);
+    };
     host.openGroups();
     n.host = host;
     n.sms = sms;
@@ -538,6 +564,11 @@ export class HostSim {
   ): void {
     // A crashed process's loop may still finish a turn in memory; nothing it sends leaves.
     if (n.incarnation !== incarnation) return;
+    this.counts.messagesSent += msgs.length;
+    if (this.counts.messagesSent > MESSAGES_MAX) {
+      this.fail(`more than ${MESSAGES_MAX} messages sent (a message storm)`);
+      return;
+    }
     if (this.opts.inspectDisks ?? true) for (const gm of msgs) this.checkReadyContract(n, host, gm);
     const delays = this.net.plan(n.id, to);
     const what = msgs.map((gm) => describe(gm)).join(' ');

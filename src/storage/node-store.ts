@@ -13,10 +13,15 @@
  * A failed write leaves the disk in an unknown state: the store then refuses every later write
  * with the same STORAGE_IO error, and the node is expected to exit (errors.ts).
  */
-import { ClassicLevel, type ChainedBatch } from 'classic-level';
 import { AssertionError, assertionFailed } from '../base/assert.js';
 import { bootstrapEntries, bootstrapHardState } from '../raft/bootstrap.js';
 import type { NodeId, Snapshot } from '../raft/messages.js';
+import {
+  LevelBackend,
+  type BackendBatch,
+  type BackendRange,
+  type StoreBackend,
+} from './backend.js';
 import { StorageError } from './errors.js';
 import {
   CountingSink,
@@ -41,6 +46,7 @@ import {
   type FormatRecord,
 } from './records.js';
 
+export type { StoreBackend } from './backend.js';
 export type { GroupLog } from './group-log.js';
 export type { GroupUpdate } from './group-commit.js';
 export type { GroupBootstrap } from './records.js';
@@ -69,31 +75,19 @@ export interface CreateGroupOptions {
   readonly learners?: readonly NodeId[];
 }
 
-type Db = ClassicLevel<Uint8Array, Uint8Array>;
-type Batch = ChainedBatch<Db, Uint8Array, Uint8Array>;
+type Db = StoreBackend;
+type Batch = BackendBatch;
 
 /** Keys read per iterator step at open and in deleteGroup. */
 const ITERATE_BATCH = 1000;
 
-/**
- * LevelDB tuning for a write-heavy Raft log. Its defaults (a 4 MiB memtable, 2 MiB tables) are
- * made for small read-mostly stores: here every entry is written once and deleted at the next
- * compaction, keys of all groups interleave in every flushed table, and with the defaults the
- * background compaction alone cost 4-5.6 µs of CPU per entry written, more than the rest of the
- * write path (16 groups × 35 entries per synced batch, 50,000-entry logs). A 64 MiB memtable and
- * 32 MiB tables brought it to under 3 µs when every entry was a key of its own. Since a commit
- * writes one record per group (log-record.ts), LevelDB sees a few keys per commit, and a 16 MiB
- * memtable costs the same CPU per entry as 64 MiB (bench/storage.ts: 16.1-17.3, 4.8, 1.6-1.7,
- * 0.7-0.8, 0.45 µs at 1-256 entries per group and batch, either size) while a node holds up to
- * two memtables: 32 MiB instead of 128 MiB of RSS. Durability is unchanged (every batch is synced
- * to LevelDB's log before the write resolves).
- */
-const LEVELDB_OPTIONS = {
-  writeBufferSize: 16 * 1024 * 1024,
-  maxFileSize: 32 * 1024 * 1024,
-} as const;
-
 const FORMAT: FormatRecord = { store: 'tickraft-node-store', layout: STORE_LAYOUT };
+
+function checkOptions(options: NodeStoreOptions): void {
+  const tailBytesMax = options.logTailBytesMax;
+  if (!(tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0)))
+    assertionFailed(`logTailBytesMax ${tailBytesMax} is not a byte count`);
+}
 
 function ioError(what: string, dir: string, cause: unknown): StorageError {
   // abstract-level wraps the LevelDB error ("Database failed to open" around "IO error: lock
@@ -107,7 +101,7 @@ function ioError(what: string, dir: string, cause: unknown): StorageError {
   });
 }
 
-async function* iterate(db: Db, range: { gte?: Uint8Array; lt?: Uint8Array } = {}): RecordSource {
+async function* iterate(db: Db, range: BackendRange = {}): RecordSource {
   const it = db.iterator(range);
   try {
     for (;;) {
@@ -152,19 +146,24 @@ export class NodeStore {
    * process holds it, permissions), STORAGE_UNSUPPORTED_FORMAT for a foreign database.
    */
   static async open(dir: string, options: NodeStoreOptions = {}): Promise<NodeStore> {
-    const tailBytesMax = options.logTailBytesMax;
-    if (!(tailBytesMax === undefined || (Number.isSafeInteger(tailBytesMax) && tailBytesMax >= 0)))
-      assertionFailed(`logTailBytesMax ${tailBytesMax} is not a byte count`);
-    const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(dir, {
-      keyEncoding: 'view',
-      valueEncoding: 'view',
-      ...LEVELDB_OPTIONS,
-    });
+    checkOptions(options);
+    let db: LevelBackend;
     try {
-      await db.open();
+      db = await LevelBackend.open(dir);
     } catch (cause) {
       throw ioError('opening the node store', dir, cause);
     }
+    return NodeStore.openOn(db, options);
+  }
+
+  /**
+   * Opens the store over an already open backend (backend.ts) and loads every group; the
+   * backend is closed again when that fails. Throws like open().
+   */
+  static async openOn(db: StoreBackend, options: NodeStoreOptions = {}): Promise<NodeStore> {
+    checkOptions(options);
+    const tailBytesMax = options.logTailBytesMax;
+    const dir = db.location;
     try {
       await ensureFormat(db, dir);
       const reader = new StoreReader(db, dir);
@@ -317,8 +316,8 @@ export class NodeStore {
       this.groups.delete(groupId);
       // Pair assertion: reading the ranges back finds nothing.
       for (const range of groupRanges(groupId)) {
-        const left = await this.db.keys({ ...range, limit: 1 }).all();
-        if (left.length !== 0) assertionFailed(`group ${groupId} still has keys after deleteGroup`);
+        if ((await firstKeys(this.db, range, 1)).length !== 0)
+          assertionFailed(`group ${groupId} still has keys after deleteGroup`);
       }
     });
   }
@@ -398,8 +397,7 @@ export class NodeStore {
 async function ensureFormat(db: Db, dir: string): Promise<void> {
   const bytes = await db.get(formatKey());
   if (bytes === undefined) {
-    const anyKey = await db.keys({ limit: 1 }).all();
-    if (anyKey.length > 0) {
+    if ((await firstKeys(db, {}, 1)).length > 0) {
       throw new StorageError(
         'STORAGE_UNSUPPORTED_FORMAT',
         `${dir} holds a LevelDB database that is not a tickraft node store`,
@@ -429,6 +427,16 @@ async function ensureFormat(db: Db, dir: string): Promise<void> {
     // An older layout this build reads: say so on disk before writing anything of the new one
     // (records.ts STORE_LAYOUT).
     await writeFormat(db, dir, 'upgrading the node store format');
+  }
+}
+
+/** The first `limit` keys of a range. */
+async function firstKeys(db: Db, range: BackendRange, limit: number): Promise<Uint8Array[]> {
+  const it = db.iterator(range);
+  try {
+    return (await it.nextv(limit)).map(([key]) => key);
+  } finally {
+    await it.close();
   }
 }
 

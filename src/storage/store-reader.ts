@@ -10,15 +10,12 @@
  * compaction deleting a record, or a new snapshot replacing the chunks, is seen by readers only
  * together with the mirror change.
  */
-import type { ClassicLevel } from 'classic-level';
 import { CodecError } from '../base/codec.js';
 import type { Entry } from '../raft/messages.js';
+import type { BackendSnapshot, StoreBackend } from './backend.js';
 import { StorageError } from './errors.js';
 import { SNAPSHOT_CHUNK_BYTES_MAX, logKey, snapshotChunkKey } from './keys.js';
 import { decodeLogRecord } from './log-record.js';
-
-type Db = ClassicLevel<Uint8Array, Uint8Array>;
-type DbSnapshot = ReturnType<Db['snapshot']>;
 
 /** What a group mirror reads from the database on demand. */
 export interface GroupReader {
@@ -36,10 +33,10 @@ function corrupt(groupId: number, message: string, cause?: unknown): StorageErro
 }
 
 export class StoreReader implements GroupReader {
-  private pinned: DbSnapshot | undefined = undefined;
+  private pinned: BackendSnapshot | undefined = undefined;
 
   constructor(
-    private readonly db: Db,
+    private readonly db: StoreBackend,
     private readonly dir: string,
   ) {}
 
@@ -90,9 +87,7 @@ export class StoreReader implements GroupReader {
 
   private get(key: Uint8Array, groupId: number): Uint8Array | undefined {
     try {
-      return this.pinned === undefined
-        ? this.db.getSync(key)
-        : this.db.getSync(key, { snapshot: this.pinned });
+      return this.pinned === undefined ? this.db.getSync(key) : this.pinned.getSync(key);
     } catch (cause) {
       throw new StorageError('STORAGE_IO', `reading group ${groupId} in ${this.dir} failed`, {
         cause,

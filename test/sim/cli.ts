@@ -5,10 +5,13 @@
  * `--scheduler` runs the scheduler simulation (scheduler-sim.ts) instead of the KV one;
  * `--result-hold-ms MS` lets its leaders hold attempt results back while their sends are
  * unanswered (the dispatcher's resultHoldMs).
+ * `--host` runs the host simulation (host-sim.ts: the production MultiRaftHost and NodeStore
+ * over simulated disks with power loss); `--safety-ms` sets its fault phase.
  */
 import { parseArgs } from 'node:util';
 import { checkSimHistory } from './history-check.js';
 import { runSim, type SimResult } from './cluster-sim.js';
+import { runHostSim, type HostSimResult } from './host-sim.js';
 import { runSchedulerSim, type SchedSimResult } from './scheduler-sim.js';
 import { WINDOW_HITS, WINDOW_KINDS, type WindowCounts } from './window-scenarios.js';
 
@@ -20,6 +23,7 @@ const { values } = parseArgs({
     'safety-ms': { type: 'string' },
     verbose: { type: 'boolean', default: false },
     scheduler: { type: 'boolean', default: false },
+    host: { type: 'boolean', default: false },
     tail: { type: 'string' },
     'result-hold-ms': { type: 'string' },
   },
@@ -70,6 +74,48 @@ function runScheduler(): void {
   process.exitCode = failedSeeds.length === 0 ? 0 : 1;
 }
 
+async function runHost(): Promise<void> {
+  const tail = Number(values.tail ?? '80');
+  const safety = values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {};
+  const show = (res: HostSimResult): void => {
+    console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);
+    console.error(`replay: npm run sim -- --host --seed ${res.seed} --tail 400`);
+    for (const line of res.traceTail) console.error(`  ${line}`);
+  };
+  if (values.seed !== undefined) {
+    const res = await runHostSim({ seed: Number(values.seed), traceTail: tail, ...safety });
+    console.log(
+      `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} events=${res.events} hash=${res.traceHash.slice(0, 16)}`,
+    );
+    console.log(JSON.stringify(res.counts));
+    if (values.verbose) for (const line of res.traceTail) console.log(`  ${line}`);
+    if (!res.ok) show(res);
+    process.exitCode = res.ok ? 0 : 1;
+    return;
+  }
+  const n = Number(values.seeds ?? '100');
+  const from = Number(values.from ?? '1');
+  const started = performance.now();
+  const totals: Record<string, number> = {};
+  const failedSeeds: number[] = [];
+  for (let s = from; s < from + n; s++) {
+    const res = await runHostSim({ seed: s, traceTail: tail, ...safety });
+    for (const [k, v] of Object.entries(res.counts) as [string, number][])
+      totals[k] = (totals[k] ?? 0) + v;
+    if (!res.ok) {
+      failedSeeds.push(s);
+      show(res);
+    }
+  }
+  const secs = (performance.now() - started) / 1000;
+  console.log(
+    `host seeds ${from}..${from + n - 1}: ${n - failedSeeds.length} passed, ${failedSeeds.length} failed in ${secs.toFixed(1)} s`,
+  );
+  if (failedSeeds.length > 0) console.log(`failed: ${failedSeeds.join(' ')}`);
+  console.log(`totals: ${JSON.stringify(totals)}`);
+  process.exitCode = failedSeeds.length === 0 ? 0 : 1;
+}
+
 function runOne(seed: number): SimResult & { linearizable: string } {
   const res = runSim({
     seed,
@@ -95,7 +141,9 @@ function report(res: SimResult): void {
   for (const line of res.traceTail) console.error(`  ${line}`);
 }
 
-if (values.scheduler) {
+if (values.host) {
+  await runHost();
+} else if (values.scheduler) {
   runScheduler();
 } else if (values.seed !== undefined) {
   const res = runOne(Number(values.seed));

@@ -96,6 +96,8 @@ const SCHEDULER_SIM_SCRIPTED = tap('test/sim/scheduler-sim.test.ts', { grep: '^(
 /** The node's store over a file system that drops unsynced writes (issue 22, item 5). */
 const POWER_LOSS = tap('test/integration/power-loss.test.ts', { timeoutSec: 300 });
 const STORAGE_DURABILITY = tap('test/unit/storage/durability.test.ts');
+/** The production host and store over a simulated disk that loses unsynced writes. */
+const HOST_SIM = tap('test/sim/host-sim.test.ts', { timeoutSec: 180 });
 const STORAGE_NODE_STORE = tap('test/unit/storage/node-store.test.ts');
 
 const SCHEDULER_CHECKS = [SCHEDULER_SIM, DISPATCHER_UNIT, SCHEDULER_SIM_SCRIPTED];
@@ -221,7 +223,7 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'await batch.write({ sync: false });',
     description:
       'the node store acknowledges every batch without fsync (kill -9 cannot see it: the page cache survives)',
-    checks: [POWER_LOSS, STORAGE_DURABILITY, STORAGE_NODE_STORE],
+    checks: [HOST_SIM, POWER_LOSS, STORAGE_DURABILITY, STORAGE_NODE_STORE],
   },
   {
     id: 'ready-entries-unsynced',
@@ -231,7 +233,7 @@ export const MUTANTS: readonly Mutant[] = [
     replace: '        r.log.unstableSnapshot !== undefined ||',
     description:
       'a Ready with new entries but no term, vote or snapshot change says mustSync false: its entries are not fsynced',
-    checks: [POWER_LOSS, RAFT_SIM, STORAGE_DURABILITY, STORAGE_NODE_STORE],
+    checks: [HOST_SIM, POWER_LOSS, RAFT_SIM, STORAGE_DURABILITY, STORAGE_NODE_STORE],
   },
   {
     id: 'host-syncs-only-if-every-ready',
@@ -241,7 +243,7 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'const sync = readies.every(([, rd]) => rd.mustSync);',
     description:
       "the host's group commit fsyncs only when every group's Ready needs it, not when any does",
-    checks: [POWER_LOSS, STORAGE_DURABILITY],
+    checks: [HOST_SIM, POWER_LOSS, STORAGE_DURABILITY],
   },
   {
     id: 'at-most-once-send-before-commit',

@@ -29,21 +29,38 @@ const { values } = parseArgs({
   },
 });
 
-function runScheduler(): void {
-  const safety = {
-    ...(values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {}),
-    ...(values['result-hold-ms'] ? { resultHoldMs: Number(values['result-hold-ms']) } : {}),
-  };
+/** What the scheduler and host simulations both return. */
+interface SeededResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly violation: string | undefined;
+  readonly traceHash: string;
+  readonly traceTail: readonly string[];
+  readonly events: number;
+  readonly counts: object;
+}
+
+/**
+ * `--seed S` replays one seed of `run`, `--seeds N [--from S]` runs many and prints the totals
+ * of their counts. `flag` is the mode's own flag in the replay command; `describe` adds what a
+ * mode says about one seed.
+ */
+async function runSeeded<R extends SeededResult>(
+  mode: string,
+  flag: string,
+  run: (seed: number, traceTail: number) => R | Promise<R>,
+  describe: (res: R) => string = () => '',
+): Promise<void> {
   const tail = Number(values.tail ?? '80');
-  const show = (res: SchedSimResult): void => {
+  const show = (res: R): void => {
     console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);
-    console.error(`replay: npm run sim -- --scheduler --seed ${res.seed} --tail 400`);
+    console.error(`replay: npm run sim -- ${flag} --seed ${res.seed} --tail 400`);
     for (const line of res.traceTail) console.error(`  ${line}`);
   };
   if (values.seed !== undefined) {
-    const res = runSchedulerSim({ seed: Number(values.seed), traceTail: tail, ...safety });
+    const res = await run(Number(values.seed), tail);
     console.log(
-      `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} epoch=${res.epoch} events=${res.events} hash=${res.traceHash.slice(0, 16)}`,
+      `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'}${describe(res)} events=${res.events} hash=${res.traceHash.slice(0, 16)}`,
     );
     console.log(JSON.stringify(res.counts));
     if (values.verbose) for (const line of res.traceTail) console.log(`  ${line}`);
@@ -57,7 +74,7 @@ function runScheduler(): void {
   const totals: Record<string, number> = {};
   const failedSeeds: number[] = [];
   for (let s = from; s < from + n; s++) {
-    const res = runSchedulerSim({ seed: s, traceTail: tail, ...safety });
+    const res = await run(s, tail);
     for (const [k, v] of Object.entries(res.counts) as [string, number][])
       totals[k] = (totals[k] ?? 0) + v;
     if (!res.ok) {
@@ -67,53 +84,31 @@ function runScheduler(): void {
   }
   const secs = (performance.now() - started) / 1000;
   console.log(
-    `scheduler seeds ${from}..${from + n - 1}: ${n - failedSeeds.length} passed, ${failedSeeds.length} failed in ${secs.toFixed(1)} s`,
+    `${mode} seeds ${from}..${from + n - 1}: ${n - failedSeeds.length} passed, ${failedSeeds.length} failed in ${secs.toFixed(1)} s`,
   );
   if (failedSeeds.length > 0) console.log(`failed: ${failedSeeds.join(' ')}`);
   console.log(`totals: ${JSON.stringify(totals)}`);
   process.exitCode = failedSeeds.length === 0 ? 0 : 1;
 }
 
-async function runHost(): Promise<void> {
-  const tail = Number(values.tail ?? '80');
-  const safety = values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {};
-  const show = (res: HostSimResult): void => {
-    console.error(`\nseed ${res.seed} FAILED: ${res.violation}`);
-    console.error(`replay: npm run sim -- --host --seed ${res.seed} --tail 400`);
-    for (const line of res.traceTail) console.error(`  ${line}`);
+function runScheduler(): Promise<void> {
+  const options = {
+    ...(values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {}),
+    ...(values['result-hold-ms'] ? { resultHoldMs: Number(values['result-hold-ms']) } : {}),
   };
-  if (values.seed !== undefined) {
-    const res = await runHostSim({ seed: Number(values.seed), traceTail: tail, ...safety });
-    console.log(
-      `seed ${res.seed}: ${res.ok ? 'ok' : 'FAILED'} events=${res.events} hash=${res.traceHash.slice(0, 16)}`,
-    );
-    console.log(JSON.stringify(res.counts));
-    if (values.verbose) for (const line of res.traceTail) console.log(`  ${line}`);
-    if (!res.ok) show(res);
-    process.exitCode = res.ok ? 0 : 1;
-    return;
-  }
-  const n = Number(values.seeds ?? '100');
-  const from = Number(values.from ?? '1');
-  const started = performance.now();
-  const totals: Record<string, number> = {};
-  const failedSeeds: number[] = [];
-  for (let s = from; s < from + n; s++) {
-    const res = await runHostSim({ seed: s, traceTail: tail, ...safety });
-    for (const [k, v] of Object.entries(res.counts) as [string, number][])
-      totals[k] = (totals[k] ?? 0) + v;
-    if (!res.ok) {
-      failedSeeds.push(s);
-      show(res);
-    }
-  }
-  const secs = (performance.now() - started) / 1000;
-  console.log(
-    `host seeds ${from}..${from + n - 1}: ${n - failedSeeds.length} passed, ${failedSeeds.length} failed in ${secs.toFixed(1)} s`,
+  return runSeeded(
+    'scheduler',
+    '--scheduler',
+    (seed, traceTail): SchedSimResult => runSchedulerSim({ seed, traceTail, ...options }),
+    (res) => ` epoch=${res.epoch}`,
   );
-  if (failedSeeds.length > 0) console.log(`failed: ${failedSeeds.join(' ')}`);
-  console.log(`totals: ${JSON.stringify(totals)}`);
-  process.exitCode = failedSeeds.length === 0 ? 0 : 1;
+}
+
+function runHost(): Promise<void> {
+  const options = values['safety-ms'] ? { safetyMs: Number(values['safety-ms']) } : {};
+  return runSeeded('host', '--host', (seed, traceTail): Promise<HostSimResult> =>
+    runHostSim({ seed, traceTail, ...options }),
+  );
 }
 
 function runOne(seed: number): SimResult & { linearizable: string } {
@@ -144,7 +139,7 @@ function report(res: SimResult): void {
 if (values.host) {
   await runHost();
 } else if (values.scheduler) {
-  runScheduler();
+  await runScheduler();
 } else if (values.seed !== undefined) {
   const res = runOne(Number(values.seed));
   console.log(

@@ -15,19 +15,54 @@ import { runHostSim, type HostSimResult } from './host-sim.js';
 import { runSchedulerSim, type SchedSimResult } from './scheduler-sim.js';
 import { WINDOW_HITS, WINDOW_KINDS, type WindowCounts } from './window-scenarios.js';
 
-const { values } = parseArgs({
-  options: {
-    seed: { type: 'string' },
-    seeds: { type: 'string' },
-    from: { type: 'string' },
-    'safety-ms': { type: 'string' },
-    verbose: { type: 'boolean', default: false },
-    scheduler: { type: 'boolean', default: false },
-    host: { type: 'boolean', default: false },
-    tail: { type: 'string' },
-    'result-hold-ms': { type: 'string' },
-  },
-});
+const USAGE = `Usage: npm run sim -- [--scheduler | --host] (--seeds N [--from S] | --seed S [--verbose])
+  --seeds N           run N seeds (default 100), from --from S
+  --seed S            replay one seed and print its counts (--verbose: its trace tail)
+  --scheduler         the scheduler simulation (webhook receiver, scheduler invariants)
+  --host              the production host and node store over simulated disks
+  --safety-ms MS      virtual ms of the fault phase
+  --result-hold-ms MS (--scheduler) leaders hold attempt results back this long
+  --tail N            trace lines kept for a failure report (default 80)`;
+
+function parseCli(): ReturnType<typeof parseOptions> {
+  try {
+    const parsed = parseOptions();
+    for (const name of ['seed', 'seeds', 'from', 'safety-ms', 'tail', 'result-hold-ms'] as const) {
+      const v = parsed.values[name];
+      if (v !== undefined && !/^\d+$/.test(v))
+        throw new Error(`--${name} must be a whole number, not ${JSON.stringify(v)}`);
+    }
+    if (parsed.values.scheduler && parsed.values.host)
+      throw new Error('--scheduler and --host choose different simulations: give one');
+    return parsed;
+  } catch (err) {
+    console.error(`sim: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+function parseOptions() {
+  return parseArgs({
+    options: {
+      seed: { type: 'string' },
+      seeds: { type: 'string' },
+      from: { type: 'string' },
+      'safety-ms': { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+      scheduler: { type: 'boolean', default: false },
+      host: { type: 'boolean', default: false },
+      tail: { type: 'string' },
+      'result-hold-ms': { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+}
+
+const { values } = parseCli();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 
 /** What the scheduler and host simulations both return. */
 interface SeededResult {

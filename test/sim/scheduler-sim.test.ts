@@ -25,6 +25,7 @@ import {
   MISFIRE_THRESHOLD_MS,
   runSchedulerSim,
   type SchedCounts,
+  type SchedulerSimOptions,
 } from './scheduler-sim.js';
 import { planRetry } from '../../src/delivery/backoff.js';
 import { SeededRand } from '../../src/base/rand.js';
@@ -158,11 +159,12 @@ class RetriesAtMostOnceDispatcher extends GroupDispatcher {
 }
 
 function firstFailure(
-  make: (sm: SchedulerStateMachine, startMs: number) => GroupDispatcher,
+  make: ((sm: SchedulerStateMachine, startMs: number) => GroupDispatcher) | undefined,
   seeds: number,
+  options: Omit<SchedulerSimOptions, 'seed'> = {},
 ): { seed: number; violation: string } | undefined {
   for (let seed = 1; seed <= seeds; seed++) {
-    const res = runSchedulerSim({ seed, makeDispatcher: make });
+    const res = runSchedulerSim({ seed, ...options, ...(make && { makeDispatcher: make }) });
     if (!res.ok) return { seed, violation: res.violation ?? '' };
   }
   return undefined;
@@ -202,14 +204,9 @@ t.test('checker: a follower whose wheels drift from its state is caught by the a
 });
 
 t.test('checker: a restore that loses a field is caught by replica agreement', (t) => {
-  let found: { seed: number; violation: string } | undefined;
-  for (let seed = 1; seed <= 40 && !found; seed++) {
-    const res = runSchedulerSim({
-      seed,
-      makeStateMachine: (limits) => new TokenLosingStateMachine(limits),
-    });
-    if (!res.ok) found = { seed, violation: res.violation ?? '' };
-  }
+  const found = firstFailure(undefined, 40, {
+    makeStateMachine: (limits) => new TokenLosingStateMachine(limits),
+  });
   t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
   t.match(found?.violation ?? '', /replicas disagree .*lastTokens/);
   t.end();

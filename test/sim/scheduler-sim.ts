@@ -2003,16 +2003,10 @@ export class SchedulerSim {
     const endWall = this.wall(lead.id);
     const healWall = this.t0 + this.healedAt + this.profile.skewMaxMs;
     const sm = lead.app.sm;
-    const byJob = new Map<string, Run[]>();
-    for (const run of sm.runs.values()) {
-      const list = byJob.get(run.jobId) ?? [];
-      list.push(run);
-      byJob.set(run.jobId, list);
-    }
-    for (const [jobId, runs] of byJob) {
+    for (const jobId of sm.jobs.keys()) {
       if (sm.jobs.pausedOf(jobId) !== false) continue;
       const job = sm.jobs.get(jobId)!;
-      runs.sort((a, b) => a.slotMs - b.slotMs);
+      const runs = sm.runsOf(jobId).sort((a, b) => a.slotMs - b.slotMs);
       // An overlap policy holds a run back until the runs before it have finished.
       let heldUntil = 0;
       for (const run of runs) {

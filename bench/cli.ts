@@ -52,7 +52,7 @@ export async function runCli(opts: {
     await cluster.waitReady(60_000);
     const n = cluster.nodes[0]!;
     const endpoint = `${n.host}:${n.apiPort}`;
-    const api = new ApiClient(endpoint, 5000);
+    const api = new ApiClient(endpoint, 5000, {}, { token: cluster.adminToken });
     await api.call('TenantService', 'CreateTenant', {
       tenantId: 'bench',
       signingSecret: TEST_SECRET,
@@ -69,7 +69,16 @@ export async function runCli(opts: {
       timeRuns(
         'tickctl jobs get (one RPC)',
         node,
-        [TICKCTL, 'jobs', 'get', 'bench-cli', '--endpoint', endpoint],
+        [
+          TICKCTL,
+          'jobs',
+          'get',
+          'bench-cli',
+          '--endpoint',
+          endpoint,
+          '--token-file',
+          cluster.tokenFile,
+        ],
         opts.runs,
       ),
       timeRuns(

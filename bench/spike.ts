@@ -381,7 +381,12 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       // Every data group's leadership on one node, as an operator would move it (the transfer
       // records it as the groups' preferred leader, so balancing keeps it there).
       const to = cluster.node(opts.leadersOn);
-      const client = new ApiClient(`${to.host}:${to.apiPort}`, 30_000);
+      const client = new ApiClient(
+        `${to.host}:${to.apiPort}`,
+        30_000,
+        {},
+        { token: cluster.adminToken },
+      );
       try {
         for (const groupId of led.keys())
           if (groupId !== META_GROUP_ID)

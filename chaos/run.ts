@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Toxiproxy } from 'toxiproxy-node-client';
 import { ApiClient } from '../src/api/client.js';
 import { ProxiedCluster } from '../test/helpers/proxied-cluster.js';
-import { eventually } from '../test/helpers/cluster.js';
+import { eventually, TEST_ADMIN_TOKEN } from '../test/helpers/cluster.js';
 import { checkHistory, type CheckReport } from './checker/check-history.js';
 import { renderSummary } from './checker/summary.js';
 import { HISTORY_FORMAT_VERSION, type MetaRecord } from './history/format.js';
@@ -88,6 +88,8 @@ async function startHelper(
 ): Promise<{ proc: ChildProcess; said: string }> {
   const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    // The worker calls the cluster with the admin token of the clusters this process starts.
+    env: { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
   });
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -196,7 +198,14 @@ async function bringUp(
   // ECONNREFUSED, which the workload takes for "never sent" (seed 11: a pause applied though
   // its call was recorded as failed). Without them, a refused connection means no attempt.
   for (const n of pc.cluster.nodes)
-    clients.push(new ApiClient(`${n.host}:${n.apiPort}`, 5000, { 'grpc.enable_retries': 0 }));
+    clients.push(
+      new ApiClient(
+        `${n.host}:${n.apiPort}`,
+        5000,
+        { 'grpc.enable_retries': 0 },
+        { token: pc.cluster.adminToken },
+      ),
+    );
   await eventually(async () => {
     const st = await clients[0]!.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});
     const nodes = st['nodes'] as Record<string, unknown>[];

@@ -35,6 +35,7 @@ async function run(flags: Flags): Promise<void> {
   if (endpoints.length === 0) fail('--endpoints must name at least one node');
   const worker = new Worker({
     endpoints,
+    token: process.env['TICKRAFT_TOKEN'] || undefined,
     workerId: `chaos-worker-${process.pid}`,
     pool: CHAOS_POOL,
     capacity: 64,

@@ -25,6 +25,8 @@ export interface RollingRestartOptions {
   readonly catchUpTimeoutMs?: number;
   /** Between status polls. @default 200 */
   readonly pollMs?: number;
+  /** The token status calls carry (the cluster's admin token); none without authentication. */
+  readonly token?: string | undefined;
 }
 
 export interface NodeRestartReport {
@@ -76,7 +78,7 @@ export async function rollingRestart(
   const reports: NodeRestartReport[] = [];
   for (const node of nodes) {
     const others = nodes.filter((n) => n !== node);
-    const witness = new ApiClient(others[0]!.endpoint, 5000);
+    const witness = new ApiClient(others[0]!.endpoint, 5000, {}, { token: options.token });
     try {
       const before = await waitForStatus(
         witness,

@@ -19,8 +19,11 @@ import {
   openSync,
   readFileSync,
   rmSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventually, ProcNode } from '../test/helpers/cluster.js';
@@ -39,6 +42,14 @@ const initialCluster = ids.map((id, i) => `${id}=${host}:${peerBase + i}`).join(
 
 mkdirSync(home, { recursive: true });
 const pidFile = join(home, 'start.pid');
+/**
+ * The cluster's admin token: made once (256 random bits, readable by this user only) and kept
+ * across restarts, where tickctl looks for it by default.
+ */
+const tokenFile = join(home, 'admin.token');
+if (!existsSync(tokenFile))
+  writeFileSync(tokenFile, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+const adminToken = readFileSync(tokenFile, 'utf8').trim();
 
 /** Whether a process with this pid exists (EPERM: it does, owned by someone else). */
 function alive(pid: number): boolean {
@@ -111,6 +122,8 @@ function spawnNode(id: string, i: number): ChildProcess {
       initialCluster,
       '--metrics-listen',
       `${host}:${metricsBase + i}`,
+      '--admin-token-file',
+      tokenFile,
     ],
     { stdio: ['ignore', log, log] },
   );
@@ -162,7 +175,7 @@ async function rollingRestartAll(): Promise<void> {
   }));
   const t0 = performance.now();
   try {
-    const reports = await rollingRestart(nodes, say);
+    const reports = await rollingRestart(nodes, say, { token: adminToken });
     const moved = reports.reduce((n, r) => n + r.leadershipsMoved, 0);
     say(
       `done: ${reports.length} nodes in ${((performance.now() - t0) / 1000).toFixed(1)} s, ` +
@@ -230,6 +243,7 @@ In a third, a tenant with the same secret and a job that fires every 5 seconds:
   npm run tickctl -- jobs create hello --tenant acme --schedule '*/5 * * * * *' --url http://127.0.0.1:8080/hook${endpoint}
   npm run tickctl -- runs list hello${endpoint}
   npm run tickctl -- cluster status${endpoint}
+tickctl calls with the admin token in ${tokenFile} (made by the first npm start; keep it secret).
 Health and readiness: http://${host}:${metricsBase}/healthz and /readyz (docs/OPERATIONS.md).
 npm run rolling-restart restarts the nodes one at a time while jobs keep firing.
 Ctrl-C stops the cluster; npm start again resumes on the same data.`);

@@ -21,10 +21,12 @@ export class ApiContext {
   constructor(
     readonly node: ApiNode,
     readonly log: ApiLogger,
+    /** The bootstrap admin token nodes present to each other; undefined without authentication. */
+    nodeToken: string | undefined,
   ) {
     this.admin = new SchedulerAdmin(node, SystemClock);
     this.tenants = new TenantAdmin(node, SystemClock);
-    this.router = new Router(node);
+    this.router = new Router(node, nodeToken);
     this.services = loadApiServices();
   }
 

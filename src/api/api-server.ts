@@ -4,17 +4,21 @@
  * node's client API address in the meta group, which is what lets other nodes forward to it.
  */
 import type * as grpc from '@grpc/grpc-js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { SystemClock } from '../base/clock.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand } from '../placement/meta-state.js';
 import { adminServiceHandlers, nodeServiceHandlers } from './admin-service.js';
 import { ApiContext } from './api-context.js';
 import type { ApiNode } from './api-node.js';
+import { guardService } from './auth-guard.js';
 import { jobServiceHandlers } from './job-service.js';
 import { MoveDriver } from './membership-admin.js';
 import { runServiceHandlers } from './run-service.js';
 import { SplitDriver } from './split-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { tenantServiceHandlers } from './tenant-service.js';
+import { tokenServiceHandlers } from './token-service.js';
 import { workerServiceHandlers } from './worker-service.js';
 
 /** How often a node checks that the meta group holds its API address. */
@@ -36,20 +40,33 @@ export class ApiServer {
     /** The address clients are told to dial (--advertise-address); '' when it is apiAddress. */
     private readonly advertisedAddress: string,
     private readonly log: ApiLogger,
+    /** Checks every call's credentials (src/auth/authenticator.ts). */
+    private readonly auth: Authenticator,
+    /** The bootstrap admin token, presented on this node's calls to other nodes. */
+    nodeToken: string | undefined,
   ) {
-    this.api = new ApiContext(node, log);
+    this.api = new ApiContext(node, log, nodeToken);
     this.moves = new MoveDriver(this.api, log);
     this.splits = new SplitDriver(this.api, log);
   }
 
+  /** Adds every service, each handler behind the authentication and authorization guard. */
   addTo(server: grpc.Server): void {
     const s = this.api.services;
-    server.addService(s.JobService.service, jobServiceHandlers(this.api));
-    server.addService(s.RunService.service, runServiceHandlers(this.api));
-    server.addService(s.TenantService.service, tenantServiceHandlers(this.api));
-    server.addService(s.AdminService.service, adminServiceHandlers(this.api));
-    server.addService(s.NodeService.service, nodeServiceHandlers(this.api));
-    server.addService(s.WorkerService.service, workerServiceHandlers(this.node, this.log));
+    const add = (
+      name: keyof typeof s,
+      impl: grpc.UntypedServiceImplementation,
+    ): void => {
+      const def = s[name].service;
+      server.addService(def, guardService(name, def, impl, this.auth, this.log));
+    };
+    add('JobService', jobServiceHandlers(this.api));
+    add('RunService', runServiceHandlers(this.api));
+    add('TenantService', tenantServiceHandlers(this.api));
+    add('TokenService', tokenServiceHandlers(this.api, SystemClock));
+    add('AdminService', adminServiceHandlers(this.api));
+    add('NodeService', nodeServiceHandlers(this.api));
+    add('WorkerService', workerServiceHandlers(this.node, this.log));
   }
 
   start(): void {

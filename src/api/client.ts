@@ -56,6 +56,11 @@ export class ApiCallError extends Error {
   }
 }
 
+export interface ApiClientOptions {
+  /** The bearer token every call sends (`authorization: Bearer <token>`); none when absent. */
+  readonly token?: string | undefined;
+}
+
 export class ApiClient {
   private readonly clients = new Map<PublicServiceName, grpc.Client>();
   private readonly endpoints: readonly string[];
@@ -73,6 +78,7 @@ export class ApiClient {
     private readonly timeoutMs = DEFAULT_CALL_TIMEOUT_MS,
     /** grpc-js channel options (the chaos driver turns transparent retries off). */
     private readonly channelOptions: grpc.ChannelOptions = {},
+    private readonly options: ApiClientOptions = {},
   ) {
     this.endpoints = typeof endpoints === 'string' ? [endpoints] : [...endpoints];
     if (this.endpoints.length === 0) throw new Error('ApiClient needs at least one endpoint');
@@ -113,7 +119,7 @@ export class ApiClient {
         def.requestSerialize,
         def.responseDeserialize,
         request,
-        new grpc.Metadata(),
+        this.metadata(),
         { deadline: Date.now() + timeoutMs },
         (err, res) => {
           if (err) reject(ApiCallError.from(err));
@@ -121,6 +127,13 @@ export class ApiClient {
         },
       );
     });
+  }
+
+  /** The metadata every call carries: the bearer token, when this client has one. */
+  metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.options.token !== undefined) md.set('authorization', `Bearer ${this.options.token}`);
+    return md;
   }
 
   /**

@@ -32,6 +32,7 @@ export const PUBLIC_SERVICES = [
   'TenantService',
   'AdminService',
   'WorkerService',
+  'TokenService',
 ] as const;
 
 export type PublicServiceName = (typeof PUBLIC_SERVICES)[number];

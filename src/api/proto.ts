@@ -14,6 +14,7 @@ export interface ApiServices {
   readonly TenantService: grpc.ServiceClientConstructor;
   readonly AdminService: grpc.ServiceClientConstructor;
   readonly WorkerService: grpc.ServiceClientConstructor;
+  readonly TokenService: grpc.ServiceClientConstructor;
   readonly NodeService: grpc.ServiceClientConstructor;
 }
 
@@ -39,6 +40,7 @@ export function loadApiServices(): ApiServices {
     TenantService: v1.TenantService,
     AdminService: v1.AdminService,
     WorkerService: v1.WorkerService,
+    TokenService: v1.TokenService,
     NodeService: pkg.tickraft.internal.v1.NodeService,
   };
   return loaded;

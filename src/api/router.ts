@@ -11,10 +11,13 @@
  * leader" with its hint and the sender, which holds the caller's deadline, retries.
  */
 import * as grpc from '@grpc/grpc-js';
+import { assertionFailed } from '../base/assert.js';
 import { TickraftError } from '../base/errors.js';
+import type { Principal } from '../auth/principal.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ApiNode } from './api-node.js';
+import { principalOf } from './call-principal.js';
 import { askReplicasInTurn } from './replica-walk.js';
 import { DeadlineError, GroupUnavailableError, isServiceError } from './status-map.js';
 
@@ -33,16 +36,30 @@ export interface CallContext {
   readonly forwarded: boolean;
   /** The `group:epoch` the forwarding node routed by, if any. */
   readonly route: string | undefined;
+  /**
+   * Who made the call (auth-guard.ts); absent for the node's own calls (its drivers and
+   * registrations), which act as the admin.
+   */
+  readonly principal?: Principal | undefined;
+  /** The caller's `authorization` metadata, passed on when the call is forwarded. */
+  readonly authorization?: string | undefined;
 }
 
 export function contextOf(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext {
   const d = call.getDeadline();
   const deadlineMs = d instanceof Date ? d.getTime() : d;
   const route = call.metadata.get(ROUTE_HEADER)[0];
+  const principal = principalOf(call);
+  // Every served method is behind the guard; a call without a principal is a wiring bug, and
+  // acting as the node itself (the admin) would fail open.
+  if (principal === undefined) assertionFailed('a call reached its handler without a principal');
+  const authorization = call.metadata.get('authorization')[0];
   return {
     deadlineMs,
     forwarded: call.metadata.get(FORWARDED_HEADER).length > 0,
     route: typeof route === 'string' ? route : undefined,
+    principal,
+    authorization: typeof authorization === 'string' ? authorization : undefined,
   };
 }
 
@@ -59,7 +76,14 @@ export class RouteStaleError extends TickraftError {
 export class Router {
   private readonly clients = new Map<string, grpc.Client>();
 
-  constructor(private readonly node: ApiNode) {}
+  constructor(
+    private readonly node: ApiNode,
+    /**
+     * The bootstrap admin token, which nodes present to each other for their own calls;
+     * undefined when nodes run without authentication.
+     */
+    private readonly nodeToken: string | undefined,
+  ) {}
 
   epochOf(groupId: number): number {
     return this.node.meta.groups.get(groupId)?.epoch ?? 0;
@@ -174,6 +198,15 @@ export class Router {
     if (!def) throw new Error(`unknown method ${method.name}`);
     const md = new grpc.Metadata();
     md.set(FORWARDED_HEADER, '1');
+    // A public method forwarded carries the caller's own credentials, checked again by the
+    // receiver: a forwarded call can do no more than it could at the receiver directly. The
+    // node-to-node methods (which this node calls on the caller's behalf once it has checked
+    // the caller, naming the tenant in the request) and the node's own calls carry the admin
+    // token.
+    const internal = def.path.startsWith('/tickraft.internal.');
+    const nodeAuthorization = this.nodeToken === undefined ? undefined : `Bearer ${this.nodeToken}`;
+    const authorization = internal ? nodeAuthorization : (ctx.authorization ?? nodeAuthorization);
+    if (authorization !== undefined) md.set('authorization', authorization);
     if (groupId !== undefined) md.set(ROUTE_HEADER, `${groupId}:${this.epochOf(groupId)}`);
     const deadline = Math.min(ctx.deadlineMs, Date.now() + FORWARD_TIMEOUT_MS);
     const client = this.client(address);

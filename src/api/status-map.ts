@@ -54,6 +54,14 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   META_NO_SPLIT: grpc.status.NOT_FOUND,
   SPLIT_INVALID: grpc.status.FAILED_PRECONDITION,
   GROUP_QUORUM_LOST: grpc.status.FAILED_PRECONDITION,
+  // Authentication and authorization (src/auth).
+  AUTH_MISSING: grpc.status.UNAUTHENTICATED,
+  AUTH_MALFORMED: grpc.status.UNAUTHENTICATED,
+  AUTH_UNKNOWN_TOKEN: grpc.status.UNAUTHENTICATED,
+  AUTH_UNAVAILABLE: grpc.status.UNAVAILABLE,
+  PERMISSION_DENIED: grpc.status.PERMISSION_DENIED,
+  TOKEN_NOT_FOUND: grpc.status.NOT_FOUND,
+  TOKEN_ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
 };
 
 /** How long a client should wait before retrying a call that found no leader. */

@@ -8,6 +8,7 @@ import type { ApiContext } from './api-context.js';
 import { tenantOut, type Msg } from './convert.js';
 import { requireTenantId } from './job-service.js';
 import { decodePageToken, encodePageToken, pageSizeOf } from './pagination.js';
+import { scopeTenant } from './principal-scope.js';
 import type { CallContext } from './router.js';
 import { num, optNum, str, unary, type Handler } from './service-kit.js';
 
@@ -32,8 +33,10 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
         });
         return { tenant: tenantOut(r.tenant), signingSecret: r.secret };
       }),
-    GetTenant: (req, ctx) =>
-      onMeta(ctx, 'GetTenant', req, async () => tenantOut(await tenants.get(id(req)))),
+    GetTenant: (req, ctx) => {
+      scopeTenant(ctx, str(req, 'tenantId'), 'tenantId');
+      return onMeta(ctx, 'GetTenant', req, async () => tenantOut(await tenants.get(id(req))));
+    },
     UpdateTenant: (req, ctx) =>
       onMeta(ctx, 'UpdateTenant', req, async () =>
         tenantOut(

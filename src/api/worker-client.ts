@@ -59,6 +59,11 @@ export interface WorkerLogger {
 export interface WorkerOptions {
   /** Client API addresses to discover the cluster from (any node will do). */
   readonly endpoints: readonly string[];
+  /**
+   * A `worker` token of the tenant whose runs this worker takes (or an admin token: every
+   * tenant's); none when the cluster runs without authentication.
+   */
+  readonly token?: string | undefined;
   readonly workerId: string;
   readonly pool: string;
   readonly tags?: readonly string[];
@@ -70,6 +75,12 @@ export interface WorkerOptions {
   readonly discoverEveryMs?: number;
   /** Called for every ack a node refused (a stale completion or renewal), for tests and logs. */
   readonly onRefused?: (fireId: string, kind: string, reason: string) => void;
+}
+
+function workerMetadata(token: string | undefined): grpc.Metadata {
+  const md = new grpc.Metadata();
+  if (token !== undefined) md.set('authorization', `Bearer ${token}`);
+  return md;
 }
 
 const RECONNECT_MIN_MS = 200;
@@ -110,7 +121,7 @@ class NodeStream {
       def.path,
       def.requestSerialize,
       def.responseDeserialize,
-      new grpc.Metadata(),
+      workerMetadata(this.opts.token),
       {},
     ) as grpc.ClientDuplexStream<Msg, Msg>;
     this.call = call;
@@ -312,7 +323,7 @@ export class Worker {
     const found = new Set<string>();
     let listed = false;
     for (const endpoint of this.opts.endpoints) {
-      const client = new ApiClient(endpoint, 3000);
+      const client = new ApiClient(endpoint, 3000, {}, { token: this.opts.token });
       try {
         const res = await client.call<{ nodes: Array<{ apiAddress: string }> }>(
           'AdminService',

@@ -13,6 +13,7 @@ import type {
   WorkerHub,
   WorkerSession,
 } from '../delivery/worker-hub.js';
+import { principalOf } from './call-principal.js';
 import type { Msg } from './convert.js';
 import type { ApiLogger } from './service-kit.js';
 import { toServiceError } from './status-map.js';
@@ -91,8 +92,11 @@ class WorkerStream {
 
   private connect(hello: Msg): WorkerSession {
     const tags = Array.isArray(hello['tags']) ? (hello['tags'] as unknown[]).map(String) : [];
+    const principal = principalOf(this.call);
     const session = this.node.workers.connect(
       {
+        // A tenant's worker token leases only that tenant's runs; an admin's, any tenant's.
+        tenant: principal?.kind === 'tenant' ? principal.tenant : undefined,
         workerId: text(hello, 'workerId'),
         pool: text(hello, 'pool'),
         tags,

@@ -1,11 +1,12 @@
 /**
  * tickctl: the command-line tool. This file builds the commander program and maps its outcomes
  * to exit codes; each noun lives in its own file under commands/ (preview, jobs, runs and dlq,
- * tenants, cluster and leader, the demo webhook sink, the pull-based worker) and registers itself
+ * tenants, tokens, cluster and leader, the demo webhook sink, the pull-based worker) and registers itself
  * on the program.
  *
  * Exit codes: 0 success, 1 unexpected failure, 2 bad usage or invalid input, 3 not found,
- * 4 conflict, 5 cluster unavailable or deadline exceeded (src/cli/remote.ts).
+ * 4 conflict, 5 cluster unavailable or deadline exceeded, 6 refused credentials
+ * (src/cli/remote.ts).
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -18,8 +19,9 @@ import { registerPreviewCommand } from './commands/preview.js';
 import { registerRunsCommands } from './commands/runs.js';
 import { registerSinkCommand } from './commands/sink.js';
 import { registerTenantsCommand } from './commands/tenants.js';
+import { registerTokensCommand } from './commands/tokens.js';
 import { registerWorkerCommand } from './commands/worker.js';
-import { acceptConnectionOptionsFirst, EXIT_CODES_HELP } from './remote.js';
+import { acceptConnectionOptionsFirst, EXIT_CODES_HELP, TOKEN_HELP } from './remote.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
 import type { CliIo, CliRun } from './io.js';
 
@@ -45,6 +47,7 @@ export function buildProgram(run: CliRun): Command {
   registerJobsCommand(program, run);
   registerRunsCommands(program, run);
   registerTenantsCommand(program, run);
+  registerTokensCommand(program, run);
   registerClusterCommands(program, run);
   registerSinkCommand(program, run);
   registerWorkerCommand(program, run);
@@ -54,6 +57,7 @@ export function buildProgram(run: CliRun): Command {
 Commands that call a cluster take --endpoint host:port (any node; default 127.0.0.1:7001, or
 TICKCTL_ENDPOINT) or --endpoints host:port,... (tried in order; TICKCTL_ENDPOINTS), --json and
 --timeout-ms, after the command or before it (tickctl --endpoints a:7001,b:7001 jobs get J).
+${TOKEN_HELP}
 ${EXIT_CODES_HELP}`,
   );
   acceptConnectionOptionsFirst(program);

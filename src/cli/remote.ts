@@ -9,6 +9,8 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import * as grpc from '@grpc/grpc-js';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ApiCallError, ApiClient } from '../api/client.js';
 import { parseInstant } from '../schedule/iso.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliRun } from './io.js';
@@ -16,6 +18,7 @@ import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliRun } from './io.js';
 export const EXIT_NOT_FOUND = 3;
 export const EXIT_CONFLICT = 4;
 export const EXIT_UNAVAILABLE = 5;
+export const EXIT_DENIED = 6;
 export const DEFAULT_ENDPOINT = '127.0.0.1:7001';
 
 export const EXIT_CODES_HELP = `
@@ -25,13 +28,24 @@ Exit codes:
   2  bad usage or invalid input (nothing was written)
   3  not found
   4  conflict: already exists, version changed, or wrong state
-  5  the cluster did not answer in time or had no leader (safe to retry)`;
+  5  the cluster did not answer in time or had no leader (safe to retry)
+  6  refused: no token, an unknown or revoked one, or one whose role or tenant does not cover the call`;
+
+/** Where \`npm start\` writes its admin token, and where tickctl looks when given none. */
+export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env['TICKRAFT_HOME'] ?? '.tickraft', 'admin.token');
+}
+
+export const TOKEN_HELP = `
+Credentials: the token comes from --token-file FILE, else the TICKRAFT_TOKEN environment
+variable, else ${defaultTokenFile({})} (written by \`npm start\`; TICKRAFT_HOME moves it) when it exists.`;
 
 export interface RemoteOptions {
   readonly endpoint: string;
   readonly endpoints?: string;
   readonly json?: boolean;
   readonly timeoutMs: string;
+  readonly tokenFile?: string;
 }
 
 /** Adds --endpoint, --json and --timeout-ms to a command that calls the cluster. */
@@ -51,8 +65,43 @@ export function remote(cmd: Command): Command {
         'several nodes, tried in order until one accepts a connection (instead of --endpoint)',
       ).env('TICKCTL_ENDPOINTS'),
     )
+    .option(
+      '--token-file <file>',
+      'file holding the bearer token to call with (else TICKRAFT_TOKEN, else .tickraft/admin.token if it exists)',
+    )
     .option('--json', 'print the API response as JSON (errors as JSON on stderr)')
     .option('--timeout-ms <ms>', 'deadline of each call', '10000');
+}
+
+/**
+ * The bearer token for a command: --token-file, else TICKRAFT_TOKEN, else the file `npm start`
+ * writes when it exists, else none (a cluster run with --insecure-no-auth needs none).
+ */
+export function tokenFor(
+  opts: { tokenFile?: string | undefined },
+  env = process.env,
+): string | undefined {
+  const fromFile = (path: string, what: string): string => {
+    let content: string;
+    try {
+      content = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new UsageError(`${what}: cannot read ${path}: ${(err as Error).message}`);
+    }
+    const token = content.trim();
+    if (token === '' || /\s/.test(token))
+      throw new UsageError(`${what}: ${path} must hold one token on one line`);
+    return token;
+  };
+  if (opts.tokenFile !== undefined) return fromFile(opts.tokenFile, '--token-file');
+  const fromEnv = env['TICKRAFT_TOKEN'];
+  if (fromEnv !== undefined && fromEnv !== '') {
+    const token = fromEnv.trim();
+    if (/\s/.test(token)) throw new UsageError('TICKRAFT_TOKEN must hold one token, no spaces');
+    return token;
+  }
+  const fallback = defaultTokenFile(env);
+  return existsSync(fallback) ? fromFile(fallback, `the default token file`) : undefined;
 }
 
 /** The options `remote` adds, as the program also takes them before the command. */
@@ -60,6 +109,7 @@ const CONNECTION_FLAGS = [
   '--endpoint <host:port>',
   '--endpoints <host:port,...>',
   '--timeout-ms <ms>',
+  '--token-file <file>',
   '--json',
 ] as const;
 
@@ -151,7 +201,14 @@ export async function withClient(
     run.exitCode = EXIT_USAGE;
     return;
   }
-  const client = new ApiClient(endpoints, timeoutMs);
+  let token: string | undefined;
+  try {
+    token = tokenFor(opts);
+  } catch (err) {
+    run.exitCode = report(run, opts, err);
+    return;
+  }
+  const client = new ApiClient(endpoints, timeoutMs, {}, { token });
   try {
     await body(client);
     run.exitCode = EXIT_OK;
@@ -188,6 +245,9 @@ function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
     case grpc.status.UNAVAILABLE:
     case grpc.status.DEADLINE_EXCEEDED:
       return EXIT_UNAVAILABLE;
+    case grpc.status.UNAUTHENTICATED:
+    case grpc.status.PERMISSION_DENIED:
+      return EXIT_DENIED;
     default:
       return EXIT_FAILURE;
   }
@@ -205,6 +265,10 @@ function describe(err: ApiCallError, endpoint: string): string {
       return `${err.message} (retry${err.retryDelayMs !== undefined ? ` in ${err.retryDelayMs} ms` : ''})`;
     case grpc.status.DEADLINE_EXCEEDED:
       return `no answer within the deadline (${err.message}); retry or raise --timeout-ms`;
+    case grpc.status.UNAUTHENTICATED:
+      return `the cluster refused the credentials: ${err.message} (give a token with --token-file FILE or TICKRAFT_TOKEN; \`npm start\` writes ${defaultTokenFile()})`;
+    case grpc.status.PERMISSION_DENIED:
+      return `not allowed: ${err.message}`;
     default:
       return `${err.message} (${err.code})`;
   }

@@ -84,6 +84,13 @@ export interface NodeOptions {
    * connections change; what the cluster stores and other nodes dial stays the same.
    */
   peerRoute?: string;
+  /**
+   * File holding the bootstrap admin token; every node of a cluster is given the same one.
+   * Required unless insecureNoAuth.
+   */
+  adminTokenFile?: string;
+  /** Serve every call without authentication (loopback development only). */
+  insecureNoAuth?: boolean;
 }
 
 export interface DeliveryConfig {
@@ -131,6 +138,9 @@ export interface CompiledNodeConfig {
   readonly join: string | undefined;
   /** Peers this node dials at an address other than their advertised one (--peer-route). */
   readonly peerRoutes: ReadonlyMap<NodeId, string>;
+  /** The bootstrap admin token's file; undefined exactly when insecureNoAuth. */
+  readonly adminTokenFile: string | undefined;
+  readonly insecureNoAuth: boolean;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -162,6 +172,8 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   metricsListen: '--metrics-listen',
   join: '--join',
   peerRoute: '--peer-route',
+  adminTokenFile: '--admin-token-file',
+  insecureNoAuth: '--insecure-no-auth',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -213,6 +225,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
   const peerRoutes = parsePeerRoutes(options.peerRoute, id, bad);
+  const { adminTokenFile, insecureNoAuth } = checkAuthOptions(options, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
       bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
@@ -297,7 +310,39 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     metricsListen,
     join,
     peerRoutes,
+    adminTokenFile,
+    insecureNoAuth,
   });
+}
+
+/** Exactly one of --admin-token-file and --insecure-no-auth. */
+function checkAuthOptions(
+  options: NodeOptions,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): { adminTokenFile: string | undefined; insecureNoAuth: boolean } {
+  const file = options.adminTokenFile;
+  const insecure = options.insecureNoAuth;
+  if (insecure !== undefined && typeof insecure !== 'boolean') {
+    bad('insecureNoAuth', `must be true or false, got ${JSON.stringify(insecure)}`);
+    return { adminTokenFile: undefined, insecureNoAuth: false };
+  }
+  if (file !== undefined && (typeof file !== 'string' || file === '')) {
+    bad('adminTokenFile', 'must name a file');
+    return { adminTokenFile: undefined, insecureNoAuth: false };
+  }
+  if (insecure === true && file !== undefined) {
+    bad('insecureNoAuth', 'cannot be given with --admin-token-file');
+    return { adminTokenFile: undefined, insecureNoAuth: false };
+  }
+  if (insecure !== true && file === undefined) {
+    bad(
+      'adminTokenFile',
+      'is required: a file holding the cluster admin token, the same on every node ' +
+        '(or --insecure-no-auth to serve every call unauthenticated, for loopback development only)',
+    );
+    return { adminTokenFile: undefined, insecureNoAuth: false };
+  }
+  return { adminTokenFile: file, insecureNoAuth: insecure === true };
 }
 
 /** Fires per second, fractions allowed (a group of every-minute jobs fires below 1/s). */

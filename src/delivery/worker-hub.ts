@@ -37,6 +37,8 @@ const WAIT_RETRY_MS = 5;
 
 /** What a worker says when it connects. */
 export interface WorkerHello {
+  /** The only tenant whose runs this worker may lease; undefined: every tenant's. */
+  readonly tenant?: string | undefined;
   readonly workerId: string;
   readonly pool: string;
   readonly tags: readonly string[];
@@ -255,7 +257,7 @@ export class WorkerHub {
     let retryLater = false;
     for (let i = 0; i < list.length;) {
       const w = list[i] as Waiting;
-      const session = this.pick(set, w.req.target.tags);
+      const session = this.pick(set, w.req.target.tags, w.req.tenant);
       if (session === undefined) {
         i++;
         continue;
@@ -289,11 +291,13 @@ export class WorkerHub {
   private pick(
     set: ReadonlySet<WorkerSession>,
     tags: readonly string[],
+    tenant: string,
   ): WorkerSession | undefined {
     let best: WorkerSession | undefined;
     let bestLoad = Infinity;
     for (const s of set) {
       if (s.draining || s.inflight >= s.hello.capacity || !offersAll(s.tagSet, tags)) continue;
+      if (s.hello.tenant !== undefined && s.hello.tenant !== tenant) continue;
       const load = s.inflight / s.hello.capacity;
       if (load < bestLoad) {
         best = s;

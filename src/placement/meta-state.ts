@@ -12,6 +12,13 @@ import {
   type MoveRecord,
 } from './membership-state.js';
 import {
+  applyTokenCommand,
+  isTokenCommand,
+  restoreTokens,
+  type TokenCommand,
+  type TokenRecord,
+} from '../auth/token-state.js';
+import {
   applySplitCommand,
   isSplitCommand,
   type SplitCommand,
@@ -121,7 +128,9 @@ export type MetaCommand =
   /** Joins, drains, removals and replica moves: membership-state.ts. */
   | MembershipCommand
   /** Splits of a group's hash range: split-state.ts. */
-  | SplitCommand;
+  | SplitCommand
+  /** API tokens: src/auth/token-state.ts. */
+  | TokenCommand;
 
 export type MetaResult =
   { ok: true; split?: SplitRecord } | { ok: false; code: string; reason: string };
@@ -142,12 +151,16 @@ export class MetaStateMachine implements GroupStateMachine {
   readonly moves = new Map<number, MoveRecord>();
   /** Range splits in flight, by parent group (split-state.ts). */
   readonly splits = new Map<number, SplitRecord>();
+  /** API tokens by id (src/auth/token-state.ts), and the same by hash. */
+  readonly tokens = new Map<string, TokenRecord>();
+  readonly tokensByHash = new Map<string, TokenRecord>();
   /** The highest data group id ever used: a split's child takes the next one. */
   maxGroupId = 0;
 
   apply(entry: Entry): MetaResult {
     const c = JSON.parse(decoder.decode(entry.data)) as MetaCommand;
     if (isSplitCommand(c)) return applySplitCommand(this, c);
+    if (isTokenCommand(c)) return applyTokenCommand(this, c);
     if (c.op === 'begin-move' && this.splits.has(c.groupId))
       return {
         ok: false,
@@ -235,6 +248,7 @@ export class MetaStateMachine implements GroupStateMachine {
         moves: [...this.moves.values()],
         splits: [...this.splits.values()],
         maxGroupId: this.maxGroupId,
+        tokens: [...this.tokens.values()],
       }),
     );
   }
@@ -248,6 +262,7 @@ export class MetaStateMachine implements GroupStateMachine {
       moves?: MoveRecord[];
       splits?: SplitRecord[];
       maxGroupId?: number;
+      tokens?: TokenRecord[];
     };
     this.initialized = s.initialized;
     this.members.clear();
@@ -260,6 +275,7 @@ export class MetaStateMachine implements GroupStateMachine {
     for (const m of s.moves ?? []) this.moves.set(m.groupId, m);
     this.splits.clear();
     for (const sp of s.splits ?? []) this.splits.set(sp.groupId, sp);
+    restoreTokens(this, s.tokens ?? []);
     // Snapshots written before splits existed: the highest id of the map is the highest used.
     this.maxGroupId = s.maxGroupId ?? Math.max(0, ...s.groups.map((g) => g.id));
   }

@@ -15,6 +15,8 @@ export interface JoinRequest {
   readonly nodeId: NodeId;
   readonly peerAddress: string;
   readonly apiAddress: string;
+  /** The cluster admin token (AddNode is an admin call); undefined without authentication. */
+  readonly token: string | undefined;
   readonly deadlineMs: number;
 }
 
@@ -27,7 +29,7 @@ function isTransient(err: unknown): boolean {
 
 /** Registers the node; resolves with every member's peer address. */
 export async function joinCluster(req: JoinRequest): Promise<Map<NodeId, string>> {
-  const client = new ApiClient(req.via, 10_000);
+  const client = new ApiClient(req.via, 10_000, {}, { token: req.token });
   try {
     for (;;) {
       try {

@@ -16,6 +16,11 @@ import {
   type NodeOptions,
 } from '../config/node-config.js';
 import { ApiServer } from '../api/api-server.js';
+import { readAdminTokenFile } from '../auth/admin-token-file.js';
+import { Authenticator } from '../auth/authenticator.js';
+import { hashToken } from '../auth/token-secret.js';
+import { SystemClock } from '../base/clock.js';
+import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { DebugServer } from './debug-service.js';
 import { TickraftNode } from './node.js';
 
@@ -155,6 +160,14 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       ).argParser(int),
     )
     .option(
+      '--admin-token-file <file>',
+      'file holding the cluster admin token (at least 32 characters, e.g. `openssl rand -hex 32`); every node of a cluster gets the same file (required unless --insecure-no-auth)',
+    )
+    .option(
+      '--insecure-no-auth',
+      'serve every call without authentication: anyone who reaches the port is the admin (loopback development only)',
+    )
+    .option(
       '--metrics-listen <host:port>',
       'HTTP address for /metrics, /healthz and /readyz (default: not served)',
     )
@@ -214,14 +227,34 @@ function mergeConfig(flags: Record<string, unknown>): NodeOptions {
 
 function serve(options: NodeOptions): Promise<number> {
   const config = compileNodeOptions(options);
+  const adminToken =
+    config.adminTokenFile === undefined ? undefined : readAdminTokenFile(config.adminTokenFile);
   const log = pino({ base: { node: config.id } });
-  const node = new TickraftNode(config, log);
+  if (adminToken === undefined)
+    log.warn(
+      {},
+      "AUTHENTICATION IS OFF (--insecure-no-auth): anyone who can reach this node can read, change and delete every tenant's jobs and the cluster itself; use it on loopback only",
+    );
+  else if (adminToken.readableByOthers)
+    log.warn(
+      { file: config.adminTokenFile },
+      'the admin token file can be read by other users of this machine; chmod 600 it',
+    );
+  const node = new TickraftNode(config, log, adminToken?.token);
   const debug = new DebugServer(node);
+  const auth = new Authenticator({
+    adminTokenHash: adminToken === undefined ? undefined : hashToken(adminToken.token),
+    tokensByHash: node.meta.tokensByHash,
+    confirmMeta: () => node.host.read(META_GROUP_ID),
+    clock: SystemClock,
+  });
   const api = new ApiServer(
     node,
     formatHostPort(config.listen),
     config.advertiseAddress === undefined ? '' : formatHostPort(config.advertiseAddress),
     log,
+    auth,
+    adminToken?.token,
   );
   let stopping = false;
   const done = new Promise<number>((resolve) => {

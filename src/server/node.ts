@@ -76,6 +76,8 @@ export class TickraftNode {
   constructor(
     readonly config: CompiledNodeConfig,
     private readonly log: NodeLogger,
+    /** The bootstrap admin token this node joins with; undefined without authentication. */
+    private readonly adminToken: string | undefined = undefined,
   ) {}
 
   get id(): NodeId {
@@ -364,6 +366,7 @@ export class TickraftNode {
       nodeId: this.config.id,
       peerAddress: formatHostPort(this.config.peerListen),
       apiAddress: formatHostPort(this.config.listen),
+      token: this.adminToken,
       deadlineMs: Date.now() + 60_000,
     };
   }

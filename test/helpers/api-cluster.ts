@@ -7,7 +7,7 @@ import type { Test } from 'tap';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { ApiCallError, ApiClient } from '../../src/api/client.js';
 import { retryUnavailable } from './api-retry.js';
-import { eventually, ProcCluster, type ProcNode } from './cluster.js';
+import { eventually, ProcCluster, type ProcNode, TEST_ADMIN_TOKEN } from './cluster.js';
 import { TEST_SECRET, WebhookSink } from './webhook-sink.js';
 
 export const TENANT = 'acme';
@@ -39,7 +39,8 @@ export class ApiCluster {
     await sink.start();
     cluster.startAll();
     await cluster.waitReady(60_000);
-    for (const n of cluster.nodes) clients.set(n.id, new ApiClient(endpointOf(n), 5000));
+    for (const n of cluster.nodes)
+      clients.set(n.id, new ApiClient(endpointOf(n), 5000, {}, { token: TEST_ADMIN_TOKEN }));
     const ac = new ApiCluster(cluster, sink, clients);
     await eventually(async () => {
       const st = await ac.client('n1').call<Obj>('AdminService', 'ClusterStatus', {});

@@ -5,12 +5,20 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ApiClient } from '../../src/api/client.js';
 import { loadDebugService } from '../../src/server/debug-service.js';
+
+/**
+ * The admin token of every cluster this test process starts: one per process, so that tickctl
+ * processes the tests run (test/helpers/tickctl.ts) carry it by default as TICKRAFT_TOKEN.
+ */
+export const TEST_ADMIN_TOKEN = randomBytes(32).toString('hex');
 
 const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
 
@@ -252,9 +260,26 @@ export interface ClusterOptions {
 export class ProcCluster {
   readonly nodes: ProcNode[] = [];
   readonly root: string;
+  /** The bootstrap admin token every node is started with (--admin-token-file). */
+  readonly adminToken = TEST_ADMIN_TOKEN;
+  /** The file holding adminToken (mode 0600). */
+  readonly tokenFile: string;
 
   private constructor(root: string) {
     this.root = root;
+    this.tokenFile = join(root, 'admin.token');
+    writeFileSync(this.tokenFile, `${this.adminToken}\n`, { mode: 0o600 });
+  }
+
+  /** An ApiClient for a node, calling with the admin token. */
+  client(node: ProcNode | string, timeoutMs = 10_000): ApiClient {
+    const n = typeof node === 'string' ? this.node(node) : node;
+    return new ApiClient(`${n.host}:${n.apiPort}`, timeoutMs, {}, { token: this.adminToken });
+  }
+
+  /** Environment for a tickctl process that calls this cluster with the admin token. */
+  tickctlEnv(): NodeJS.ProcessEnv {
+    return { ...process.env, TICKRAFT_TOKEN: this.adminToken };
   }
 
   static async create(opts: ClusterOptions = {}): Promise<ProcCluster> {
@@ -299,6 +324,8 @@ export class ProcCluster {
         '--groups',
         String(opts.groups ?? 16),
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
+        '--admin-token-file',
+        cluster.tokenFile,
         ...(opts.extraArgs ?? []),
       ];
       const node = new ProcNode(id, p.api, p.peer, dataDir, args, host);

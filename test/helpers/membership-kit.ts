@@ -61,6 +61,8 @@ export async function joiner(
     `${host}:${via.apiPort}`,
     '--tick-ms',
     '20',
+    '--admin-token-file',
+    sc.cluster.tokenFile,
   ];
   const node = new ProcNode(id, api, peer, dataDir, args, host);
   sc.cluster.nodes.push(node);

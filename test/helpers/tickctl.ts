@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../src/base/clock.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { runTickctl as runTickctlProgram } from '../../src/cli/main.js';
+import { TEST_ADMIN_TOKEN } from './cluster.js';
 
 export const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
 export const TICKRAFT = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
@@ -31,7 +32,9 @@ export function runBin(
   opts: RunOptions = {},
 ): Promise<TickctlResult> {
   const child = spawn(process.execPath, [bin, ...args], {
-    env: opts.env ?? process.env,
+    // The clusters of this test process are started with TEST_ADMIN_TOKEN; a test that sets
+    // the environment itself decides the credentials.
+    env: opts.env ?? { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   opts.t?.teardown(() => {

@@ -9,7 +9,13 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { Worker, type LeasedRun } from '../../src/api/worker-client.js';
-import { eventually, freePort, ProcCluster, randomLoopbackHost } from '../helpers/cluster.js';
+import {
+  eventually,
+  freePort,
+  ProcCluster,
+  randomLoopbackHost,
+  TEST_ADMIN_TOKEN,
+} from '../helpers/cluster.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
 
 type Obj = Record<string, unknown>;
@@ -75,7 +81,7 @@ t.test('clients are told the advertised address; nodes forward to --listen', asy
   await cluster.waitReady(60_000);
   const n1 = cluster.nodes[0]!;
   const listenOf = (id: string): string => `${cluster.node(id).host}:${cluster.node(id).apiPort}`;
-  const direct = new ApiClient(listenOf('n1'), 5000);
+  const direct = new ApiClient(listenOf('n1'), 5000, {}, { token: TEST_ADMIN_TOKEN });
   clients.push(direct);
 
   const nodes = await eventually(async () => {
@@ -103,6 +109,7 @@ t.test('clients are told the advertised address; nodes forward to --listen', asy
   );
   const leased: LeasedRun[] = [];
   worker = new Worker({
+    token: TEST_ADMIN_TOKEN,
     endpoints: [`${n1.host}:${n1.apiPort}`],
     workerId: 'w-adv',
     pool: 'adv',
@@ -146,7 +153,7 @@ t.test('clients are told the advertised address; nodes forward to --listen', asy
   for (const r of relays.values()) await r.close();
   let created = 0;
   for (const n of cluster.nodes) {
-    const c = new ApiClient(listenOf(n.id), 5000);
+    const c = new ApiClient(listenOf(n.id), 5000, {}, { token: TEST_ADMIN_TOKEN });
     clients.push(c);
     for (let i = 0; i < 8; i++) {
       await retryUnavailable(() =>

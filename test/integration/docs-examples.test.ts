@@ -219,7 +219,12 @@ async function runDoc(t: Test, file: string, heading: string): Promise<void> {
   const sink = `${sinkHost}:${await freePort(sinkHost)}`;
   cluster.startAll();
   await cluster.waitReady(60_000);
-  const env = { ...process.env, TICKCTL_ENDPOINT: endpointOf(cluster.nodes[0]!) };
+  // As after `npm start`, whose admin token tickctl finds by itself.
+  const env = {
+    ...process.env,
+    TICKCTL_ENDPOINT: endpointOf(cluster.nodes[0]!),
+    TICKRAFT_TOKEN: cluster.adminToken,
+  };
   for (const block of blocks) {
     const where = `${file}:${block.line}`;
     if (block.kind === 'example-not-run') {

@@ -9,7 +9,7 @@
 // delay.
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
-import { eventually, sleep, type ProcNode } from '../helpers/cluster.js';
+import { eventually, sleep, type ProcNode, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
   checkLayout,
@@ -30,7 +30,7 @@ t.test('drain a node, then remove it, while jobs fire', async (t) => {
   keepLogs(t, sc, t.name.split(' ')[0] ?? 'test');
   const n1 = sc.cluster.node('n1');
   const endpoint = `${n1.host}:${n1.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
   const jobs = await jobsInEveryGroup(sc, 'drain');
   await sleep(2000);
@@ -122,7 +122,7 @@ t.test('kill -9 a node for good, then remove it with --force, while jobs fire', 
   keepLogs(t, sc, t.name.split(' ')[0] ?? 'test');
   const n1 = sc.cluster.node('n1');
   const endpoint = `${n1.host}:${n1.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
   // Slots that come due while n3's groups elect a new leader are late, not lost.
   const jobs = await jobsInEveryGroup(sc, 'dead', { misfire: { policy: 'fire_all' } });

@@ -9,7 +9,7 @@
 // retried CreateJob with one request id (api-validation, api-routing), npm start's restart on
 // the same data (npm-start), the rows of the failure table (scheduler-*).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,8 +70,11 @@ async function waitFor(p: Proc, pattern: RegExp, ms: number): Promise<void> {
   }
 }
 
+/** Where `npm start` keeps its data and admin token; tickctl finds the token there. */
+let clusterHome = '';
+
 async function tickctl(args: string[]): Promise<{ code: number | null; out: string }> {
-  const p = launch([TICKCTL, ...args]);
+  const p = launch([TICKCTL, ...args], { ...process.env, TICKRAFT_HOME: clusterHome });
   const code = await p.exited;
   return { code, out: p.out.text };
 }
@@ -115,6 +118,7 @@ function missingSlots(fires: Fire[], jobId: string, everyMs: number, untilMs: nu
 
 t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t) => {
   const home = mkdtempSync(join(tmpdir(), 'tickraft-e2e-'));
+  clusterHome = home;
   const taken = new Set<number>();
   const api = await freePortRun(3, taken);
   const peer = await freePortRun(3, taken);
@@ -185,7 +189,8 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
     `${HOST}:${api + 2}`,
   ]);
   t.equal(viaCli.code, 0, viaCli.out);
-  const clients = [0, 1, 2].map((i) => new ApiClient(`${HOST}:${api + i}`, 5000));
+  const token = readFileSync(join(home, 'admin.token'), 'utf8').trim();
+  const clients = [0, 1, 2].map((i) => new ApiClient(`${HOST}:${api + i}`, 5000, {}, { token }));
   t.teardown(() => clients.forEach((c) => c.close()));
   const created = await clients[1]!.call<Obj>('JobService', 'CreateJob', {
     jobId: 'every-1s',

@@ -9,7 +9,7 @@
 // answer, so every slot of the window fires, and on time.
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
-import { sleep } from '../helpers/cluster.js';
+import { sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
 
 /** A slot later than this counts as late (the default misfire threshold is 5 s). */
@@ -23,7 +23,12 @@ t.test('a hand-over to a frozen node is taken back at once: no slot missed or la
   await sleep(3000);
   const { node: leader } = await sc.leaderOf(groupId);
   const target = sc.cluster.nodes.find((n) => n !== leader)!;
-  const client = new ApiClient(`${leader.host}:${leader.apiPort}`, 4000);
+  const client = new ApiClient(
+    `${leader.host}:${leader.apiPort}`,
+    4000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
   t.teardown(() => client.close());
 
   const windowStartMs = Math.ceil(Date.now() / 1000) * 1000;

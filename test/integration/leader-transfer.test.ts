@@ -9,7 +9,7 @@
 // balancing gives the group back to it.
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { keepLogs, tickctl, type Obj } from '../helpers/membership-kit.js';
 import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
 
@@ -24,7 +24,7 @@ t.test('a transfer by hand stays put, also across the new leader’s restart', a
   keepLogs(t, sc, 'leader-transfer');
   const via = sc.cluster.nodes[0]!;
   const endpoint = `${via.host}:${via.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
 
   // Group 1 once it is led by its planned leader (the first replica the meta group lists), and

@@ -8,7 +8,7 @@
 // at-most-once fire id arrived twice. It prints the moves made and the largest fire delay seen.
 import t from 'tap';
 import { ApiCallError, ApiClient } from '../../src/api/client.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
   checkLayout,
@@ -26,7 +26,7 @@ t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
   keepLogs(t, sc, 'grow');
   const n1 = sc.cluster.node('n1');
   const endpoint = `${n1.host}:${n1.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
   const jobs = await jobsInEveryGroup(sc, 'grow');
   const startedAt = Date.now();
@@ -119,7 +119,7 @@ t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
 
   // Every job reads back through every node, also the nodes that hold no replica of its group.
   for (const n of sc.cluster.nodes) {
-    const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000);
+    const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000, {}, { token: TEST_ADMIN_TOKEN });
     try {
       for (const j of jobs) {
         const got = await c.call<Obj>('JobService', 'GetJob', { jobId: j.id });

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { Worker } from '../../src/api/worker-client.js';
 import { ApiCluster } from '../helpers/api-cluster.js';
-import { eventually, sleep, type ProcNode } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN, type ProcNode } from '../helpers/cluster.js';
 
 async function get(n: ProcNode, path: string): Promise<{ status: number; body: string }> {
   const res = await fetch(`http://${n.host}:${n.metricsPort}${path}`);
@@ -108,6 +108,7 @@ t.test('worker metrics: streams per pool and leases held', async (t) => {
     Promise.all(nodes.map(async (n) => (await get(n, '/metrics')).body));
   const n1 = nodes[0]!;
   const worker = new Worker({
+    token: TEST_ADMIN_TOKEN,
     endpoints: [`${n1.host}:${n1.apiPort}`],
     workerId: 'metrics-worker',
     pool: 'metrics',

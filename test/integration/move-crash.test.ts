@@ -9,7 +9,7 @@
 // crash fell, and the largest fire delay.
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
   checkLayout,
@@ -54,7 +54,7 @@ t.test('kill -9 the meta leader in the middle of a replica move', async (t) => {
     // Ask through a node that stays up.
     const via = sc.cluster.nodes.find((n) => n !== leader)!;
     const endpoint = `${via.host}:${via.apiPort}`;
-    const client = new ApiClient(endpoint, 10_000);
+    const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
     clients.push(client);
     const mv = await pickMove(client, leader.id);
     const cli = tickctl([

@@ -9,7 +9,7 @@
 // by the one hand-over (one more allowed, for an election).
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { checkLayout, keepLogs, type Obj } from '../helpers/membership-kit.js';
 import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
 
@@ -33,7 +33,12 @@ t.test('a move away from the leader: handed over once, never handed back', async
   const sc = await SchedulerCluster.start(t, { groups: 4, nodes: 4 });
   keepLogs(t, sc, 'move-leader');
   const via = sc.cluster.nodes[0]!;
-  const client = new ApiClient(`${via.host}:${via.apiPort}`, 10_000);
+  const client = new ApiClient(
+    `${via.host}:${via.apiPort}`,
+    10_000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
   t.teardown(() => client.close());
 
   // A data group led by its first listed replica (the planned preferred leader), moved from

@@ -4,7 +4,7 @@
 // and a second start resumes on the same data. Runs cluster/start.ts with ports and data dir moved aside.
 import t from 'tap';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,9 +74,15 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   );
   t.ok(Math.max(...leads) - Math.min(...leads) <= 2, `leaders balanced: ${leads.join('/')}`);
   t.equal(first.code, 0, 'exit 0 after Ctrl-C');
+  const tokenFile = join(home, 'admin.token');
+  t.equal(statSync(tokenFile).mode & 0o777, 0o600, 'the admin token is readable by its owner only');
+  const token = readFileSync(tokenFile, 'utf8').trim();
+  t.match(token, /^[0-9a-f]{64}$/, 'the admin token is 256 random bits');
+  t.match(first.out, tokenFile, 'npm start says where the admin token is');
   const second = await startOnce(home, host, api, peer, metrics);
   t.match(second.out, /3 nodes ready/, 'a second start resumes on the same data');
   t.equal(second.code, 0);
+  t.equal(readFileSync(tokenFile, 'utf8').trim(), token, 'a second start keeps the token');
 });
 
 /** Pids of every descendant of `pid` (ps's whole table, walked from the root). */

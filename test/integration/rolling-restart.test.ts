@@ -8,12 +8,12 @@
 // exited and the group planned nothing until that node returned (a slot MISSED, the next late).
 import t, { type Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiClient } from '../../src/api/client.js';
-import { freePort, randomLoopbackHost, sleep } from '../helpers/cluster.js';
+import { freePort, randomLoopbackHost, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { TEST_SECRET, WebhookSink } from '../helpers/webhook-sink.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
@@ -59,6 +59,8 @@ function contendCpu(t: Test): ChildProcess[] {
 
 t.test('rolling restart under CPU load: no slot twice, skipped or missed', async (t) => {
   const home = mkdtempSync(join(tmpdir(), 'tickraft-rolling-'));
+  // npm start keeps an admin token it finds in its home rather than making one.
+  writeFileSync(join(home, 'admin.token'), `${TEST_ADMIN_TOKEN}\n`, { mode: 0o600 });
   const host = randomLoopbackHost();
   const api = await freePort(host);
   const peer = await freePort(host);
@@ -79,7 +81,7 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
   });
   const out = collect(cluster);
   const exited = new Promise<number | null>((r) => cluster.on('exit', (code) => r(code)));
-  const client = new ApiClient(`${host}:${api}`, 10_000);
+  const client = new ApiClient(`${host}:${api}`, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(async () => {
     client.close();
     if (cluster.exitCode === null) cluster.kill('SIGINT');

@@ -18,7 +18,7 @@ import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
   checkLayout,
@@ -123,7 +123,12 @@ t.test('crashes in the middle of group splits', async (t) => {
   }, 30_000);
   const second = first === 1 ? 2 : 1;
   const stayUp = sc.cluster.nodes.find((n) => n !== metaLeader && n !== parentLeader)!;
-  const client = new ApiClient(`${stayUp.host}:${stayUp.apiPort}`, 10_000);
+  const client = new ApiClient(
+    `${stayUp.host}:${stayUp.apiPort}`,
+    10_000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
   t.teardown(() => client.close());
   const lists = watchListJobs(client, () => jobs.map((j) => j.id));
   const cs0 = await client.call<Obj>('AdminService', 'ClusterStatus', {});
@@ -159,7 +164,12 @@ t.test('crashes in the middle of group splits', async (t) => {
   const { node: meta2 } = await sc.leaderOf(0);
   const victim = sc.cluster.nodes.find((n) => n !== leader2 && n !== meta2) ?? stayUp;
   const via2 = sc.cluster.nodes.find((n) => n !== victim)!;
-  const client2 = new ApiClient(`${via2.host}:${via2.apiPort}`, 10_000);
+  const client2 = new ApiClient(
+    `${via2.host}:${via2.apiPort}`,
+    10_000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
   t.teardown(() => client2.close());
   const begun2 = await client2.call<Obj>('AdminService', 'SplitGroup', { groupId: second });
   const child2 = Number(begun2['childGroupId']);

@@ -11,7 +11,7 @@
 import t, { type Test } from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
   jobsAcrossSplit,
@@ -37,7 +37,7 @@ t.test('split a busy group', async (t) => {
   keepLogs(t, sc, 'split');
   const node = sc.cluster.nodes[0]!;
   const endpoint = `${node.host}:${node.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
   const spec = { schedule: '* * * * * *', misfire: { policy: 'fire_all' } };
   const busy = jobsOfGroup1(sc, 'busy', 10);
@@ -115,7 +115,12 @@ async function autoSplit(t: Test, flag: string, value: string, prefix: string) {
   const sc = await SchedulerCluster.start(t, { groups: 2, nodes: 3, extraArgs: [flag, value] });
   keepLogs(t, sc, prefix);
   const node = sc.cluster.nodes[0]!;
-  const client = new ApiClient(`${node.host}:${node.apiPort}`, 10_000);
+  const client = new ApiClient(
+    `${node.host}:${node.apiPort}`,
+    10_000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
   t.teardown(() => client.close());
   const jobs = jobsOfGroup1(sc, prefix, 8);
   for (const j of jobs)

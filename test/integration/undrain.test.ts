@@ -3,6 +3,7 @@
 // makes it active again, and `tickctl cluster rebalance` gives it replicas back, so every node
 // holds 3 of the 12 data replicas again. Undraining an active node changes nothing; an unknown
 // node is refused naming it.
+import { TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { checkLayout, keepLogs, tickctl, type Obj } from '../helpers/membership-kit.js';
@@ -13,7 +14,7 @@ t.test('drain a node, undrain it, rebalance: it holds replicas again', async (t)
   keepLogs(t, sc, 'undrain');
   const n1 = sc.cluster.node('n1');
   const endpoint = `${n1.host}:${n1.apiPort}`;
-  const client = new ApiClient(endpoint, 10_000);
+  const client = new ApiClient(endpoint, 10_000, {}, { token: TEST_ADMIN_TOKEN });
   t.teardown(() => client.close());
   const stateOf = async (id: string): Promise<unknown> => {
     const st = await client.call<Obj>('AdminService', 'ClusterStatus', {});

@@ -17,7 +17,7 @@ import {
   type LeasedRun,
   type WorkerResult,
 } from '../../src/api/worker-client.js';
-import { eventually, sleep } from '../helpers/cluster.js';
+import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { iso, SchedulerCluster, slotAhead } from '../helpers/scheduler-cluster.js';
 import { TICKCTL } from '../helpers/tickctl.js';
 
@@ -41,6 +41,7 @@ function testWorker(
   const endpoint = `${n0.host}:${n0.apiPort}`;
   const worker = new Worker({
     endpoints: [endpoint],
+    token: TEST_ADMIN_TOKEN,
     workerId: opts.id,
     pool: opts.pool,
     tags: opts.tags ?? [],
@@ -171,6 +172,11 @@ function rawStream(address: string): {
   ended: Promise<grpc.ServiceError | undefined>;
   client: grpc.Client;
 } {
+  const adminMetadata = (): grpc.Metadata => {
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${TEST_ADMIN_TOKEN}`);
+    return md;
+  };
   const ctor = loadApiServices().WorkerService;
   const client = new ctor(address, grpc.credentials.createInsecure());
   const def = ctor.service['Work']!;
@@ -178,7 +184,7 @@ function rawStream(address: string): {
     def.path,
     def.requestSerialize,
     def.responseDeserialize,
-    new grpc.Metadata(),
+    adminMetadata(),
     {},
   ) as grpc.ClientDuplexStream<Record<string, unknown>, Record<string, unknown>>;
   const messages: Array<Record<string, unknown>> = [];
@@ -437,7 +443,10 @@ t.test(
         '--fail-exit',
         '3',
       ],
-      { env: { ...process.env, OUT: out }, stdio: ['ignore', 'pipe', 'pipe'] },
+      {
+        env: { ...process.env, OUT: out, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
     );
     t.teardown(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

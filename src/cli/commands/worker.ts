@@ -18,7 +18,7 @@ import {
 import { WORKER_CAPACITY_MAX, WORKER_ID_CHARS_MAX } from '../../delivery/worker-hub.js';
 import { WORKER_NAME, WORKER_NAME_RULE, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
 import { EXIT_OK, EXIT_USAGE, type CliRun } from '../io.js';
-import { DEFAULT_ENDPOINT } from '../remote.js';
+import { DEFAULT_ENDPOINT, tokenFor } from '../remote.js';
 
 /** Most output of a command kept as the attempt's excerpt (the node keeps 1024 characters). */
 const OUTPUT_MAX = 1024;
@@ -34,6 +34,7 @@ interface WorkerFlags {
   exec?: string;
   failExit?: string;
   drainMs: string;
+  tokenFile?: string;
 }
 
 export function registerWorkerCommand(program: Command, run: CliRun): void {
@@ -46,6 +47,10 @@ export function registerWorkerCommand(program: Command, run: CliRun): void {
       new Option('--endpoint <host:port,...>', 'nodes to find the cluster from (any one will do)')
         .env('TICKCTL_ENDPOINT')
         .default(DEFAULT_ENDPOINT),
+    )
+    .option(
+      '--token-file <file>',
+      'file holding a worker token of the tenant whose runs to take (else TICKRAFT_TOKEN, else .tickraft/admin.token if it exists)',
     )
     .requiredOption('--pool <name>', 'the worker pool (a job targets it as worker:<name>)')
     .option(
@@ -95,6 +100,12 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
   }
   const endpoints = o.endpoint.split(',').filter((e) => e !== '');
   if (endpoints.length === 0) return usage('--endpoint: name at least one node');
+  let token: string | undefined;
+  try {
+    token = tokenFor(o);
+  } catch (err) {
+    return usage(err instanceof Error ? err.message : String(err));
+  }
   const workerId = o.id ?? `${hostname()}:${process.pid}`;
   if (workerId === '' || workerId.length > WORKER_ID_CHARS_MAX) {
     return usage(`--id: must be 1-${WORKER_ID_CHARS_MAX} characters`);
@@ -104,6 +115,7 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
   const exec = o.exec;
   const worker = new Worker({
     endpoints,
+    token,
     workerId,
     pool: o.pool,
     tags,

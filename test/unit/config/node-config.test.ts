@@ -4,7 +4,7 @@ import t from 'tap';
 import { ValidationError } from '../../../src/base/errors.js';
 import { compileNodeOptions, type NodeOptions } from '../../../src/config/node-config.js';
 
-const base: NodeOptions = { id: 'n1', dataDir: '/tmp/d' };
+const base: NodeOptions = { id: 'n1', dataDir: '/tmp/d', adminTokenFile: '/tmp/admin.token' };
 
 t.test('defaults', (t) => {
   const c = compileNodeOptions(base);
@@ -154,7 +154,35 @@ t.test('all violations at once', (t) => {
     t.fail('accepted');
   } catch (err) {
     const fields = (err as ValidationError).violations.map((v) => v.field).sort();
-    t.same(fields, ['--data-dir', '--groups', '--id', '--tick-ms']);
+    t.same(fields, ['--admin-token-file', '--data-dir', '--groups', '--id', '--tick-ms']);
   }
+  t.end();
+});
+
+t.test('authentication: a token file, or --insecure-no-auth said out loud', (t) => {
+  const fields = (o: NodeOptions): string[] => {
+    try {
+      compileNodeOptions(o);
+      return [];
+    } catch (err) {
+      return (err as ValidationError).violations.map((v) => `${v.field}: ${v.reason}`);
+    }
+  };
+  const { adminTokenFile: _file, ...noAuth } = base;
+  t.match(fields(noAuth), [/^--admin-token-file: is required/], 'neither is refused');
+  t.same(fields({ ...noAuth, insecureNoAuth: true }), [], '--insecure-no-auth alone is accepted');
+  t.equal(compileNodeOptions({ ...noAuth, insecureNoAuth: true }).adminTokenFile, undefined);
+  t.match(
+    fields({ ...base, insecureNoAuth: true }),
+    [/^--insecure-no-auth: cannot be given with --admin-token-file/],
+    'both are refused',
+  );
+  t.match(fields({ ...noAuth, adminTokenFile: '' }), [/^--admin-token-file: must name a file/]);
+  t.match(
+    fields({ ...noAuth, insecureNoAuth: 'yes' as unknown as boolean }),
+    [/^--insecure-no-auth: must be true or false/],
+    'a config file value that is not a boolean is named',
+  );
+  t.equal(compileNodeOptions(base).adminTokenFile, '/tmp/admin.token');
   t.end();
 });

@@ -63,6 +63,13 @@ export async function runTickctlInProcess(
     writeErr: (s) => void (err += s),
     clock,
   };
-  const code = await runTickctlProgram(argv, io);
-  return { code, out, err };
+  // As runBin: the admin token of this process's clusters, unless the test set one itself.
+  const had = process.env['TICKRAFT_TOKEN'];
+  process.env['TICKRAFT_TOKEN'] = had ?? TEST_ADMIN_TOKEN;
+  try {
+    const code = await runTickctlProgram(argv, io);
+    return { code, out, err };
+  } finally {
+    if (had === undefined) delete process.env['TICKRAFT_TOKEN'];
+  }
 }

@@ -18,7 +18,7 @@ import {
   type CreateJobCommand,
 } from '../../src/scheduler/commands.js';
 import { ApiCluster, endpointOf, TENANT } from '../helpers/api-cluster.js';
-import { eventually } from '../helpers/cluster.js';
+import { eventually, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 
 type Obj = Record<string, unknown>;
 
@@ -76,6 +76,12 @@ function createsIn(
   return out;
 }
 
+function adminMetadata(): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${TEST_ADMIN_TOKEN}`);
+  return md;
+}
+
 function nodeCreateJobs(endpoint: string, parts: Obj[]): Promise<Obj[]> {
   const ctor = loadApiServices().NodeService;
   const client = new ctor(endpoint, grpc.credentials.createInsecure());
@@ -86,7 +92,7 @@ function nodeCreateJobs(endpoint: string, parts: Obj[]): Promise<Obj[]> {
       def.requestSerialize,
       def.responseDeserialize,
       { parts },
-      new grpc.Metadata(),
+      adminMetadata(),
       { deadline: Date.now() + 10_000 },
       (err, res) => {
         client.close();

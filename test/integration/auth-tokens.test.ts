@@ -178,7 +178,7 @@ t.test('tokens: create, use, list, revoke everywhere within 5 s', async (t) => {
   t.match(badFile.stderr, /--token-file: cannot read \/nonexistent\/token/);
 
   // The audit log: admin operations with the principal and the outcome.
-  await eventually(async () => {
+  await eventually(() => {
     const audit = nodes
       .flatMap((n) => n.stdout.split('\n'))
       .filter((l) => l.includes('"audit":true'))
@@ -197,6 +197,7 @@ t.test('tokens: create, use, list, revoke everywhere within 5 s', async (t) => {
       )
     )
       throw new Error('no audit record of the refused listing');
+    return Promise.resolve();
   }, 10_000);
 });
 

@@ -12,10 +12,7 @@ import {
 let index = 0;
 function apply(sm: MetaStateMachine, c: MetaCommand): { ok: boolean; code?: string } {
   index++;
-  return sm.apply({ term: 1, index, type: 'normal', data: encodeMetaCommand(c) } as never) as {
-    ok: boolean;
-    code?: string;
-  };
+  return sm.apply({ term: 1, index, type: 'normal', data: encodeMetaCommand(c) } as never);
 }
 
 function record(token: string, over: Partial<TokenRecord> = {}): TokenRecord {

@@ -168,7 +168,7 @@ t.test('authentication: a token file, or --insecure-no-auth said out loud', (t) 
       return (err as ValidationError).violations.map((v) => `${v.field}: ${v.reason}`);
     }
   };
-  const { adminTokenFile: _file, ...noAuth } = base;
+  const noAuth: NodeOptions = { id: 'n1', dataDir: '/tmp/d' };
   t.match(fields(noAuth), [/^--admin-token-file: is required/], 'neither is refused');
   t.same(fields({ ...noAuth, insecureNoAuth: true }), [], '--insecure-no-auth alone is accepted');
   t.equal(compileNodeOptions({ ...noAuth, insecureNoAuth: true }).adminTokenFile, undefined);

@@ -84,6 +84,44 @@ export interface NodeOptions {
    * connections change; what the cluster stores and other nodes dial stays the same.
    */
   peerRoute?: string;
+  /**
+   * PEM certificate (chain) of the client API: serve it with TLS (gRPC, and HTTPS on
+   * --metrics-listen). Node-to-node forwarding and --join dial other nodes' client APIs with TLS
+   * too, presenting this certificate when they require client certificates. Needs tlsKey.
+   */
+  tlsCert?: string;
+  /** PEM private key of tlsCert. */
+  tlsKey?: string;
+  /** PEM CA bundle: the client API requires client certificates signed by it. Needs tlsCert. */
+  tlsClientCa?: string;
+  /**
+   * PEM CA bundle this node verifies other nodes' client API certificates with when it forwards
+   * a call or joins. Needs tlsCert. @default tlsClientCa if given, else the system's roots
+   */
+  tlsCa?: string;
+  /** PEM certificate (chain) of this node on the peer transport (mutual TLS). All three peer TLS options go together. */
+  peerTlsCert?: string;
+  /** PEM private key of peerTlsCert. */
+  peerTlsKey?: string;
+  /** PEM CA bundle of the cluster: every peer's certificate must be signed by it. */
+  peerTlsCa?: string;
+}
+
+/** Files of the client API's TLS (`--tls-*`). */
+export interface ApiTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** Client certificates are required, signed by this CA. */
+  readonly clientCaFile: string | undefined;
+  /** The CA other nodes' API certificates are verified with (--tls-ca). */
+  readonly caFile: string | undefined;
+}
+
+/** Files of the peer transport's mutual TLS (`--peer-tls-*`). */
+export interface PeerTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
 }
 
 export interface DeliveryConfig {
@@ -131,6 +169,10 @@ export interface CompiledNodeConfig {
   readonly join: string | undefined;
   /** Peers this node dials at an address other than their advertised one (--peer-route). */
   readonly peerRoutes: ReadonlyMap<NodeId, string>;
+  /** TLS of the client API (and metrics); undefined: plaintext. */
+  readonly apiTls: ApiTlsFiles | undefined;
+  /** Mutual TLS of the peer transport; undefined: plaintext. */
+  readonly peerTls: PeerTlsFiles | undefined;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -162,6 +204,13 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   metricsListen: '--metrics-listen',
   join: '--join',
   peerRoute: '--peer-route',
+  tlsCert: '--tls-cert',
+  tlsKey: '--tls-key',
+  tlsClientCa: '--tls-client-ca',
+  tlsCa: '--tls-ca',
+  peerTlsCert: '--peer-tls-cert',
+  peerTlsKey: '--peer-tls-key',
+  peerTlsCa: '--peer-tls-ca',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -213,6 +262,8 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
   const peerRoutes = parsePeerRoutes(options.peerRoute, id, bad);
+  const apiTls = parseApiTls(options, bad);
+  const peerTls = parsePeerTls(options, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
       bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
@@ -297,7 +348,74 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     metricsListen,
     join,
     peerRoutes,
+    apiTls,
+    peerTls,
   });
+}
+
+type TlsKey =
+  'tlsCert' | 'tlsKey' | 'tlsClientCa' | 'tlsCa' | 'peerTlsCert' | 'peerTlsKey' | 'peerTlsCa';
+
+/** A TLS file option: undefined when not given; '' is refused (a file must be named). */
+function tlsFile(
+  options: NodeOptions,
+  key: TlsKey,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): string | undefined {
+  const v = options[key];
+  if (v === undefined) return undefined;
+  if (v === '') bad(key, 'must name a PEM file');
+  return v === '' ? undefined : v;
+}
+
+/**
+ * The client API's TLS flags: --tls-cert and --tls-key go together; --tls-client-ca and --tls-ca
+ * only mean something over TLS. The files themselves are read by src/config/tls-files.ts.
+ */
+function parseApiTls(
+  options: NodeOptions,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): ApiTlsFiles | undefined {
+  const certFile = tlsFile(options, 'tlsCert', bad);
+  const keyFile = tlsFile(options, 'tlsKey', bad);
+  const clientCaFile = tlsFile(options, 'tlsClientCa', bad);
+  const caFile = tlsFile(options, 'tlsCa', bad);
+  if (keyFile !== undefined && certFile === undefined)
+    bad('tlsCert', 'is required with --tls-key (the certificate the key belongs to)');
+  if (certFile !== undefined && keyFile === undefined)
+    bad('tlsKey', 'is required with --tls-cert (the private key of the certificate)');
+  if (certFile === undefined && keyFile === undefined) {
+    const needs = 'needs --tls-cert and --tls-key: the client API is plaintext without them';
+    if (clientCaFile !== undefined) bad('tlsClientCa', needs);
+    if (caFile !== undefined) bad('tlsCa', needs);
+    return undefined;
+  }
+  if (certFile === undefined || keyFile === undefined) return undefined;
+  return { certFile, keyFile, clientCaFile, caFile };
+}
+
+/** The peer transport's three TLS flags: all or none; each one missing is named. */
+function parsePeerTls(
+  options: NodeOptions,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): PeerTlsFiles | undefined {
+  const keys = ['peerTlsCert', 'peerTlsKey', 'peerTlsCa'] as const;
+  const given = keys.filter((k) => options[k] !== undefined);
+  const files = keys.map((k) => tlsFile(options, k, bad));
+  if (given.length === 0) return undefined;
+  if (given.length < keys.length) {
+    const with_ = given.map((k) => OPTION_FLAGS[k]).join(' and ');
+    for (const k of keys)
+      if (!given.includes(k))
+        bad(
+          k,
+          `is required with ${with_}: mutual TLS between nodes needs the node's certificate, its key and the cluster's CA`,
+        );
+    return undefined;
+  }
+  const [certFile, keyFile, caFile] = files;
+  if (certFile === undefined || keyFile === undefined || caFile === undefined) return undefined;
+  return { certFile, keyFile, caFile };
 }
 
 /** Fires per second, fractions allowed (a group of every-minute jobs fires below 1/s). */

@@ -5,7 +5,7 @@
  * id or address already in use): the node must not start under an identity it does not own.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ApiCallError, ApiClient } from '../api/client.js';
+import { ApiCallError, ApiClient, type ClientTlsOptions } from '../api/client.js';
 import type { NodeId } from '../raft/messages.js';
 import type { NodeLogger } from './node.js';
 
@@ -16,6 +16,8 @@ export interface JoinRequest {
   readonly peerAddress: string;
   readonly apiAddress: string;
   readonly deadlineMs: number;
+  /** The member's client API serves TLS: dial it with this node's API certificate and CA. */
+  readonly tls?: ClientTlsOptions;
 }
 
 const RETRY_MS = 500;
@@ -27,7 +29,7 @@ function isTransient(err: unknown): boolean {
 
 /** Registers the node; resolves with every member's peer address. */
 export async function joinCluster(req: JoinRequest): Promise<Map<NodeId, string>> {
-  const client = new ApiClient(req.via, 10_000);
+  const client = new ApiClient(req.via, 10_000, {}, req.tls);
   try {
     for (;;) {
       try {

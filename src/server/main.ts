@@ -282,9 +282,8 @@ function reloadOnHangup(config: CompiledNodeConfig, tls: NodeTls, log: NodeLogge
       const certificates = reloadNodeTls(config, tls);
       log.info({ certificates }, 'TLS files reloaded (SIGHUP): new connections use them');
     } catch (err) {
-      const violations = err instanceof ValidationError ? err.violations : undefined;
       log.error(
-        { err: violations ?? String(err) },
+        err instanceof ValidationError ? { violations: err.violations } : { err: String(err) },
         'TLS reload (SIGHUP) refused: the files kept serving are the previous ones',
       );
     }

@@ -3,6 +3,7 @@
  * (src/server/node.ts) satisfies it, and the API never reaches into the node's wiring. Keeping
  * it narrow is what lets src/api sit below the server in the layering.
  */
+import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { FireIntent } from '../scheduler/commands.js';
@@ -50,4 +51,15 @@ export interface ApiNode {
     /** On the group's leader: first attempts handed out per second (last minute); else 0. */
     fireRatePerSec(groupId: number): number;
   };
+  /**
+   * How this node dials other nodes' client APIs (forwarding): TLS credentials when the client
+   * API serves TLS (`--tls-cert`), undefined for plaintext.
+   */
+  readonly apiDialCredentials: ChannelCredentials | undefined;
+  /**
+   * Before a node is added (AddNode): with peer mutual TLS, checks that the node answers on
+   * `peerAddress` with a certificate signed by the cluster's peer CA (rejects with
+   * PEER_TLS_UNVERIFIED otherwise); without peer TLS, resolves at once.
+   */
+  verifyJoiningPeer(peerAddress: string): Promise<void>;
 }

@@ -53,10 +53,7 @@ export class ApiServer {
   /** Adds every service, each handler behind the authentication and authorization guard. */
   addTo(server: grpc.Server): void {
     const s = this.api.services;
-    const add = (
-      name: keyof typeof s,
-      impl: grpc.UntypedServiceImplementation,
-    ): void => {
+    const add = (name: keyof typeof s, impl: grpc.UntypedServiceImplementation): void => {
       const def = s[name].service;
       server.addService(def, guardService(name, def, impl, this.auth, this.log));
     };

@@ -5,11 +5,14 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { FieldViolation } from '../base/errors.js';
+import { clientCredentials, type ClientTlsOptions } from '../transport/tls.js';
 import { clientServices } from './client-proto.js';
 import type { PublicServiceName } from './proto-options.js';
 import { decodeRpcStatus } from './rpc-status.js';
 
 export const DEFAULT_CALL_TIMEOUT_MS = 10_000;
+
+export type { ClientTlsOptions } from '../transport/tls.js';
 
 export class ApiCallError extends Error {
   override readonly name = 'ApiCallError';
@@ -59,6 +62,13 @@ export class ApiCallError extends Error {
 export interface ApiClientOptions {
   /** The bearer token every call sends (`authorization: Bearer <token>`); none when absent. */
   readonly token?: string | undefined;
+  /**
+   * TLS, for a cluster started with `--tls-cert`: the CA that signed the nodes' API
+   * certificates (the system's roots when absent), and a client certificate and key when the
+   * cluster requires them (`--tls-client-ca`). Plaintext when absent. A certificate without
+   * its key (or the reverse) throws a TlsOptionsError naming the field.
+   */
+  readonly tls?: ClientTlsOptions | undefined;
 }
 
 export class ApiClient {
@@ -67,6 +77,7 @@ export class ApiClient {
   private current = 0;
   /** With several endpoints: the connection to one of them, made before the first call. */
   private connected: Promise<void> | undefined;
+  private readonly credentials: grpc.ChannelCredentials;
 
   constructor(
     /**
@@ -78,10 +89,12 @@ export class ApiClient {
     private readonly timeoutMs = DEFAULT_CALL_TIMEOUT_MS,
     /** grpc-js channel options (the chaos driver turns transparent retries off). */
     private readonly channelOptions: grpc.ChannelOptions = {},
+    /** The bearer token and TLS settings (none: no token, plaintext). */
     private readonly options: ApiClientOptions = {},
   ) {
     this.endpoints = typeof endpoints === 'string' ? [endpoints] : [...endpoints];
     if (this.endpoints.length === 0) throw new Error('ApiClient needs at least one endpoint');
+    this.credentials = clientCredentials(options.tls);
   }
 
   /** The endpoint calls go to (after a failover, the one that answered). */
@@ -109,7 +122,7 @@ export class ApiClient {
     }
     let client = this.clients.get(service);
     if (!client) {
-      client = new ctor(this.endpoint, grpc.credentials.createInsecure(), this.channelOptions);
+      client = new ctor(this.endpoint, this.credentials, this.channelOptions);
       this.clients.set(service, client);
     }
     const c = client;
@@ -148,7 +161,7 @@ export class ApiClient {
       const left = this.endpoints.length - i;
       const until = Date.now() + Math.max(1, (deadline - Date.now()) / left);
       const endpoint = this.endpoints[i]!;
-      const probe = new ctor(endpoint, grpc.credentials.createInsecure(), this.channelOptions);
+      const probe = new ctor(endpoint, this.credentials, this.channelOptions);
       try {
         await channelReady(probe.getChannel(), until);
         this.current = i;

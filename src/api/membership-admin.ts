@@ -50,6 +50,9 @@ export async function addNodeLocal(api: ApiContext, req: Msg): Promise<Msg> {
   if (apiAddress !== '' && apiAddress === peerAddress)
     v.add('apiAddress', 'must differ from the peer address');
   v.throwIfAny();
+  // With peer mutual TLS, a node joins only if it proves a certificate of the cluster's CA on
+  // the address the others will dial (a stranger's node is refused before it is recorded).
+  await api.node.verifyJoiningPeer(peerAddress);
   await proposeMeta(api, { op: 'add-member', id, peerAddress, apiAddress });
   await ensureConfMember(api, META_GROUP_ID, id);
   return {

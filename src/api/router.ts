@@ -229,9 +229,12 @@ export class Router {
   private client(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {
-      c = new grpc.Client(address, grpc.credentials.createInsecure(), {
-        'grpc.enable_channelz': 0,
-      });
+      // TLS when the client API serves it (src/transport/tls.ts builds the credentials).
+      c = new grpc.Client(
+        address,
+        this.node.apiDialCredentials ?? grpc.credentials.createInsecure(),
+        { 'grpc.enable_channelz': 0 },
+      );
       this.clients.set(address, c);
     }
     return c;

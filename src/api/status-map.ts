@@ -48,6 +48,8 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   META_MOVE_PHASE: grpc.status.FAILED_PRECONDITION,
   MEMBERSHIP_CHANGE_REFUSED: grpc.status.UNAVAILABLE,
   NODE_STILL_REACHABLE: grpc.status.FAILED_PRECONDITION,
+  // A joining node whose peer address does not prove a certificate of the cluster's CA.
+  PEER_TLS_UNVERIFIED: grpc.status.PERMISSION_DENIED,
   // Range splits (src/placement/split-state.ts, src/api/split-admin.ts).
   META_SPLIT_IN_FLIGHT: grpc.status.FAILED_PRECONDITION,
   META_SPLIT_INVALID: grpc.status.FAILED_PRECONDITION,

@@ -13,6 +13,7 @@
  * capacity 4, a worker runs at most 12 handlers at once.
  */
 import * as grpc from '@grpc/grpc-js';
+import { clientCredentials, type ClientTlsOptions } from '../transport/tls.js';
 import { ApiClient } from './client.js';
 import { clientServices } from './client-proto.js';
 
@@ -75,6 +76,8 @@ export interface WorkerOptions {
   readonly discoverEveryMs?: number;
   /** Called for every ack a node refused (a stale completion or renewal), for tests and logs. */
   readonly onRefused?: (fireId: string, kind: string, reason: string) => void;
+  /** TLS for a cluster started with `--tls-cert`, as ApiClient takes it; plaintext when absent. */
+  readonly tls?: ClientTlsOptions;
 }
 
 function workerMetadata(token: string | undefined): grpc.Metadata {
@@ -296,8 +299,11 @@ export class Worker {
   private readonly missing = new Map<string, number>();
   private discoverTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly credentials: grpc.ChannelCredentials;
 
-  constructor(private readonly opts: WorkerOptions) {}
+  constructor(private readonly opts: WorkerOptions) {
+    this.credentials = clientCredentials(opts.tls);
+  }
 
   /** Nodes with an open (or reopening) stream. */
   get nodes(): string[] {
@@ -323,7 +329,12 @@ export class Worker {
     const found = new Set<string>();
     let listed = false;
     for (const endpoint of this.opts.endpoints) {
-      const client = new ApiClient(endpoint, 3000, {}, { token: this.opts.token });
+      const client = new ApiClient(
+        endpoint,
+        3000,
+        {},
+        { token: this.opts.token, tls: this.opts.tls },
+      );
       try {
         const res = await client.call<{ nodes: Array<{ apiAddress: string }> }>(
           'AdminService',
@@ -367,7 +378,7 @@ export class Worker {
       if (this.streams.has(address)) continue;
       const ctor = clientServices().WorkerService;
       // Pings find a node whose host vanished while the stream is idle (no FIN to read).
-      const client = new ctor(address, grpc.credentials.createInsecure(), {
+      const client = new ctor(address, this.credentials, {
         'grpc.keepalive_time_ms': 10_000,
         'grpc.keepalive_timeout_ms': 10_000,
         'grpc.keepalive_permit_without_calls': 1,

@@ -58,6 +58,9 @@ Commands that call a cluster take --endpoint host:port (any node; default 127.0.
 TICKCTL_ENDPOINT) or --endpoints host:port,... (tried in order; TICKCTL_ENDPOINTS), --json and
 --timeout-ms, after the command or before it (tickctl --endpoints a:7001,b:7001 jobs get J).
 ${TOKEN_HELP}
+A cluster started with --tls-cert serves only TLS: give --ca-file (the CA of the nodes'
+certificates), and --cert-file/--key-file when it requires client certificates (--tls-client-ca);
+or TICKCTL_CA_FILE, TICKCTL_CERT_FILE, TICKCTL_KEY_FILE. tickctl worker takes them too.
 ${EXIT_CODES_HELP}`,
   );
   acceptConnectionOptionsFirst(program);

@@ -11,7 +11,8 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import * as grpc from '@grpc/grpc-js';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ApiCallError, ApiClient } from '../api/client.js';
+import { createSecureContext } from 'node:tls';
+import { ApiCallError, ApiClient, type ClientTlsOptions } from '../api/client.js';
 import { parseInstant } from '../schedule/iso.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliRun } from './io.js';
 
@@ -40,7 +41,14 @@ export const TOKEN_HELP = `
 Credentials: the token comes from --token-file FILE, else the TICKRAFT_TOKEN environment
 variable, else ${defaultTokenFile({})} (written by \`npm start\`; TICKRAFT_HOME moves it) when it exists.`;
 
-export interface RemoteOptions {
+/** The TLS files of a command that calls the cluster (--ca-file, --cert-file, --key-file). */
+export interface TlsFlags {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
+
+export interface RemoteOptions extends TlsFlags {
   readonly endpoint: string;
   readonly endpoints?: string;
   readonly json?: boolean;
@@ -48,9 +56,86 @@ export interface RemoteOptions {
   readonly tokenFile?: string;
 }
 
-/** Adds --endpoint, --json and --timeout-ms to a command that calls the cluster. */
-export function remote(cmd: Command): Command {
+/**
+ * Adds --ca-file, --cert-file and --key-file: with --ca-file the command dials with TLS,
+ * trusting that CA for the nodes' certificates; --cert-file and --key-file add a client
+ * certificate, for a cluster started with --tls-client-ca.
+ */
+export function tlsOptions(cmd: Command): Command {
   return cmd
+    .addOption(
+      new Option(
+        '--ca-file <pem>',
+        "dial with TLS, trusting this CA bundle for the nodes' certificates (a cluster started with --tls-cert)",
+      ).env('TICKCTL_CA_FILE'),
+    )
+    .addOption(
+      new Option(
+        '--cert-file <pem>',
+        'client certificate to present (a cluster started with --tls-client-ca); needs --key-file and --ca-file',
+      ).env('TICKCTL_CERT_FILE'),
+    )
+    .addOption(
+      new Option('--key-file <pem>', 'private key of --cert-file').env('TICKCTL_KEY_FILE'),
+    );
+}
+
+/**
+ * The TLS options of the flags, read from their files; undefined without --ca-file
+ * (plaintext). Throws a UsageError naming the flag for a missing partner or a file that cannot
+ * be read or holds no PEM of the right kind.
+ */
+export function readTlsFlags(flags: TlsFlags): ClientTlsOptions | undefined {
+  const { caFile, certFile, keyFile } = flags;
+  if (certFile !== undefined && keyFile === undefined)
+    throw new UsageError('--cert-file needs --key-file (the private key of the certificate)');
+  if (keyFile !== undefined && certFile === undefined)
+    throw new UsageError('--key-file needs --cert-file (the certificate the key belongs to)');
+  if (caFile === undefined) {
+    if (certFile !== undefined)
+      throw new UsageError(
+        "--cert-file needs --ca-file: TLS is on only with the CA that signed the nodes' certificates",
+      );
+    return undefined;
+  }
+  const read = (flag: string, file: string, marker: RegExp, what: string): Buffer => {
+    let pem: Buffer;
+    try {
+      pem = readFileSync(file);
+    } catch (err) {
+      throw new UsageError(
+        `${flag}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+    if (!marker.test(pem.toString('latin1')))
+      throw new UsageError(`${flag}: ${file} holds no PEM ${what}`);
+    return pem;
+  };
+  const CERT = /-----BEGIN CERTIFICATE-----/;
+  const tls: ClientTlsOptions = {
+    ca: read('--ca-file', caFile, CERT, 'certificate'),
+    ...(certFile !== undefined && keyFile !== undefined
+      ? {
+          cert: read('--cert-file', certFile, CERT, 'certificate'),
+          key: read('--key-file', keyFile, /-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'private key'),
+        }
+      : {}),
+  };
+  try {
+    createSecureContext(tls);
+  } catch (err) {
+    const flags = certFile !== undefined ? '--ca-file, --cert-file, --key-file' : '--ca-file';
+    throw new UsageError(`${flags}: not usable for TLS: ${(err as Error).message}`);
+  }
+  // Node warns (DEP0123) at the first TLS connection to an IP address, because grpc-js names
+  // the IP as the TLS server name; the user of a command can do nothing about it.
+  process.noDeprecation = true;
+  return tls;
+}
+
+/** Adds --endpoint, --json, --timeout-ms and the TLS files to a command that calls the cluster. */
+export function remote(cmd: Command): Command {
+  cmd
     .addOption(
       new Option(
         '--endpoint <host:port>',
@@ -71,6 +156,7 @@ export function remote(cmd: Command): Command {
     )
     .option('--json', 'print the API response as JSON (errors as JSON on stderr)')
     .option('--timeout-ms <ms>', 'deadline of each call', '10000');
+  return tlsOptions(cmd);
 }
 
 /**
@@ -111,6 +197,9 @@ const CONNECTION_FLAGS = [
   '--timeout-ms <ms>',
   '--token-file <file>',
   '--json',
+  '--ca-file <pem>',
+  '--cert-file <pem>',
+  '--key-file <pem>',
 ] as const;
 
 /**
@@ -201,14 +290,20 @@ export async function withClient(
     run.exitCode = EXIT_USAGE;
     return;
   }
-  let token: string | undefined;
+  let client: ApiClient;
   try {
-    token = tokenFor(opts);
+    client = new ApiClient(
+      endpoints,
+      timeoutMs,
+      {},
+      { token: tokenFor(opts), tls: readTlsFlags(opts) },
+    );
   } catch (err) {
-    run.exitCode = report(run, opts, err);
+    if (!(err instanceof UsageError)) throw err;
+    run.io.writeErr(`tickctl: ${err.message}\n`);
+    run.exitCode = EXIT_USAGE;
     return;
   }
-  const client = new ApiClient(endpoints, timeoutMs, {}, { token });
   try {
     await body(client);
     run.exitCode = EXIT_OK;
@@ -230,7 +325,9 @@ function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
       `${JSON.stringify({ error: { status: grpc.status[err.status], code: err.code, message: err.message, violations: err.violations } })}\n`,
     );
   } else {
-    run.io.writeErr(`tickctl: ${describe(err, opts.endpoints ?? opts.endpoint)}\n`);
+    run.io.writeErr(
+      `tickctl: ${describe(err, opts.endpoints ?? opts.endpoint, opts.caFile !== undefined)}\n`,
+    );
     for (const v of err.violations) run.io.writeErr(`  ${v.field}: ${v.reason}\n`);
   }
   switch (err.status) {
@@ -253,7 +350,23 @@ function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
   }
 }
 
-function describe(err: ApiCallError, endpoint: string): string {
+/** grpc-js's connection failure text without its timestamp and empty resolution note. */
+function grpcDetails(message: string): string {
+  return message
+    .replace(/\s*\(\d{4}-\d\d-\d\dT[\d:.]+Z\)/g, '')
+    .replace(/\.?\s*Resolution note:\s*$/, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** What to check when a connection failed, with or without TLS. */
+function tlsHint(tls: boolean): string {
+  return tls
+    ? "With TLS: --ca-file must hold the CA that signed the nodes' certificates, and a cluster started with --tls-client-ca refuses a client without --cert-file/--key-file signed by its CA."
+    : 'A cluster started with --tls-cert serves only TLS: give --ca-file.';
+}
+
+function describe(err: ApiCallError, endpoint: string, tls: boolean): string {
   switch (err.status) {
     case grpc.status.INVALID_ARGUMENT:
       return `invalid input (${err.code}); fix these fields:`;
@@ -261,7 +374,10 @@ function describe(err: ApiCallError, endpoint: string): string {
       return `${err.message} (someone changed it meanwhile: read it again and retry)`;
     case grpc.status.UNAVAILABLE:
       if (err.code === 'UNAVAILABLE')
-        return `cannot reach ${endpoint}: is a node running there? (--endpoint, --endpoints, TICKCTL_ENDPOINT): ${err.message}`;
+        return (
+          `cannot reach ${endpoint}: is a node running there? (--endpoint, --endpoints, ` +
+          `TICKCTL_ENDPOINT): ${grpcDetails(err.message)}. ${tlsHint(tls)}`
+        );
       return `${err.message} (retry${err.retryDelayMs !== undefined ? ` in ${err.retryDelayMs} ms` : ''})`;
     case grpc.status.DEADLINE_EXCEEDED:
       return `no answer within the deadline (${err.message}); retry or raise --timeout-ms`;

@@ -91,6 +91,44 @@ export interface NodeOptions {
   adminTokenFile?: string;
   /** Serve every call without authentication (loopback development only). */
   insecureNoAuth?: boolean;
+  /**
+   * PEM certificate (chain) of the client API: serve it with TLS (gRPC, and HTTPS on
+   * --metrics-listen). Node-to-node forwarding and --join dial other nodes' client APIs with TLS
+   * too, presenting this certificate when they require client certificates. Needs tlsKey.
+   */
+  tlsCert?: string;
+  /** PEM private key of tlsCert. */
+  tlsKey?: string;
+  /** PEM CA bundle: the client API requires client certificates signed by it. Needs tlsCert. */
+  tlsClientCa?: string;
+  /**
+   * PEM CA bundle this node verifies other nodes' client API certificates with when it forwards
+   * a call or joins. Needs tlsCert. @default tlsClientCa if given, else the system's roots
+   */
+  tlsCa?: string;
+  /** PEM certificate (chain) of this node on the peer transport (mutual TLS). All three peer TLS options go together. */
+  peerTlsCert?: string;
+  /** PEM private key of peerTlsCert. */
+  peerTlsKey?: string;
+  /** PEM CA bundle of the cluster: every peer's certificate must be signed by it. */
+  peerTlsCa?: string;
+}
+
+/** Files of the client API's TLS (`--tls-*`). */
+export interface ApiTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** Client certificates are required, signed by this CA. */
+  readonly clientCaFile: string | undefined;
+  /** The CA other nodes' API certificates are verified with (--tls-ca). */
+  readonly caFile: string | undefined;
+}
+
+/** Files of the peer transport's mutual TLS (`--peer-tls-*`). */
+export interface PeerTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
 }
 
 export interface DeliveryConfig {
@@ -141,6 +179,10 @@ export interface CompiledNodeConfig {
   /** The bootstrap admin token's file; undefined exactly when insecureNoAuth. */
   readonly adminTokenFile: string | undefined;
   readonly insecureNoAuth: boolean;
+  /** TLS of the client API (and metrics); undefined: plaintext. */
+  readonly apiTls: ApiTlsFiles | undefined;
+  /** Mutual TLS of the peer transport; undefined: plaintext. */
+  readonly peerTls: PeerTlsFiles | undefined;
 }
 
 /** The flag each option is set by, used to name it in errors. */
@@ -174,6 +216,13 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   peerRoute: '--peer-route',
   adminTokenFile: '--admin-token-file',
   insecureNoAuth: '--insecure-no-auth',
+  tlsCert: '--tls-cert',
+  tlsKey: '--tls-key',
+  tlsClientCa: '--tls-client-ca',
+  tlsCa: '--tls-ca',
+  peerTlsCert: '--peer-tls-cert',
+  peerTlsKey: '--peer-tls-key',
+  peerTlsCa: '--peer-tls-ca',
 };
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -226,6 +275,8 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
   const peerRoutes = parsePeerRoutes(options.peerRoute, id, bad);
   const { adminTokenFile, insecureNoAuth } = checkAuthOptions(options, bad);
+  const apiTls = parseApiTls(options, bad);
+  const peerTls = parsePeerTls(options, bad);
   const int = (key: keyof NodeOptions, value: number, min: number, max: number): number => {
     if (!Number.isSafeInteger(value) || value < min || value > max) {
       bad(key, `must be an integer in [${min}, ${max}], got ${value}`);
@@ -312,6 +363,8 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     peerRoutes,
     adminTokenFile,
     insecureNoAuth,
+    apiTls,
+    peerTls,
   });
 }
 
@@ -343,6 +396,71 @@ function checkAuthOptions(
     return { adminTokenFile: undefined, insecureNoAuth: false };
   }
   return { adminTokenFile: file, insecureNoAuth: insecure === true };
+}
+
+type TlsKey =
+  'tlsCert' | 'tlsKey' | 'tlsClientCa' | 'tlsCa' | 'peerTlsCert' | 'peerTlsKey' | 'peerTlsCa';
+
+/** A TLS file option: undefined when not given; '' is refused (a file must be named). */
+function tlsFile(
+  options: NodeOptions,
+  key: TlsKey,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): string | undefined {
+  const v = options[key];
+  if (v === undefined) return undefined;
+  if (v === '') bad(key, 'must name a PEM file');
+  return v === '' ? undefined : v;
+}
+
+/**
+ * The client API's TLS flags: --tls-cert and --tls-key go together; --tls-client-ca and --tls-ca
+ * only mean something over TLS. The files themselves are read by src/config/tls-files.ts.
+ */
+function parseApiTls(
+  options: NodeOptions,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): ApiTlsFiles | undefined {
+  const certFile = tlsFile(options, 'tlsCert', bad);
+  const keyFile = tlsFile(options, 'tlsKey', bad);
+  const clientCaFile = tlsFile(options, 'tlsClientCa', bad);
+  const caFile = tlsFile(options, 'tlsCa', bad);
+  if (keyFile !== undefined && certFile === undefined)
+    bad('tlsCert', 'is required with --tls-key (the certificate the key belongs to)');
+  if (certFile !== undefined && keyFile === undefined)
+    bad('tlsKey', 'is required with --tls-cert (the private key of the certificate)');
+  if (certFile === undefined && keyFile === undefined) {
+    const needs = 'needs --tls-cert and --tls-key: the client API is plaintext without them';
+    if (clientCaFile !== undefined) bad('tlsClientCa', needs);
+    if (caFile !== undefined) bad('tlsCa', needs);
+    return undefined;
+  }
+  if (certFile === undefined || keyFile === undefined) return undefined;
+  return { certFile, keyFile, clientCaFile, caFile };
+}
+
+/** The peer transport's three TLS flags: all or none; each one missing is named. */
+function parsePeerTls(
+  options: NodeOptions,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): PeerTlsFiles | undefined {
+  const keys = ['peerTlsCert', 'peerTlsKey', 'peerTlsCa'] as const;
+  const given = keys.filter((k) => options[k] !== undefined);
+  const files = keys.map((k) => tlsFile(options, k, bad));
+  if (given.length === 0) return undefined;
+  if (given.length < keys.length) {
+    const with_ = given.map((k) => OPTION_FLAGS[k]).join(' and ');
+    for (const k of keys)
+      if (!given.includes(k))
+        bad(
+          k,
+          `is required with ${with_}: mutual TLS between nodes needs the node's certificate, its key and the cluster's CA`,
+        );
+    return undefined;
+  }
+  const [certFile, keyFile, caFile] = files;
+  if (certFile === undefined || keyFile === undefined || caFile === undefined) return undefined;
+  return { certFile, keyFile, caFile };
 }
 
 /** Fires per second, fractions allowed (a group of every-minute jobs fires below 1/s). */

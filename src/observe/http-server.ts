@@ -1,14 +1,19 @@
 /**
- * The node's operations endpoint (plain HTTP, `--metrics-listen`):
+ * The node's operations endpoint (`--metrics-listen`; HTTPS with the client API's certificate
+ * when the node has one, `--tls-cert`, else plain HTTP):
  * - `GET /metrics`: Prometheus text exposition;
  * - `GET /healthz`: 200 while the process serves at all (liveness: restart it when this fails);
  * - `GET /readyz`: 200 once the node can do its work, 503 with the reason otherwise (readiness:
  *   send it traffic, or count it in a rollout, only when this passes).
  * Anything else is 404. Kept on its own port so that scrapers never share the gRPC listener.
+ * No client certificate is asked for, even when the client API requires them: liveness and
+ * readiness probes (a kubelet's, a load balancer's) cannot present one.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { TickraftError } from '../base/errors.js';
+import type { TlsSource } from '../transport/tls.js';
 
 export type Readiness =
   { readonly ready: true } | { readonly ready: false; readonly reason: string };
@@ -20,12 +25,27 @@ export interface OpsEndpoints {
 
 export class OpsHttpServer {
   private server: Server | undefined;
+  private unsubscribe: (() => void) | undefined;
 
   constructor(private readonly endpoints: OpsEndpoints) {}
 
-  /** Listens on host:port (port 0 picks one); resolves with the bound port. */
-  start(host: string, port: number): Promise<number> {
-    const server = createServer((req, res) => this.handle(req, res));
+  /**
+   * Listens on host:port (port 0 picks one); resolves with the bound port. With `tls`, serves
+   * HTTPS with its certificate and key (a new one from the next handshake on, after a reload).
+   */
+  start(host: string, port: number, tls?: TlsSource): Promise<number> {
+    const handler = (req: IncomingMessage, res: ServerResponse): void => this.handle(req, res);
+    let server: Server;
+    if (tls === undefined) server = createServer(handler);
+    else {
+      const identity = (): { cert?: Buffer; key?: Buffer } => ({
+        ...(tls.material.cert !== undefined ? { cert: tls.material.cert } : {}),
+        ...(tls.material.key !== undefined ? { key: tls.material.key } : {}),
+      });
+      const https = createHttpsServer(identity(), handler);
+      this.unsubscribe = tls.onChange(() => https.setSecureContext(identity()));
+      server = https;
+    }
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) =>
@@ -43,6 +63,8 @@ export class OpsHttpServer {
   close(): Promise<void> {
     const server = this.server;
     this.server = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
     if (!server) return Promise.resolve();
     // Scrapers keep connections alive; they must not hold the shutdown up.
     server.closeAllConnections();

@@ -67,6 +67,7 @@ export class NodeMetrics {
   private readonly commitGroups: Histogram;
   private readonly fsync: Histogram;
   private readonly leaderChanges: Counter<'group'>;
+  private readonly peerRefused: Counter<'reason'>;
   // Per-attempt observations wait here until a scrape (or a full buffer): see ObservationBuffer.
   private readonly lagStartPending: ObservationBuffer;
   private readonly lagResponsePending: ObservationBuffer;
@@ -153,6 +154,12 @@ export class NodeMetrics {
       name: 'tickraft_leader_changes_total',
       help: 'Leader changes seen by this replica, per group (the first leader counts)',
       labelNames: ['group'],
+      registers,
+    });
+    this.peerRefused = new Counter({
+      name: 'tickraft_peer_connections_refused_total',
+      help: 'Connections to the peer port refused by mutual TLS, by reason (the certificate verdict or handshake error)',
+      labelNames: ['reason'],
       registers,
     });
     this.raftGauges(registers);
@@ -307,6 +314,11 @@ export class NodeMetrics {
 
   leaderChanged(groupId: number): void {
     this.leaderChanges.inc({ group: String(groupId) });
+  }
+
+  /** Mutual TLS refused a connection to the peer port; `reason` is a code (a bounded set). */
+  peerConnectionRefused(reason: string): void {
+    this.peerRefused.inc({ reason: reason.slice(0, 64) });
   }
 
   /** The Prometheus text exposition of every metric. */

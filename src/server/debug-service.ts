@@ -149,8 +149,15 @@ export class DebugServer {
     return count;
   }
 
-  /** Binds the client API address; `addServices` adds the public API to the same server. */
-  async start(address: string, addServices?: (server: grpc.Server) => void): Promise<number> {
+  /**
+   * Binds the client API address; `addServices` adds the public API to the same server.
+   * `credentials`: TLS (src/transport/tls.ts serverCredentials); plaintext when absent.
+   */
+  async start(
+    address: string,
+    addServices?: (server: grpc.Server) => void,
+    credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure(),
+  ): Promise<number> {
     const service = loadDebugService();
     // Channelz (grpc-js's introspection service, unused here) would track every call.
     const server = new grpc.Server({
@@ -219,7 +226,7 @@ export class DebugServer {
     });
     this.server = server;
     return new Promise((resolve, reject) => {
-      server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => {
+      server.bindAsync(address, credentials, (err, port) => {
         if (err) reject(err);
         else resolve(port);
       });

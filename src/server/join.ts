@@ -5,7 +5,7 @@
  * id or address already in use): the node must not start under an identity it does not own.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ApiCallError, ApiClient } from '../api/client.js';
+import { ApiCallError, ApiClient, type ClientTlsOptions } from '../api/client.js';
 import type { NodeId } from '../raft/messages.js';
 import type { NodeLogger } from './node.js';
 
@@ -18,6 +18,8 @@ export interface JoinRequest {
   /** The cluster admin token (AddNode is an admin call); undefined without authentication. */
   readonly token: string | undefined;
   readonly deadlineMs: number;
+  /** The member's client API serves TLS: dial it with this node's API certificate and CA. */
+  readonly tls?: ClientTlsOptions;
 }
 
 const RETRY_MS = 500;
@@ -29,7 +31,7 @@ function isTransient(err: unknown): boolean {
 
 /** Registers the node; resolves with every member's peer address. */
 export async function joinCluster(req: JoinRequest): Promise<Map<NodeId, string>> {
-  const client = new ApiClient(req.via, 10_000, {}, { token: req.token });
+  const client = new ApiClient(req.via, 10_000, {}, { token: req.token, tls: req.tls });
   try {
     for (;;) {
       try {

@@ -13,6 +13,7 @@ import {
   compileNodeOptions,
   formatHostPort,
   OPTION_FLAGS,
+  type CompiledNodeConfig,
   type NodeOptions,
 } from '../config/node-config.js';
 import { ApiServer } from '../api/api-server.js';
@@ -21,8 +22,15 @@ import { Authenticator } from '../auth/authenticator.js';
 import { hashToken } from '../auth/token-secret.js';
 import { SystemClock } from '../base/clock.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
+import {
+  loadNodeTls,
+  plaintextListeners,
+  reloadNodeTls,
+  type NodeTls,
+} from '../config/tls-files.js';
+import { serverCredentials } from '../transport/tls.js';
 import { DebugServer } from './debug-service.js';
-import { TickraftNode } from './node.js';
+import { TickraftNode, type NodeLogger } from './node.js';
 
 const EXIT_USAGE = 2;
 
@@ -41,7 +49,7 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .exitOverride()
     .version(packageVersion(), '--version', 'print the version of tickraft and exit')
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  program
+  const serve = program
     .command('serve')
     .description(
       'run a tickraft node (creates a cluster with --initial-cluster, or restarts on --data-dir)',
@@ -169,18 +177,45 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     )
     .option(
       '--metrics-listen <host:port>',
-      'HTTP address for /metrics, /healthz and /readyz (default: not served)',
+      'HTTP address for /metrics, /healthz and /readyz, HTTPS with --tls-cert (default: not served)',
     )
     .option(
       '--peer-route <id=host:port>',
       'dial peer id at host:port instead of its advertised peer address (repeatable, or a comma list; e.g. through a proxy)',
       (value: string, previous: string | undefined) =>
         previous === undefined ? value : `${previous},${value}`,
-    )
-    .action(async (flags: Record<string, unknown>) => {
-      process.exitCode = await run(mergeConfig(flags));
-    });
+    );
+  addTlsOptions(serve).action(async (flags: Record<string, unknown>) => {
+    process.exitCode = await run(mergeConfig(flags));
+  });
   return program;
+}
+
+/** The TLS flags of `serve` (docs/OPERATIONS.md, TLS). */
+function addTlsOptions(cmd: Command): Command {
+  return cmd
+    .option(
+      '--tls-cert <file>',
+      'PEM certificate (chain) of the client API: serve it (and --metrics-listen) with TLS; other nodes are then dialled with TLS too when forwarding or joining. Needs --tls-key',
+    )
+    .option('--tls-key <file>', 'PEM private key of --tls-cert')
+    .option(
+      '--tls-client-ca <file>',
+      'PEM CA bundle: the client API requires client certificates signed by it (nodes forward with their --tls-cert, so it must sign those too)',
+    )
+    .option(
+      '--tls-ca <file>',
+      "PEM CA bundle that signed the other nodes' --tls-cert, checked when forwarding or joining (default: --tls-client-ca if given, else the system's roots)",
+    )
+    .option(
+      '--peer-tls-cert <file>',
+      'PEM certificate (chain) of this node for mutual TLS between nodes; all three --peer-tls-* go together',
+    )
+    .option('--peer-tls-key <file>', 'PEM private key of --peer-tls-cert')
+    .option(
+      '--peer-tls-ca <file>',
+      'PEM CA bundle of the cluster: only nodes whose peer certificate it signed may connect or join',
+    );
 }
 
 function mergeConfig(flags: Record<string, unknown>): NodeOptions {
@@ -225,6 +260,49 @@ function mergeConfig(flags: Record<string, unknown>): NodeOptions {
   return merged;
 }
 
+/**
+ * Plaintext stays for development on loopback, but never silently: every plaintext listener is
+ * named at every start, and one bound to an address other nodes or clients can reach is flagged
+ * as exposed (an error line, and on stderr).
+ */
+function warnPlaintext(config: CompiledNodeConfig, log: NodeLogger): void {
+  for (const l of plaintextListeners(config)) {
+    const fix =
+      l.flag === '--peer-listen'
+        ? '--peer-tls-cert/--peer-tls-key/--peer-tls-ca'
+        : '--tls-cert/--tls-key';
+    if (l.loopback) {
+      log.warn(
+        { flag: l.flag, address: l.address },
+        `plaintext listener (no TLS): fine on loopback for development; give ${fix} for TLS`,
+      );
+    } else {
+      const text =
+        `${l.flag} ${l.address} serves PLAINTEXT on a non-loopback address: anyone who can ` +
+        `reach it can read and ${l.flag === '--metrics-listen' ? 'scrape' : 'send'} its ` +
+        `traffic unauthenticated; give ${fix} (docs/OPERATIONS.md, TLS)`;
+      log.error({ flag: l.flag, address: l.address }, text);
+      process.stderr.write(`tickraft: WARNING: ${text}\n`);
+    }
+  }
+}
+
+/** SIGHUP reads the TLS files again; a bad set is refused whole and the old one stays. */
+function reloadOnHangup(config: CompiledNodeConfig, tls: NodeTls, log: NodeLogger): void {
+  if (tls.api === undefined && tls.peer === undefined) return;
+  process.on('SIGHUP', () => {
+    try {
+      const certificates = reloadNodeTls(config, tls);
+      log.info({ certificates }, 'TLS files reloaded (SIGHUP): new connections use them');
+    } catch (err) {
+      log.error(
+        err instanceof ValidationError ? { violations: err.violations } : { err: String(err) },
+        'TLS reload (SIGHUP) refused: the files kept serving are the previous ones',
+      );
+    }
+  });
+}
+
 function serve(options: NodeOptions): Promise<number> {
   const config = compileNodeOptions(options);
   const adminToken =
@@ -240,8 +318,14 @@ function serve(options: NodeOptions): Promise<number> {
       { file: config.adminTokenFile },
       'the admin token file can be read by other users of this machine; chmod 600 it',
     );
-  const node = new TickraftNode(config, log, adminToken?.token);
+  // Unreadable or invalid TLS files are bad options: a ValidationError, exit 2.
+  const { tls, summary } = loadNodeTls(config);
+  warnPlaintext(config, log);
+  if (Object.keys(summary).length > 0) log.info({ certificates: summary }, 'TLS enabled');
+  reloadOnHangup(config, tls, log);
+  const node = new TickraftNode(config, log, tls, adminToken?.token);
   const debug = new DebugServer(node);
+  const apiCredentials = tls.api && serverCredentials(tls.api.server, tls.api.requireClientCert);
   const auth = new Authenticator({
     adminTokenHash: adminToken === undefined ? undefined : hashToken(adminToken.token),
     tokensByHash: node.meta.tokensByHash,
@@ -291,12 +375,19 @@ function serve(options: NodeOptions): Promise<number> {
           process.exit(1);
         },
         async () => {
-          apiPort = await debug.start(formatHostPort(config.listen), (server) => api.addTo(server));
+          apiPort = await debug.start(
+            formatHostPort(config.listen),
+            (server) => api.addTo(server),
+            apiCredentials,
+          );
         },
       )
       .then(() => {
         api.start();
-        log.info({ listen: `${config.listen.host}:${apiPort}` }, 'serving');
+        log.info(
+          { listen: `${config.listen.host}:${apiPort}`, tls: tls.api !== undefined },
+          'serving',
+        );
       })
       .catch(async (err: unknown) => {
         // node.start released what it opened; the client API server is ours to close.

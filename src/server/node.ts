@@ -27,9 +27,22 @@ import { NodeMetrics, type SchedulerGroupFacts } from '../observe/metrics.js';
 import { OpsHttpServer, type Readiness } from '../observe/http-server.js';
 import { joinCluster, rejoinInBackground } from './join.js';
 import { MembershipRuntime } from './membership-runtime.js';
+import type { NodeTls } from '../config/tls-files.js';
+import {
+  channelCredentials,
+  PEER_TLS_UNVERIFIED,
+  PeerTlsError,
+  probeTls,
+} from '../transport/tls.js';
+import type { RefusedPeer } from '../transport/tls-listener.js';
+import type { ChannelCredentials } from '@grpc/grpc-js';
 
 /** Leader balancing leaves a group with a new leader for this long (TickraftNode.balanceLeaders). */
 const LEADER_SETTLE_MS = 1000;
+/** Bound on AddNode's TLS handshake with a joining node's peer address. */
+const JOIN_PROBE_MS = 5000;
+/** A peer that keeps failing to connect is logged again after this long (one line, not one per retry). */
+const CONNECT_FAILED_LOG_EVERY_MS = 30_000;
 
 export interface NodeLogger {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -72,13 +85,40 @@ export class TickraftNode {
   /** Peer addresses a join answered with (before the meta group reaches this node). */
   private joinPeers = new Map<NodeId, string>();
   membership!: MembershipRuntime;
+  /** Forwarding's TLS to other nodes' client APIs (ApiNode); undefined: plaintext. */
+  readonly apiDialCredentials: ChannelCredentials | undefined;
+  /** When a connect failure to each peer was last logged. */
+  private readonly connectFailLoggedMs = new Map<NodeId, number>();
 
   constructor(
     readonly config: CompiledNodeConfig,
     private readonly log: NodeLogger,
+    /** The TLS material (src/config/tls-files.ts); none: every listener is plaintext. */
+    private readonly tls: NodeTls = { api: undefined, peer: undefined },
     /** The bootstrap admin token this node joins with; undefined without authentication. */
     private readonly adminToken: string | undefined = undefined,
-  ) {}
+  ) {
+    this.apiDialCredentials = tls.api && channelCredentials(tls.api.dial);
+  }
+
+  /** ApiNode: with peer mutual TLS, a joining node must prove a certificate of the cluster's CA. */
+  async verifyJoiningPeer(peerAddress: string): Promise<void> {
+    const peer = this.tls.peer;
+    if (peer === undefined) return;
+    try {
+      await probeTls(peerAddress, peer.material, JOIN_PROBE_MS);
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      this.log.warn({ peerAddress, reason }, 'join refused: peer certificate not verified');
+      throw new PeerTlsError(
+        PEER_TLS_UNVERIFIED,
+        `the node at peer address ${peerAddress} did not prove a certificate signed by this ` +
+          `cluster's --peer-tls-ca (${reason}); a node joins only while it serves its peer ` +
+          `address with such a certificate (start it with --join)`,
+        { cause: err },
+      );
+    }
+  }
 
   get id(): NodeId {
     return this.config.id;
@@ -254,7 +294,39 @@ export class TickraftNode {
         for (const g of groupIds) this.host.report(g, { kind: 'unreachable', to });
       },
       isGroupHosted: (groupId) => this.host.isHosted(groupId),
+      ...(this.tls.peer !== undefined ? { tls: this.tls.peer } : {}),
+      onRefused: (peer) => this.peerRefused(peer),
+      onConnectFailed: (peer, reason) => this.peerConnectFailed(peer, reason),
     });
+  }
+
+  /** Mutual TLS refused a connection to the peer port: say who and why, and count it. */
+  private peerRefused(peer: RefusedPeer): void {
+    this.metrics.peerConnectionRefused(peer.reason);
+    this.log.warn(
+      {
+        remote: peer.remote,
+        reason: peer.reason,
+        detail: peer.detail,
+        subject: peer.subject,
+        issuer: peer.issuer,
+      },
+      peer.kind === 'certificate'
+        ? "peer connection refused: its certificate is not signed by this cluster's --peer-tls-ca"
+        : 'peer connection failed in its TLS handshake (the other end refused this node, or spoke no TLS)',
+    );
+  }
+
+  /**
+   * A stream to a peer failed before it was accepted (down, unreachable, or TLS refused: the
+   * reason says which); logged at most once per peer and interval, as it retries with backoff.
+   */
+  private peerConnectFailed(peer: NodeId, reason: string): void {
+    const now = Date.now();
+    const last = this.connectFailLoggedMs.get(peer);
+    if (last !== undefined && now - last < CONNECT_FAILED_LOG_EVERY_MS) return;
+    this.connectFailLoggedMs.set(peer, now);
+    this.log.warn({ peer, reason }, 'cannot connect to peer');
   }
 
   private makeMetrics(): NodeMetrics {
@@ -283,7 +355,7 @@ export class TickraftNode {
     });
     const ops = this.ops;
     this.startOpened.push({ what: 'metrics listener', close: () => ops.close() });
-    this.metricsPort = await ops.start(at.host, at.port);
+    this.metricsPort = await ops.start(at.host, at.port, this.tls.api?.server);
   }
 
   /**
@@ -368,6 +440,7 @@ export class TickraftNode {
       apiAddress: formatHostPort(this.config.listen),
       token: this.adminToken,
       deadlineMs: Date.now() + 60_000,
+      ...(this.tls.api !== undefined ? { tls: this.tls.api.dial.material } : {}),
     };
   }
 

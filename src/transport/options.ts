@@ -6,6 +6,8 @@
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import type { NodeId } from '../raft/messages.js';
 import { INVALID_OPTIONS } from './errors.js';
+import type { RefusedPeer } from './tls-listener.js';
+import type { TlsSource } from './tls.js';
 import type { GroupMessage } from './wire.js';
 
 const KiB = 1024;
@@ -65,6 +67,19 @@ export interface PeerTransportOptions {
   /** Receiver side: whether this node hosts the group (or is willing to create it). */
   isGroupHosted(groupId: number): boolean;
   readonly limits?: PeerTransportLimits;
+  /**
+   * Mutual TLS: this node's certificate and key and the cluster's CA. The server then accepts
+   * only peers whose certificate chains to the CA, and this node dials its peers with TLS,
+   * checking theirs the same way and presenting its own. Plaintext when absent.
+   */
+  readonly tls?: TlsSource;
+  /** A connection the server refused: its certificate did not chain to the CA, or none came. */
+  onRefused?(peer: RefusedPeer): void;
+  /**
+   * A stream to `peer` failed before the peer accepted it (connection refused, TLS refused):
+   * `reason` is gRPC's. Called at every failed attempt; the caller decides what to log.
+   */
+  onConnectFailed?(peer: NodeId, reason: string): void;
 }
 
 export type CompiledLimits = Readonly<Required<PeerTransportLimits>>;

@@ -32,6 +32,7 @@ import {
   RaftTransportClient,
   type ClientStream,
   type GroupMessage,
+  type PeerChannelCredentials,
 } from './wire.js';
 
 export type PeerClientState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
@@ -41,6 +42,8 @@ export interface PeerClientHooks {
   onDropped(groupIds: Iterable<number>): void;
   /** The peer does not host these groups. */
   onNotHosted(groupIds: readonly number[]): void;
+  /** A stream ended before the peer accepted it (refused, unreachable, TLS refused). */
+  onConnectFailed?(reason: string): void;
 }
 
 interface Queued {
@@ -83,22 +86,28 @@ export class PeerClient {
     private readonly limits: CompiledLimits,
     private readonly counters: PeerCounters,
     private readonly hooks: PeerClientHooks,
+    /** Mutual TLS (tls.ts); plaintext when absent. */
+    credentials?: PeerChannelCredentials,
   ) {
-    this.rpc = new RaftTransportClient(address, {
-      'grpc.keepalive_time_ms': limits.keepaliveMs,
-      'grpc.keepalive_timeout_ms': limits.keepaliveTimeoutMs,
-      'grpc.keepalive_permit_without_calls': 1,
-      // The channel's own reconnect backoff follows ours, so a restarted peer is found as soon
-      // as our timer allows, not after grpc-js's default of up to two minutes.
-      'grpc.initial_reconnect_backoff_ms': limits.reconnectBackoffMinMs,
-      'grpc.max_reconnect_backoff_ms': limits.reconnectBackoffMaxMs,
-      // Retries would buffer and replay frames behind our back; Raft does its own.
-      'grpc.enable_retries': 0,
-      // One connection per ordered node pair, not shared with other transports in the process.
-      'grpc.use_local_subchannel_pool': 1,
-      // Channelz (grpc-js's introspection service, unused here) would track every frame.
-      'grpc.enable_channelz': 0,
-    });
+    this.rpc = new RaftTransportClient(
+      address,
+      {
+        'grpc.keepalive_time_ms': limits.keepaliveMs,
+        'grpc.keepalive_timeout_ms': limits.keepaliveTimeoutMs,
+        'grpc.keepalive_permit_without_calls': 1,
+        // The channel's own reconnect backoff follows ours, so a restarted peer is found as soon
+        // as our timer allows, not after grpc-js's default of up to two minutes.
+        'grpc.initial_reconnect_backoff_ms': limits.reconnectBackoffMinMs,
+        'grpc.max_reconnect_backoff_ms': limits.reconnectBackoffMaxMs,
+        // Retries would buffer and replay frames behind our back; Raft does its own.
+        'grpc.enable_retries': 0,
+        // One connection per ordered node pair, not shared with other transports in the process.
+        'grpc.use_local_subchannel_pool': 1,
+        // Channelz (grpc-js's introspection service, unused here) would track every frame.
+        'grpc.enable_channelz': 0,
+      },
+      credentials,
+    );
     this.frameOverheadBytes = estimateFrameOverheadBytes(selfId, peerId);
   }
 
@@ -222,8 +231,8 @@ export class PeerClient {
     });
     // 'status' always ends a call; 'error' accompanies a non-OK status and must be listened to,
     // or it would be thrown. Either one ends this stream, whichever comes first.
-    call.on('status', () => this.handleStreamEnded(call));
-    call.on('error', () => this.handleStreamEnded(call));
+    call.on('status', (st: { details: string }) => this.handleStreamEnded(call, st.details));
+    call.on('error', (err: Error) => this.handleStreamEnded(call, err.message));
     this.connectTimer = setTimeout(() => {
       if (call === this.call && this.stateValue === 'connecting') call.cancel();
     }, this.limits.connectTimeoutMs);
@@ -240,12 +249,13 @@ export class PeerClient {
     this.scheduleFlush();
   }
 
-  private handleStreamEnded(call: ClientStream): void {
+  private handleStreamEnded(call: ClientStream, reason: string): void {
     if (call !== this.call) return;
     this.call = undefined;
     clearTimeout(this.connectTimer);
     this.dropQueue();
     if (this.stateValue === 'closed') return;
+    if (this.stateValue === 'connecting') this.hooks.onConnectFailed?.(reason);
     // A stream that stayed up for a while resets the backoff; one that fails at once keeps
     // doubling, so a peer that accepts and then rejects us is not hammered.
     const wasReady = this.stateValue === 'ready';

@@ -10,6 +10,9 @@
  * SendSnapshot: chunks are reassembled by SnapshotAssembler; a snapshot for a group this node
  * does not host is refused at the header, before its data is sent. Concurrent receives are
  * bounded, since each holds a whole snapshot in memory.
+ *
+ * With mutual TLS (PeerTransportOptions.tls) the port is a TlsPeerListener's: a node whose
+ * certificate does not chain to the cluster's CA never reaches these handlers.
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { NodeId } from '../raft/messages.js';
@@ -17,6 +20,8 @@ import type { CounterTable } from './counters.js';
 import { MalformedFrameError } from './errors.js';
 import type { CompiledLimits } from './options.js';
 import { SnapshotAssembler } from './snapshot-assembler.js';
+import { TlsPeerListener, type RefusedPeer } from './tls-listener.js';
+import type { TlsSource } from './tls.js';
 import {
   bindServer,
   createRaftTransportServer,
@@ -25,6 +30,7 @@ import {
   encodeNoticeFrame,
   encodeSnapshotAck,
   grpcStatus,
+  insecureServerCredentials,
   Metadata,
   type GroupMessage,
   type SnapshotCall,
@@ -40,6 +46,10 @@ export interface PeerServerContext {
   isGroupHosted(groupId: number): boolean;
   /** Each valid frame's BatchFrame.stopping, before its messages are delivered. */
   onPeerStopping(from: NodeId, stopping: boolean): void;
+  /** Mutual TLS: this node's certificate and the cluster's CA; plaintext when absent. */
+  readonly tls?: TlsSource;
+  /** A connection refused by mutual TLS (its certificate did not chain to the CA). */
+  onRefused?(peer: RefusedPeer): void;
 }
 
 /** Headroom over maxFrameBytes the server accepts, for peers configured a little differently. */
@@ -54,6 +64,7 @@ export class PeerServer {
   malformedUnknownSenderCount = 0;
   private closing: Promise<void> | undefined;
   private binding: Promise<number> | undefined;
+  private tlsListener: TlsPeerListener | undefined;
 
   constructor(private readonly ctx: PeerServerContext) {
     const { limits } = ctx;
@@ -76,7 +87,18 @@ export class PeerServer {
 
   /** Binds `listen` and starts serving; resolves to the bound port. */
   start(listen: string): Promise<number> {
-    this.binding = bindServer(this.server, listen);
+    const tls = this.ctx.tls;
+    if (tls === undefined) {
+      this.binding = bindServer(this.server, listen);
+    } else {
+      this.tlsListener = new TlsPeerListener(
+        this.server,
+        insecureServerCredentials(),
+        tls,
+        (peer) => this.ctx.onRefused?.(peer),
+      );
+      this.binding = this.tlsListener.listen(listen);
+    }
     return this.binding;
   }
 
@@ -90,6 +112,7 @@ export class PeerServer {
     // Shutting down while a bind is pending would let the bind complete afterwards and leave
     // the port open, so the bind settles first (its failure is start()'s to report).
     await this.binding?.catch(() => undefined);
+    this.tlsListener?.close();
     await new Promise<void>((resolve) => {
       // Ending our side with OK tells senders the stream is over rather than broken mid-frame.
       for (const call of this.streams) call.end();

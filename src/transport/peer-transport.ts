@@ -21,8 +21,9 @@ import { TRANSPORT_CLOSED, TransportError, BIND_FAILED } from './errors.js';
 import { compileOptions, type CompiledLimits, type PeerTransportOptions } from './options.js';
 import { PeerClient } from './peer-client.js';
 import { PeerServer } from './peer-server.js';
+import { channelCredentials } from './tls.js';
 import { UnreachableReporter } from './unreachable-reporter.js';
-import { estimateMessageBytes, type GroupMessage } from './wire.js';
+import { estimateMessageBytes, type GroupMessage, type PeerChannelCredentials } from './wire.js';
 
 export type { GroupMessage } from './wire.js';
 export type { PeerCounters } from './counters.js';
@@ -49,10 +50,13 @@ export class PeerTransport {
   private stoppingSelf = false;
   /** Peers whose last frame said they are stopping (a restarted peer's first frame clears it). */
   private readonly stoppingPeers = new Set<NodeId>();
+  /** Mutual TLS of the clients (one credentials object for every peer); plaintext when absent. */
+  private readonly credentials: PeerChannelCredentials | undefined;
 
   constructor(options: PeerTransportOptions) {
     this.limits = compileOptions(options);
     this.options = options;
+    this.credentials = options.tls && channelCredentials(options.tls);
     this.nodeId = options.nodeId;
     for (const [id, address] of options.peers ?? []) this.addresses.set(id, address);
     this.unreachable = new UnreachableReporter(
@@ -71,6 +75,8 @@ export class PeerTransport {
         if (stopping) this.stoppingPeers.add(from);
         else this.stoppingPeers.delete(from);
       },
+      ...(options.tls !== undefined ? { tls: options.tls } : {}),
+      onRefused: (peer) => this.whileOpen(() => options.onRefused?.(peer)),
     });
   }
 
@@ -208,13 +214,23 @@ export class PeerTransport {
     if (client !== undefined) return client;
     const address = this.addresses.get(to);
     if (address === undefined) return undefined;
-    client = new PeerClient(this.nodeId, to, address, this.limits, this.counterTable.of(to), {
-      onDropped: (groupIds) => this.unreachable.note(to, groupIds),
-      onNotHosted: (groupIds) =>
-        this.whileOpen(() => {
-          for (const g of groupIds) this.options.onGroupNotHosted?.(to, g);
-        }),
-    });
+    client = new PeerClient(
+      this.nodeId,
+      to,
+      address,
+      this.limits,
+      this.counterTable.of(to),
+      {
+        onDropped: (groupIds) => this.unreachable.note(to, groupIds),
+        onNotHosted: (groupIds) =>
+          this.whileOpen(() => {
+            for (const g of groupIds) this.options.onGroupNotHosted?.(to, g);
+          }),
+        onConnectFailed: (reason) =>
+          this.whileOpen(() => this.options.onConnectFailed?.(to, reason)),
+      },
+      this.credentials,
+    );
     // A client made after setStopping(true) (a peer added, or its address changed) says so too.
     if (this.stoppingSelf) client.announce(true);
     this.clients.set(to, client);

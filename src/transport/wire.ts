@@ -616,10 +616,10 @@ export function createRaftTransportServer(
   return server;
 }
 
-/** Binds and starts the server; resolves to the bound port (useful with port 0). */
+/** Binds and starts the server (plaintext); resolves to the bound port (useful with port 0). */
 export function bindServer(server: grpc.Server, address: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => {
+    server.bindAsync(address, insecureServerCredentials(), (err, port) => {
       if (err === null) resolve(port);
       else reject(err);
     });
@@ -629,13 +629,23 @@ export function bindServer(server: grpc.Server, address: string): Promise<number
 export type ClientStream = grpc.ClientDuplexStream<Buffer, Buffer>;
 export type ClientSnapshotStream = grpc.ClientWritableStream<Buffer>;
 export type ServiceError = grpc.ServiceError;
+export type PeerChannelCredentials = grpc.ChannelCredentials;
 
 /** The typed client side of RaftTransport: one channel to one peer address. */
 export class RaftTransportClient {
   private readonly client: grpc.Client;
 
-  constructor(address: string, options: grpc.ChannelOptions) {
-    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), options);
+  /** `credentials`: the peer transport's mutual TLS (tls.ts); plaintext when absent. */
+  constructor(
+    address: string,
+    options: grpc.ChannelOptions,
+    credentials?: grpc.ChannelCredentials,
+  ) {
+    this.client = new grpc.Client(
+      address,
+      credentials ?? grpc.credentials.createInsecure(),
+      options,
+    );
   }
 
   openStream(): ClientStream {
@@ -661,4 +671,6 @@ export class RaftTransportClient {
 }
 
 export const grpcStatus = grpc.status;
+export const insecureServerCredentials = (): grpc.ServerCredentials =>
+  grpc.ServerCredentials.createInsecure();
 export { Metadata } from '@grpc/grpc-js';

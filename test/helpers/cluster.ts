@@ -141,12 +141,11 @@ export class ProcNode {
     readonly dataDir: string,
     private readonly args: () => string[],
     readonly host = '127.0.0.1',
+    /** How the DebugService client dials the node: TLS for a node started with --tls-cert. */
+    credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
   ) {
     const Ctor = loadDebugService();
-    this.client = new Ctor(
-      `${host}:${apiPort}`,
-      grpc.credentials.createInsecure(),
-    ) as unknown as DebugClient;
+    this.client = new Ctor(`${host}:${apiPort}`, credentials) as unknown as DebugClient;
   }
 
   start(extraArgs: string[] = []): void {
@@ -255,6 +254,8 @@ export interface ClusterOptions {
   extraArgs?: string[];
   /** Give each node a --metrics-listen address (ProcNode.metricsPort). */
   metrics?: boolean;
+  /** How the tests' DebugService clients dial the nodes (TLS when they serve it). */
+  credentials?: grpc.ChannelCredentials;
 }
 
 export class ProcCluster {
@@ -328,7 +329,7 @@ export class ProcCluster {
         cluster.tokenFile,
         ...(opts.extraArgs ?? []),
       ];
-      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host);
+      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, opts.credentials);
       node.metricsPort = p.metrics;
       cluster.nodes.push(node);
     }

@@ -18,14 +18,21 @@ import {
 import { WORKER_CAPACITY_MAX, WORKER_ID_CHARS_MAX } from '../../delivery/worker-hub.js';
 import { WORKER_NAME, WORKER_NAME_RULE, WORKER_TAGS_MAX } from '../../delivery/worker-target.js';
 import { EXIT_OK, EXIT_USAGE, type CliRun } from '../io.js';
-import { DEFAULT_ENDPOINT, tokenFor } from '../remote.js';
+import {
+  DEFAULT_ENDPOINT,
+  readTlsFlags,
+  tlsOptions,
+  tokenFor,
+  UsageError,
+  type TlsFlags,
+} from '../remote.js';
 
 /** Most output of a command kept as the attempt's excerpt (the node keeps 1024 characters). */
 const OUTPUT_MAX = 1024;
 /** A command told to stop (its lease was revoked) that still runs after this is killed. */
 const KILL_AFTER_MS = 5000;
 
-interface WorkerFlags {
+interface WorkerFlags extends TlsFlags {
   endpoint: string;
   pool: string;
   tags?: string;
@@ -38,7 +45,7 @@ interface WorkerFlags {
 }
 
 export function registerWorkerCommand(program: Command, run: CliRun): void {
-  program
+  const worker = program
     .command('worker')
     .description(
       'run a pull-based worker: lease the runs of jobs whose target is worker:<pool> and run --exec for each (Ctrl-C drains and stops)',
@@ -67,10 +74,10 @@ export function registerWorkerCommand(program: Command, run: CliRun): void {
       '--fail-exit <codes>',
       'exit codes of --exec that fail the run without retry (e.g. 2,64)',
     )
-    .option('--drain-ms <ms>', 'on SIGINT/SIGTERM, how long runs in hand get to finish', '10000')
-    .action(async (o: WorkerFlags) => {
-      run.exitCode = await runWorker(run, o);
-    });
+    .option('--drain-ms <ms>', 'on SIGINT/SIGTERM, how long runs in hand get to finish', '10000');
+  tlsOptions(worker).action(async (o: WorkerFlags) => {
+    run.exitCode = await runWorker(run, o);
+  });
 }
 
 async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
@@ -110,6 +117,13 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
   if (workerId === '' || workerId.length > WORKER_ID_CHARS_MAX) {
     return usage(`--id: must be 1-${WORKER_ID_CHARS_MAX} characters`);
   }
+  let tls;
+  try {
+    tls = readTlsFlags(o);
+  } catch (err) {
+    if (err instanceof UsageError) return usage(err.message);
+    throw err;
+  }
   const line = (text: string): void =>
     io.writeOut(`${new Date(io.clock.nowMs()).toISOString()}  ${text}\n`);
   const exec = o.exec;
@@ -120,6 +134,7 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
     pool: o.pool,
     tags,
     capacity,
+    ...(tls !== undefined ? { tls } : {}),
     log: {
       info: () => {},
       warn: (fields, msg) => io.writeErr(`tickctl worker: ${msg} ${JSON.stringify(fields)}\n`),

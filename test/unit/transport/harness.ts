@@ -15,6 +15,8 @@ import {
   type GroupMessage,
   type PeerTransportLimits,
 } from '../../../src/transport/peer-transport.js';
+import type { RefusedPeer } from '../../../src/transport/tls-listener.js';
+import type { TlsSource } from '../../../src/transport/tls.js';
 
 export const MESSAGE_TYPES: readonly MessageType[] = [
   'app',
@@ -140,6 +142,10 @@ export interface TestNode {
   readonly unreachable: { to: NodeId; groupIds: number[] }[];
   /** Groups this node answers "not hosted" for. */
   readonly foreignGroups: Set<number>;
+  /** Connections its mutual TLS refused (with `tls`). */
+  readonly refused: RefusedPeer[];
+  /** Streams to a peer that failed before it accepted them, with gRPC's reason. */
+  readonly connectFailed: { peer: NodeId; reason: string }[];
 }
 
 interface Teardown {
@@ -149,8 +155,16 @@ interface Teardown {
 export async function startNode(
   t: Teardown,
   id: NodeId,
-  options: { port?: number; limits?: PeerTransportLimits; peers?: Map<NodeId, string> } = {},
+  options: {
+    port?: number;
+    limits?: PeerTransportLimits;
+    peers?: Map<NodeId, string>;
+    /** Mutual TLS with this node's certificate and the CA it trusts. */
+    tls?: TlsSource;
+  } = {},
 ): Promise<TestNode> {
+  const refused: RefusedPeer[] = [];
+  const connectFailed: TestNode['connectFailed'] = [];
   const received: Received[] = [];
   const snapshotStatus: TestNode['snapshotStatus'] = [];
   const notHosted: TestNode['notHosted'] = [];
@@ -166,6 +180,9 @@ export async function startNode(
     onUnreachable: (to, groupIds) => unreachable.push({ to, groupIds }),
     isGroupHosted: (groupId) => !foreignGroups.has(groupId),
     limits: { reconnectBackoffMinMs: 20, reconnectBackoffMaxMs: 200, ...options.limits },
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
+    onRefused: (peer) => refused.push(peer),
+    onConnectFailed: (peer, reason) => connectFailed.push({ peer, reason }),
   });
   t.teardown(() => transport.close());
   const { port } = await transport.start();
@@ -179,6 +196,8 @@ export async function startNode(
     notHosted,
     unreachable,
     foreignGroups,
+    refused,
+    connectFailed,
   };
 }
 

@@ -11,7 +11,7 @@ import { ApiCallError } from '../../src/api/client.js';
 import type { PublicServiceName } from '../../src/api/proto-options.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
-import { freePort } from '../helpers/cluster.js';
+import { freePort, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { runTickctl as runTickctlProcess, runTickctlInProcess } from '../helpers/tickctl.js';
 
 type Obj = Record<string, unknown>;
@@ -353,7 +353,11 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
   t.equal(none.code, 5, 'every endpoint dead: exit 5 (unavailable, safe to retry)');
   t.match(none.stderr, dead, 'the error names the first endpoint');
   t.match(none.stderr, dead2, 'and the second');
-  const env = { ...process.env, TICKCTL_ENDPOINTS: `${dead},${endpoint}` };
+  const env = {
+    ...process.env,
+    TICKRAFT_TOKEN: TEST_ADMIN_TOKEN,
+    TICKCTL_ENDPOINTS: `${dead},${endpoint}`,
+  };
   const viaEnv = await runTickctlProcess(['jobs', 'get', 'pz'], { env });
   t.equal(viaEnv.code, 0, `TICKCTL_ENDPOINTS works as --endpoints (${viaEnv.stderr})`);
   const typo = await runTickctlProcess(['jobs', 'get', 'pz', '--endpoints', `${endpoint};${dead}`]);
@@ -384,7 +388,7 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
   const overEnv = await runTickctlProcess(
     ['jobs', 'get', 'pz', '--endpoints', `${dead},${endpoint}`],
     {
-      env: { ...process.env, TICKCTL_ENDPOINT: dead },
+      env: { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN, TICKCTL_ENDPOINT: dead },
     },
   );
   t.equal(
@@ -393,7 +397,11 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     `--endpoints with TICKCTL_ENDPOINT set: the flag wins (${overEnv.stderr})`,
   );
   const overList = await runTickctlProcess(['--endpoint', endpoint, 'jobs', 'get', 'pz'], {
-    env: { ...process.env, TICKCTL_ENDPOINTS: `${dead},${dead2}` },
+    env: {
+      ...process.env,
+      TICKRAFT_TOKEN: TEST_ADMIN_TOKEN,
+      TICKCTL_ENDPOINTS: `${dead},${dead2}`,
+    },
   });
   t.equal(
     overList.code,

@@ -69,7 +69,7 @@ export async function runCli(opts: {
       timeRuns(
         'tickctl jobs get (one RPC)',
         node,
-        [TICKCTL, 'jobs', 'get', 'bench-cli', '--endpoint', endpoint],
+        [TICKCTL, 'jobs', 'get', 'bench-cli', '--tenant', 'bench', '--endpoint', endpoint],
         opts.runs,
       ),
       timeRuns(

@@ -242,7 +242,7 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
       }),
     );
     const got = await retrying(() =>
-      other.call<Obj>('JobService', 'GetJob', { jobId: `after-kill-${i}` }),
+      other.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: `after-kill-${i}` }),
     );
     t.equal(got['id'], `after-kill-${i}`, `create via one survivor, read via the other (${i})`);
   }

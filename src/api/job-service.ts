@@ -163,25 +163,7 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
     GetJob: (req, ctx) =>
       onJob(ctx, 'GetJob', req, async (key) => out((await admin.getJob(key)).job)),
 
-    UpdateJob: async (req, ctx) => {
-      const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
-      // An update names the job's tenant in `tenant`; its spec may leave `spec.tenant` empty.
-      const specMsg = (req['spec'] as Msg | null | undefined) ?? null;
-      const given = jobSpecIn(specMsg);
-      const specTenant =
-        typeof given.tenant === 'string' && given.tenant !== '' ? given.tenant : tenant;
-      const spec = { ...given, tenant: specTenant };
-      await api.freshTenant(specTenant);
-      const message = { ...req, tenant, spec: { ...(specMsg ?? {}), tenant: specTenant } };
-      return api.onGroup(
-        ctx,
-        () => admin.groupOf(key),
-        'JobService',
-        'UpdateJob',
-        message,
-        async () => out(await admin.updateJob(key, spec, optNum(req, 'expectedVersion'))),
-      );
-    },
+    UpdateJob: (req, ctx) => updateJob(api, req, ctx),
 
     DeleteJob: (req, ctx) =>
       onJob(ctx, 'DeleteJob', req, async (key) => {
@@ -235,6 +217,34 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   };
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [name, unary(`JobService.${name}`, fn, api.log)]),
+  );
+}
+
+/**
+ * UpdateJob: the job is named by `tenant` and `job_id`; its new definition may leave
+ * `spec.tenant` empty (it is the job's tenant then), and any other tenant is refused there
+ * (SchedulerAdmin.updateJob): a job belongs to its tenant for life.
+ */
+async function updateJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<Msg> {
+  const { admin } = api;
+  const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
+  const specMsg = (req['spec'] as Msg | null | undefined) ?? null;
+  const given = jobSpecIn(specMsg);
+  const specTenant =
+    typeof given.tenant === 'string' && given.tenant !== '' ? given.tenant : tenant;
+  const spec = { ...given, tenant: specTenant };
+  await api.freshTenant(specTenant);
+  const message = { ...req, tenant, spec: { ...(specMsg ?? {}), tenant: specTenant } };
+  return api.onGroup(
+    ctx,
+    () => admin.groupOf(key),
+    'JobService',
+    'UpdateJob',
+    message,
+    async () => {
+      const job = await admin.updateJob(key, spec, optNum(req, 'expectedVersion'));
+      return jobOut(job, admin.groupOf(job.id));
+    },
   );
 }
 

@@ -16,8 +16,8 @@ import { tryParseSchedule } from '../schedule/parse.js';
 import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
-import { JOB_ID_PATTERN, JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
-import { JOB_ID_REASON, resolveJobKey, resolveTenant, TENANT_ID_REASON } from './tenant-scope.js';
+import { JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
+import { resolveJobKey, resolveTenant, TENANT_ID_REASON } from './tenant-scope.js';
 import {
   byId,
   decodePageToken,
@@ -48,11 +48,6 @@ import { lookupRange } from '../placement/ring.js';
 import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
 
 export const PREVIEW_COUNT_MAX = 1000;
-
-export function requireJobId(jobId: string, field = 'jobId'): void {
-  if (!JOB_ID_PATTERN.test(jobId))
-    throw new ValidationError('REQUEST_INVALID', [{ field, reason: JOB_ID_REASON }]);
-}
 
 export function requireTenantId(tenant: string, field = 'tenant'): void {
   if (!TENANT_ID_PATTERN.test(tenant))

@@ -5,7 +5,7 @@
  * tenant is a run that does not exist.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { ValidationError } from '../base/errors.js';
+import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { RUN_STATUSES, type Run, type RunStatus } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { runOut, runStatusIn, type Msg } from './convert.js';
@@ -39,7 +39,7 @@ export const FIRE_ID_REASON = 'must be <tenant>/<job_id>:<slot ms>, as runs list
 function scopedFireId(ctx: CallContext, req: Msg): { fireId: string; key: string; tenant: string } {
   const fireId = str(req, 'fireId');
   const parsed = parseFireId(fireId);
-  const violations = [];
+  const violations: FieldViolation[] = [];
   if (!parsed || !JOB_ID_PATTERN.test(parsed.jobId))
     violations.push({ field: 'fireId', reason: FIRE_ID_REASON });
   let tenant = '';

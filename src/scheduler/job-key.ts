@@ -44,9 +44,7 @@ export function jobIdOfKey(key: string): string {
  * The tenant, job id and slot of a fire id `<tenant>/<job id>:<slot ms>`, or undefined when it is
  * not one (for input from a caller: this never throws).
  */
-export function parseFireId(
-  fireId: string,
-):
+export function parseFireId(fireId: string):
   | {
       readonly key: string;
       readonly tenant: string;

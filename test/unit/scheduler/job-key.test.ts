@@ -11,7 +11,7 @@ import {
 } from '../../../src/scheduler/job-key.js';
 import { fireIdOf } from '../../../src/scheduler/model.js';
 
-t.test('a key joins a tenant and a job id, and splits back into them', async (t) => {
+t.test('a key joins a tenant and a job id, and splits back into them', (t) => {
   t.equal(jobKeyOf('acme', 'nightly-report'), 'acme/nightly-report');
   t.same(splitJobKey('acme/nightly-report'), { tenant: 'acme', jobId: 'nightly-report' });
   t.equal(jobIdOfKey('beta_2/a.b-c'), 'a.b-c');
@@ -22,9 +22,10 @@ t.test('a key joins a tenant and a job id, and splits back into them', async (t)
     ['x'.repeat(63), 'J'.repeat(128)],
   ] as const)
     t.same(splitJobKey(jobKeyOf(tenant, jobId)), { tenant, jobId }, `${tenant} / ${jobId}`);
+  t.end();
 });
 
-t.test('a key of another shape is a broken invariant', async (t) => {
+t.test('a key of another shape is a broken invariant', (t) => {
   for (const [tenant, jobId] of [
     ['', 'j'],
     ['acme', ''],
@@ -34,9 +35,10 @@ t.test('a key of another shape is a broken invariant', async (t) => {
     t.throws(() => jobKeyOf(tenant, jobId), AssertionError, `jobKeyOf(${tenant}, ${jobId})`);
   for (const key of ['', 'nightly', '/nightly', 'acme/', 'a/b/c'])
     t.throws(() => splitJobKey(key), AssertionError, `splitJobKey(${JSON.stringify(key)})`);
+  t.end();
 });
 
-t.test('a fire id carries the key, so the tenant', async (t) => {
+t.test('a fire id carries the key, so the tenant', (t) => {
   const fireId = fireIdOf(jobKeyOf('acme', 'nightly'), 1751333400000);
   t.equal(fireId, 'acme/nightly:1751333400000');
   t.same(parseFireId(fireId), {
@@ -57,9 +59,10 @@ t.test('a fire id carries the key, so the tenant', async (t) => {
     'acme/nightly:99999999999999999',
   ])
     t.equal(parseFireId(bad), undefined, `${JSON.stringify(bad)} is not a fire id`);
+  t.end();
 });
 
-t.test('refusals name a job as its tenant knows it, never by its key', async (t) => {
+t.test('refusals name a job as its tenant knows it, never by its key', (t) => {
   t.equal(publicReason('job acme/nightly does not exist'), 'job "nightly" does not exist');
   t.equal(publicReason('job acme/a.b is at version 3, not 2'), 'job "a.b" is at version 3, not 2');
   t.equal(
@@ -68,4 +71,5 @@ t.test('refusals name a job as its tenant knows it, never by its key', async (t)
     'a fire id is public: it stays whole',
   );
   t.equal(publicReason('nothing to rewrite'), 'nothing to rewrite');
+  t.end();
 });

@@ -14,6 +14,7 @@ export const PURE_FOLDERS = [
   'src/scheduler/state-machine*.ts',
   'src/scheduler/commands.ts',
   'src/scheduler/model.ts',
+  'src/scheduler/job-key.ts',
   'src/scheduler/fencing.ts',
   'src/scheduler/run-lifecycle.ts',
   'src/scheduler/timing-wheel*.ts',

@@ -74,6 +74,8 @@ export async function runCli(opts: {
           'jobs',
           'get',
           'bench-cli',
+          '--tenant',
+          'bench',
           '--endpoint',
           endpoint,
           '--token-file',

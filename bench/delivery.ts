@@ -79,13 +79,13 @@ function attemptFor(url: string, signing: SigningKeys, i: number): WebhookAttemp
   const slotMs = 1_700_000_000_000 + i;
   return {
     job: {
-      id: 'bench-job',
+      id: 'bench/bench-job', // the job's key (the body names it bench-job)
       tenant: 'bench',
       target: { url, headers: { 'X-Team': 'bench' } },
       payload: '{"report":"daily","region":"eu-west-1","items":[1,2,3]}',
       attemptDeadlineMs: 10_000,
     },
-    fireId: `bench-job:${slotMs}`,
+    fireId: `bench/bench-job:${slotMs}`,
     slotMs,
     attempt: 1,
     token: 16_777_216 + i,

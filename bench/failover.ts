@@ -70,7 +70,8 @@ export interface FailoverResult {
 /** `count` job ids that all hash into one data group. */
 function idsInOneGroup(groups: number, count: number): { groupId: number; ids: string[] } {
   const ranges = splitRing(groups, META_GROUP_ID + 1);
-  const groupOf = (id: string): number => lookupRange(ranges, hashShardKey(id)).groupId;
+  // The ring hashes a job's key, <tenant>/<job id>.
+  const groupOf = (id: string): number => lookupRange(ranges, hashShardKey(`busy/${id}`)).groupId;
   const groupId = groupOf('busy-0');
   const ids: string[] = [];
   for (let i = 0; ids.length < count; i++)
@@ -171,7 +172,7 @@ export async function runFailover(opts: FailoverOptions): Promise<FailoverResult
     const expectedSlots = ids.length * seconds;
     const fireIds = new Set<string>();
     for (const id of ids)
-      for (let s = windowStartMs; s <= windowEndMs; s += 1000) fireIds.add(`${id}:${s}`);
+      for (let s = windowStartMs; s <= windowEndMs; s += 1000) fireIds.add(`busy/${id}:${s}`);
     // Wait for every slot of the window; give up once no receipt of the window arrived for
     // 60 s (or 3 min after its end): what is missing then is lost.
     let receipts: [string, number, number][] = [];

@@ -207,7 +207,7 @@ async function burst(tag, at, count) {
   const requests = [];
   for (let i = 0; i < count; i++) {
     const jobId = tag + '-' + process.pid + '-' + String(i).padStart(6, '0');
-    const id = jobId + ':' + at;
+    const id = 'acme/' + jobId + ':' + at;
     requests.push({ method: 'POST', path: '/hook', headers: {
       'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
       'idempotency-key': id, 'tickraft-fencing-token': '33554432',
@@ -422,7 +422,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
           target: { url: `${sink.origin}/hook` },
         };
         jobs.push({
-          groupId: lookupRange(ranges, hashShardKey(jobId)).groupId,
+          groupId: lookupRange(ranges, hashShardKey(`acme/${jobId}`)).groupId,
           body: { jobId, requestId: jobId, spec },
         });
       }
@@ -448,7 +448,8 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
               } catch {
                 for (const body of batch)
                   failed.push({
-                    groupId: lookupRange(ranges, hashShardKey(String(body['jobId']))).groupId,
+                    groupId: lookupRange(ranges, hashShardKey(`acme/${String(body['jobId'])}`))
+                      .groupId,
                     body,
                   });
               }

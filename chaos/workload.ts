@@ -219,6 +219,11 @@ export class Workload {
   /** Every job id any operation named: each gets a final read. */
   readonly touched = new Set<string>();
   private readonly live = new Set<string>();
+  /**
+   * Each job's tenant, from its create on: job ids are unique per tenant, so every call names
+   * the job by both. (The workload's ids are unique across tenants too: `c<process>-j<n>`.)
+   */
+  private readonly tenantOfJob = new Map<string, string>();
   readonly counts: WorkloadCounts = { ok: 0, fail: 0, info: 0, jobs: 0 };
   private stopping = false;
 
@@ -242,6 +247,11 @@ export class Workload {
 
   private client(rand: SeededRand): ApiClient {
     return this.o.clients[rand.int(this.o.clients.length)]!;
+  }
+
+  /** What names a job in a request: its id and its tenant. */
+  private named(jobId: string): { jobId: string; tenant: string } {
+    return { jobId, tenant: this.tenantOfJob.get(jobId) ?? '' };
   }
 
   private newDefinition(rand: SeededRand, tenant: string, name: string): JobDefinition {
@@ -367,6 +377,7 @@ export class Workload {
     const tenant = this.o.tenants[rand.int(this.o.tenants.length)]!;
     const definition = this.newDefinition(rand, tenant, `${jobId}-w0`);
     const requestId = `req-${jobId}`;
+    this.tenantOfJob.set(jobId, tenant);
     const res = await this.op(
       proc,
       'create',
@@ -405,7 +416,7 @@ export class Workload {
   ): Promise<void> {
     const res = await this.op(proc, 'get', job.jobId, async () =>
       jobReadOf(
-        await this.client(rand).call<Obj>('JobService', 'GetJob', { jobId: job.jobId }, timeout),
+        await this.client(rand).call<Obj>('JobService', 'GetJob', this.named(job.jobId), timeout),
       ),
     );
     if (res.type !== 'ok') return;
@@ -449,7 +460,11 @@ export class Workload {
           await this.client(rand).call<Obj>(
             'JobService',
             'UpdateJob',
-            { jobId: job.jobId, expectedVersion, spec: specOf(definition, job.jobId, this.o) },
+            {
+              ...this.named(job.jobId),
+              expectedVersion,
+              spec: specOf(definition, job.jobId, this.o),
+            },
             timeout,
           ),
         ),
@@ -474,7 +489,7 @@ export class Workload {
     const method = f === 'pause' ? 'PauseJob' : 'ResumeJob';
     const res = await this.op(proc, f, job.jobId, async () =>
       jobReadOf(
-        await this.client(rand).call<Obj>('JobService', method, { jobId: job.jobId }, timeout),
+        await this.client(rand).call<Obj>('JobService', method, this.named(job.jobId), timeout),
       ),
     );
     if (res.type === 'ok') job.paused = (res.value as JobRead).paused;
@@ -489,7 +504,7 @@ export class Workload {
     timeout: number,
   ): Promise<void> {
     const res = await this.op(proc, 'delete', job.jobId, async () => {
-      await this.client(rand).call('JobService', 'DeleteJob', { jobId: job.jobId }, timeout);
+      await this.client(rand).call('JobService', 'DeleteJob', this.named(job.jobId), timeout);
       return undefined;
     });
     // Whatever the outcome, the job is not written again (an unknown delete may still happen).
@@ -507,7 +522,7 @@ export class Workload {
       const res = await client.call<Obj>(
         'RunService',
         'ListRuns',
-        { jobId, pageSize: 1000, pageToken },
+        { ...this.named(jobId), pageSize: 1000, pageToken },
         timeout,
       );
       for (const r of res['runs'] as Obj[]) runs.push(runReadOf(r));
@@ -555,7 +570,9 @@ export class Workload {
         try {
           let job: JobRead | null;
           try {
-            job = jobReadOf(await client.call<Obj>('JobService', 'GetJob', { jobId }, 5000));
+            job = jobReadOf(
+              await client.call<Obj>('JobService', 'GetJob', this.named(jobId), 5000),
+            );
           } catch (err) {
             if (!(err instanceof ApiCallError) || err.code !== 'JOB_NOT_FOUND') throw err;
             job = null;

@@ -241,7 +241,7 @@ Try it. In a second terminal, a demo webhook receiver that prints each fire:
 In a third, a tenant with the same secret and a job that fires every 5 seconds:
   npm run tickctl -- tenants create acme --secret ${DEMO_SECRET}${endpoint}
   npm run tickctl -- jobs create hello --tenant acme --schedule '*/5 * * * * *' --url http://127.0.0.1:8080/hook${endpoint}
-  npm run tickctl -- runs list hello${endpoint}
+  npm run tickctl -- runs list hello --tenant acme${endpoint}
   npm run tickctl -- cluster status${endpoint}
 tickctl calls with the admin token in ${tokenFile} (made by the first npm start; keep it secret).
 Health and readiness: http://${host}:${metricsBase}/healthz and /readyz (docs/OPERATIONS.md).

@@ -192,6 +192,16 @@ export class HistoryContext {
     return ahead;
   }
 
+  /**
+   * The fire id the cluster gives a job's slot, `<tenant>/<job id>:<slot ms>` (job ids are unique
+   * per tenant), for a violation that names a slot no delivery named; without a known tenant,
+   * `<job id>:<slot ms>`.
+   */
+  fireIdOf(jobId: string, slotMs: EpochMs): string {
+    const tenant = this.tenantOf(jobId);
+    return tenant === undefined ? `${jobId}:${slotMs}` : `${tenant}/${jobId}:${slotMs}`;
+  }
+
   /** The tenant of a job, from the definitions sent for it. */
   tenantOf(jobId: string): string | undefined {
     for (const op of this.opsByJob.get(jobId) ?? []) {

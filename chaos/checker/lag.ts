@@ -100,7 +100,7 @@ export function checkLag(
           kind: 'slot-off-time',
           jobId,
           slotMs,
-          fireId: `${jobId}:${slotMs}`,
+          fireId: ctx.fireIdOf(jobId, slotMs),
           t: receiptT,
           message: `first attempt ${lag.toFixed(0)} ms ${lag < 0 ? 'early' : 'late'}, outside every fault window (bound ${lag < 0 ? `-${early}` : bound} ms)`,
         });

@@ -98,7 +98,7 @@ export function checkSlots(
           kind: 'slot-without-run',
           jobId,
           slotMs,
-          fireId: `${jobId}:${slotMs}`,
+          fireId: ctx.fireIdOf(jobId, slotMs),
           t: ctx.tOf(slotMs),
           message: `slot ${formatInstant(slotMs)} was owed, never delivered and absent from every later read of the job's runs`,
         });
@@ -146,7 +146,7 @@ function checkRecordReasons(
         kind: 'slot-skipped-beyond-policy',
         jobId,
         slotMs,
-        fireId: `${jobId}:${slotMs}`,
+        fireId: ctx.fireIdOf(jobId, slotMs),
         t: ctx.tOf(slotMs),
         message: `run ${run.status} (${run.reason ?? 'no reason'}): ${why}`,
       });

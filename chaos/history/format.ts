@@ -207,7 +207,7 @@ export interface DeliveryRecord {
   readonly type: 'delivery';
   /** Receipt time (when the request's body was complete). */
   readonly t: DriverMs;
-  /** The idempotency key header; should be `${jobId}:${slotMs}`. */
+  /** The idempotency key header; should be `${tenant}/${jobId}:${slotMs}`. */
   readonly fireId: string;
   readonly jobId: string;
   readonly slotMs: EpochMs;

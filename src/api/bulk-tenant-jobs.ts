@@ -13,8 +13,8 @@ import { TickraftError, ValidationError } from '../base/errors.js';
 import type { TenantJobsAction } from '../scheduler/commands.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
-import { requireTenantId } from './job-service.js';
 import type { CallContext } from './router.js';
+import { resolveTenant } from './tenant-scope.js';
 import { DeadlineError, isServiceError, NO_LEADER_RETRY_MS } from './status-map.js';
 import { TenantAdminError } from './tenant-admin.js';
 
@@ -42,8 +42,11 @@ export async function bulkTenantJobs(
   action: TenantJobsAction,
 ): Promise<Msg> {
   const startMs = Date.now();
-  const tenant = typeof req['tenant'] === 'string' ? req['tenant'] : '';
-  requireTenantId(tenant);
+  const tenant = resolveTenant(
+    ctx,
+    typeof req['tenant'] === 'string' ? req['tenant'] : '',
+    'tenant',
+  );
   await api.freshTenant(tenant);
   if (!api.node.meta.tenants.has(tenant))
     throw new TenantAdminError('TENANT_NOT_FOUND', `tenant ${tenant} does not exist`);

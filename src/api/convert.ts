@@ -3,10 +3,12 @@
  * name, proto3 `optional` fields absent when unset, unset messages null) to the shapes the
  * scheduler validates, and the scheduler's records back to messages. Absent stays absent, so
  * compileJobSpec applies its defaults; an enum value this server does not know is passed through
- * for the validator to name.
+ * for the validator to name. Records name jobs by their key (src/scheduler/job-key.ts); messages
+ * name them by the job id their tenant knows, and the tenant beside it.
  */
 import type { JobSpecInput } from './job-spec.js';
 import type { TenantRecord } from '../placement/meta-state.js';
+import { jobIdOfKey, splitJobKey } from '../scheduler/job-key.js';
 import type { Attempt, Job, JobSpec, Run } from '../scheduler/model.js';
 
 /** A decoded message: fields by name, nothing trusted. */
@@ -97,7 +99,7 @@ export function jobSpecOut(s: JobSpec): Msg {
 export function jobOut(j: Job, groupId: number): Msg {
   const next = j.paused ? undefined : j.nextFireAtMs;
   return {
-    id: j.id,
+    id: jobIdOfKey(j.id),
     spec: jobSpecOut(j),
     version: j.version,
     paused: j.paused,
@@ -129,10 +131,12 @@ function attemptOut(a: Attempt): Msg {
   };
 }
 
-export function runOut(r: Run, tenant: string): Msg {
+/** A run; its tenant and job id come from its job's key (a deleted job's runs keep both). */
+export function runOut(r: Run): Msg {
+  const { tenant, jobId } = splitJobKey(r.jobId);
   return {
     fireId: r.fireId,
-    jobId: r.jobId,
+    jobId,
     slotMs: r.slotMs,
     slot: isoOf(r.slotMs),
     status: enumOut(r.status, 'RUN_STATUS_'),

@@ -2,9 +2,13 @@
  * JobService (proto/tickraft.proto): validation on the node that received the call (so bad input
  * is refused without a hop), then routing to the leader of the job's group, which validates again
  * and proposes. ListJobs fans out to every group's leader and merges their pages.
+ *
+ * Job ids are unique per tenant: every call decides its tenant with resolveTenant
+ * (tenant-scope.ts) and names the job by its key (src/scheduler/job-key.ts) from then on. A call
+ * forwarded to the group's leader carries the tenant so decided, written into the request.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { TickraftError, ValidationError } from '../base/errors.js';
+import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
 import { NotLeaderError } from '../raft/errors.js';
 import { formatInstant } from '../schedule/civil.js';
 import { nextFires } from '../schedule/next-fire.js';
@@ -12,7 +16,8 @@ import { tryParseSchedule } from '../schedule/parse.js';
 import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
-import { JOB_ID_PATTERN, JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
+import { JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
+import { resolveJobKey, resolveTenant, TENANT_ID_REASON } from './tenant-scope.js';
 import {
   byId,
   decodePageToken,
@@ -44,102 +49,147 @@ import { num, optNum, str, unary, Violations, type Handler } from './service-kit
 
 export const PREVIEW_COUNT_MAX = 1000;
 
-export function requireJobId(jobId: string, field = 'jobId'): void {
-  if (!JOB_ID_PATTERN.test(jobId))
-    throw new ValidationError('REQUEST_INVALID', [
-      { field, reason: `must be 1-128 of A-Z a-z 0-9 _ . -, starting with a letter or digit` },
-    ]);
-}
-
 export function requireTenantId(tenant: string, field = 'tenant'): void {
   if (!TENANT_ID_PATTERN.test(tenant))
-    throw new ValidationError('REQUEST_INVALID', [
-      { field, reason: 'must be 1-63 lowercase letters, digits, _ or -' },
-    ]);
+    throw new ValidationError('REQUEST_INVALID', [{ field, reason: TENANT_ID_REASON }]);
 }
 
-function createInput(m: Msg): CreateJobRequest {
+/**
+ * A create request (CreateJob, or `jobs[i]` of CreateJobs under `prefix`) with its tenant decided
+ * by resolveTenant from `spec.tenant` and written into its spec: the input createCommand checks,
+ * the message to forward, and the tenant (undefined, with its violation, when it is refused).
+ */
+interface ScopedCreate {
+  readonly input: CreateJobRequest;
+  readonly message: Msg;
+  readonly tenant: string | undefined;
+  readonly violations: readonly FieldViolation[];
+}
+
+function scopeCreate(ctx: CallContext, m: Msg, prefix: string): ScopedCreate {
+  const specMsg = (m['spec'] as Msg | null | undefined) ?? null;
+  const spec = jobSpecIn(specMsg);
+  const requested = typeof spec.tenant === 'string' ? spec.tenant : '';
+  let tenant: string | undefined;
+  const violations: FieldViolation[] = [];
+  try {
+    tenant = resolveTenant(ctx, requested, `${prefix}spec.tenant`);
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    violations.push(...err.violations);
+  }
+  const t = tenant ?? requested;
   return {
-    jobId: m['jobId'],
-    requestId: m['requestId'],
-    spec: jobSpecIn(m['spec'] as Msg | null),
+    input: { jobId: m['jobId'], requestId: m['requestId'], spec: { ...spec, tenant: t } },
+    message: { ...m, spec: { ...(specMsg ?? {}), tenant: t } },
+    tenant,
+    violations,
   };
+}
+
+/**
+ * createCommand on a scoped create: every violation of the request at once, the tenant's own
+ * (from resolveTenant) in place of what the spec's check says about `spec.tenant`.
+ */
+function createCommandOf(
+  api: ApiContext,
+  scoped: ScopedCreate,
+  nowMs: number,
+  prefix: string,
+  compiler?: JobSpecCompiler,
+): CreateJobCommand {
+  try {
+    const command = api.admin.createCommand(scoped.input, nowMs, prefix, compiler);
+    if (scoped.violations.length === 0) return command;
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    if (scoped.violations.length === 0) throw err;
+    const tenantField = `${prefix}spec.tenant`;
+    throw new ValidationError(err.code, [
+      ...scoped.violations,
+      ...err.violations.filter((v) => v.field !== tenantField),
+    ]);
+  }
+  throw new ValidationError('JOB_SPEC_INVALID', scoped.violations);
 }
 
 export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { admin } = api;
   const out = (job: Job): Msg => jobOut(job, admin.groupOf(job.id));
+  /** A call naming one job by `tenant` and `job_id`: `local` gets the job's key. */
   const onJob = <T>(
     ctx: CallContext,
     name: string,
     req: Msg,
-    local: () => Promise<T>,
+    local: (key: string) => Promise<T>,
   ): Promise<T> => {
-    const jobId = str(req, 'jobId');
-    requireJobId(jobId);
-    return api.onGroup(ctx, () => admin.groupOf(jobId), 'JobService', name, req, local);
+    const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
+    return api.onGroup(
+      ctx,
+      () => admin.groupOf(key),
+      'JobService',
+      name,
+      { ...req, tenant },
+      () => local(key),
+    );
   };
 
   const handlers: Record<string, Handler> = {
     CreateJob: async (req, ctx) => {
-      const input = createInput(req);
-      await api.freshTenant((input.spec as Msg)['tenant']);
+      const scoped = scopeCreate(ctx, req, '');
+      if (scoped.tenant !== undefined) await api.freshTenant(scoped.tenant);
       // Refused here, before any hop, when invalid; the leader checks again before proposing.
-      admin.createCommand(input, Date.now(), '');
-      return onJob(ctx, 'CreateJob', req, async () => {
-        const r = await admin.createJobDetailed(input);
-        return { job: out(r.job), duplicate: r.duplicate };
-      });
+      const { jobId: key } = createCommandOf(api, scoped, Date.now(), '');
+      return api.onGroup(
+        ctx,
+        () => admin.groupOf(key),
+        'JobService',
+        'CreateJob',
+        scoped.message,
+        async () => {
+          const r = await admin.createJobDetailed(scoped.input);
+          return { job: out(r.job), duplicate: r.duplicate };
+        },
+      );
     },
 
     CreateJobs: (req, ctx) => createJobs(api, req, ctx),
 
     GetJob: (req, ctx) =>
-      onJob(ctx, 'GetJob', req, async () => out((await admin.getJob(str(req, 'jobId'))).job)),
+      onJob(ctx, 'GetJob', req, async (key) => out((await admin.getJob(key)).job)),
 
-    UpdateJob: async (req, ctx) => {
-      const spec = jobSpecIn(req['spec'] as Msg | null);
-      await api.freshTenant(spec.tenant);
-      return onJob(ctx, 'UpdateJob', req, async () =>
-        out(await admin.updateJob(str(req, 'jobId'), spec, optNum(req, 'expectedVersion'))),
-      );
-    },
+    UpdateJob: (req, ctx) => updateJob(api, req, ctx),
 
     DeleteJob: (req, ctx) =>
-      onJob(ctx, 'DeleteJob', req, async () => {
-        await admin.jobCommand('delete-job', str(req, 'jobId'));
+      onJob(ctx, 'DeleteJob', req, async (key) => {
+        await admin.jobCommand('delete-job', key);
         return {};
       }),
 
     PauseJob: (req, ctx) =>
-      onJob(ctx, 'PauseJob', req, async () => {
-        await admin.jobCommand('pause-job', str(req, 'jobId'));
-        return out(admin.jobNow(str(req, 'jobId')));
+      onJob(ctx, 'PauseJob', req, async (key) => {
+        await admin.jobCommand('pause-job', key);
+        return out(admin.jobNow(key));
       }),
 
     ResumeJob: (req, ctx) =>
-      onJob(ctx, 'ResumeJob', req, async () => {
-        await admin.jobCommand('resume-job', str(req, 'jobId'));
-        return out(admin.jobNow(str(req, 'jobId')));
+      onJob(ctx, 'ResumeJob', req, async (key) => {
+        await admin.jobCommand('resume-job', key);
+        return out(admin.jobNow(key));
       }),
 
     TriggerJob: (req, ctx) =>
-      onJob(ctx, 'TriggerJob', req, async () => {
-        const jobId = str(req, 'jobId');
-        const run = await admin.triggerJob(jobId);
-        return { run: runOut(run, admin.jobNow(jobId).tenant) };
-      }),
+      onJob(ctx, 'TriggerJob', req, async (key) => ({ run: runOut(await admin.triggerJob(key)) })),
 
     BackfillJob: (req, ctx) =>
-      onJob(ctx, 'BackfillJob', req, async () => ({
-        slotsMs: await admin.backfillJob(str(req, 'jobId'), num(req, 'fromMs'), num(req, 'toMs')),
+      onJob(ctx, 'BackfillJob', req, async (key) => ({
+        slotsMs: await admin.backfillJob(key, num(req, 'fromMs'), num(req, 'toMs')),
       })),
 
     PreviewSchedule: (req) => Promise.resolve(previewSchedule(req, Date.now())),
 
     ListJobs: async (req, ctx) => {
-      const tenant = str(req, 'tenant');
-      requireTenantId(tenant);
+      const tenant = resolveTenant(ctx, str(req, 'tenant'), 'tenant');
       const pageSize = pageSizeOf(num(req, 'pageSize'));
       const after = decodePageToken('jobs', tenant, str(req, 'pageToken'));
       if (after !== undefined && typeof after !== 'string')
@@ -166,6 +216,34 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
 }
 
 /**
+ * UpdateJob: the job is named by `tenant` and `job_id`; its new definition may leave
+ * `spec.tenant` empty (it is the job's tenant then), and any other tenant is refused there
+ * (SchedulerAdmin.updateJob): a job belongs to its tenant for life.
+ */
+async function updateJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<Msg> {
+  const { admin } = api;
+  const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
+  const specMsg = (req['spec'] as Msg | null | undefined) ?? null;
+  const given = jobSpecIn(specMsg);
+  const specTenant =
+    typeof given.tenant === 'string' && given.tenant !== '' ? given.tenant : tenant;
+  const spec = { ...given, tenant: specTenant };
+  await api.freshTenant(specTenant);
+  const message = { ...req, tenant, spec: { ...(specMsg ?? {}), tenant: specTenant } };
+  return api.onGroup(
+    ctx,
+    () => admin.groupOf(key),
+    'JobService',
+    'UpdateJob',
+    message,
+    async () => {
+      const job = await admin.updateJob(key, spec, optNum(req, 'expectedVersion'));
+      return jobOut(job, admin.groupOf(job.id));
+    },
+  );
+}
+
+/**
  * CreateJobs: every job is checked before any is proposed (one bad job writes nothing), then each
  * group's part runs on its leader. The commands checked here are the ones proposed when this node
  * leads the group; a part for another leader goes there as the create-jobs entries it will
@@ -183,18 +261,19 @@ async function createJobs(
     throw new ValidationError('REQUEST_INVALID', [
       { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
     ]);
-  const inputs = jobs.map(createInput);
-  for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant']))) await api.freshTenant(t);
+  const scoped = jobs.map((m, i) => scopeCreate(ctx, m, `jobs[${i}].`));
+  for (const t of new Set(scoped.map((s) => s.tenant)))
+    if (t !== undefined) await api.freshTenant(t);
   const v = new Violations();
   const nowMs = Date.now();
   const compiler = new JobSpecCompiler(nowMs);
   const ranges = admin.ranges();
   const byGroup = new Map<number, CreateJobCommand[]>();
   const firstOf = new Map<string, number>();
-  inputs.forEach((input, i) => {
+  scoped.forEach((input, i) => {
     let command: CreateJobCommand;
     try {
-      command = admin.createCommand(input, nowMs, `jobs[${i}].`, compiler);
+      command = createCommandOf(api, input, nowMs, `jobs[${i}].`, compiler);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       v.list.push(...err.violations);
@@ -202,7 +281,10 @@ async function createJobs(
     }
     const first = firstOf.get(command.jobId);
     if (first !== undefined) {
-      v.add(`jobs[${i}].jobId`, `is the id of jobs[${first}] too (ids must differ in a batch)`);
+      v.add(
+        `jobs[${i}].jobId`,
+        `is the id of jobs[${first}] of the same tenant too (ids must differ in a batch)`,
+      );
       return;
     }
     firstOf.set(command.jobId, i);
@@ -465,9 +547,11 @@ export async function localListJobs(
     groupId,
     async () => {
       const sm = await api.admin.readGroup(groupId);
-      // Ids first: materializing every job of a large group for one page would be garbage.
+      // Ids first: materializing every job of a large group for one page would be garbage. The
+      // keys all start `<tenant>/`, so they sort as the job ids do, and `after` is a job id.
       const mine = sm.jobs.idsOfTenant(tenant).sort();
-      const page = pageAfter(mine, (id) => id > after, limit);
+      const cut = tenant.length + 1;
+      const page = pageAfter(mine, (key) => key.slice(cut) > after, limit);
       return {
         items: page.items.map((id) => jobOut(sm.jobs.get(id)!, groupId) as Msg & { id: string }),
         more: page.more,

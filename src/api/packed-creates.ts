@@ -6,7 +6,9 @@
  * The node that took the call has checked every job in full and computed each first slot; the
  * group's leader, which trusts no caller, checks the entries again, but from their packed form:
  * each distinct definition through compileJobSpec once, each job only its own fields (id, name,
- * request id, schedule, anchor, first slot) against that definition. What it accepts is exactly
+ * request id, schedule, anchor, first slot) against that definition. A job's id is its key,
+ * `<tenant>/<job id>` with its definition's tenant, and its request id is scoped by that tenant
+ * (scheduler-admin.ts, scopedRequestId), as createCommand makes them. What it accepts is exactly
  * what packCreates would make of jobs that createCommand accepted at the entry's time, so a
  * follower applying it needs nothing the entry does not hold. Skipped against a full check: the
  * protobuf form of every job, a spec object per job, and packing and encoding the entry again.
@@ -23,6 +25,7 @@ import {
   firstSlotMs,
   JOB_ID_PATTERN,
   NAME_CHARS_MAX,
+  TENANT_ID_PATTERN,
   type CompiledJobSpec,
 } from './job-spec.js';
 
@@ -137,16 +140,32 @@ export function checkPackedCreates(
   // Field names are built only for a violation: most jobs have none (and no closure per job).
   const field = (i: number, name: string): string => `${prefix}jobs[${i}].${name}`;
   for (let i = 0; i < n; i++) {
-    const jobId = c.jobIds[i]!;
-    if (!JOB_ID_PATTERN.test(jobId)) add(field(i, 'jobId'), `must match ${JOB_ID_PATTERN.source}`);
-    else if (lookupRange(ctx.ranges, hashShardKey(jobId)).groupId !== ctx.groupId)
+    const key = c.jobIds[i]!;
+    const slash = key.indexOf('/');
+    const tenant = key.slice(0, Math.max(0, slash));
+    const isKey =
+      slash > 0 && TENANT_ID_PATTERN.test(tenant) && JOB_ID_PATTERN.test(key.slice(slash + 1));
+    if (!isKey) add(field(i, 'jobId'), 'must be a job key <tenant>/<job id>');
+    else if (lookupRange(ctx.ranges, hashShardKey(key)).groupId !== ctx.groupId)
       add(field(i, 'jobId'), `is not in group ${ctx.groupId}`);
     if (c.names[i]!.length > NAME_CHARS_MAX)
       add(field(i, 'name'), `must be at most ${NAME_CHARS_MAX} characters`);
-    if (c.requestIds[i]!.length > ctx.requestIdCharsMax)
-      add(field(i, 'requestId'), `must be at most ${ctx.requestIdCharsMax} characters`);
+    const requestId = c.requestIds[i]!;
+    if (
+      requestId !== '' &&
+      (!requestId.startsWith(`${tenant}/`) ||
+        requestId.length - tenant.length - 1 > ctx.requestIdCharsMax)
+    )
+      add(
+        field(i, 'requestId'),
+        `must be empty or <tenant>/ and at most ${ctx.requestIdCharsMax} characters`,
+      );
     const base = bases[c.specOf[i]!];
     if (base === undefined) continue; // its definition was refused already
+    if (isKey && base.spec.tenant !== tenant) {
+      add(field(i, 'jobId'), "must be a key of its definition's tenant");
+      continue;
+    }
     const why = ownFieldsProblem(base, c, i);
     if (why !== undefined) add(field(i, why.field), why.reason);
   }

@@ -1,13 +1,17 @@
 /**
  * RunService: a job's runs newest first, one run with its attempts, the tenant's DLQ across
- * every group (merged like ListJobs), and replaying a DEAD run.
+ * every group (merged like ListJobs), and replaying a DEAD run. Every call decides its tenant
+ * with resolveTenant (tenant-scope.ts); a fire id (`<tenant>/<job id>:<slot ms>`) of another
+ * tenant is a run that does not exist.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { ValidationError } from '../base/errors.js';
+import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { RUN_STATUSES, type Run, type RunStatus } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { runOut, runStatusIn, type Msg } from './convert.js';
-import { requireJobId, requireTenantId } from './job-service.js';
+import { JOB_ID_PATTERN } from './job-spec.js';
+import { parseFireId } from '../scheduler/job-key.js';
+import { resolveJobKey, resolveTenant } from './tenant-scope.js';
 import {
   compareDead,
   decodePageToken,
@@ -20,22 +24,58 @@ import {
   type GroupPage,
 } from './pagination.js';
 import type { CallContext } from './router.js';
-import { jobIdOfFireId, SchedulerAdminError } from './scheduler-admin.js';
+import { jobNotFound, runNotFound } from './scheduler-admin.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 
 type DeadItem = { readonly key: DeadKey; readonly run: Msg };
 
+export const FIRE_ID_REASON = 'must be <tenant>/<job_id>:<slot ms>, as runs list it';
+
+/**
+ * The fire id a GetRun or ReplayRun names, under the tenant the call acts as: its shape and the
+ * tenant checked together (INVALID_ARGUMENT naming both); a fire id of another tenant is
+ * RUN_NOT_FOUND, as a missing run is.
+ */
+function scopedFireId(ctx: CallContext, req: Msg): { fireId: string; key: string; tenant: string } {
+  const fireId = str(req, 'fireId');
+  const parsed = parseFireId(fireId);
+  const violations: FieldViolation[] = [];
+  if (!parsed || !JOB_ID_PATTERN.test(parsed.jobId))
+    violations.push({ field: 'fireId', reason: FIRE_ID_REASON });
+  let tenant = '';
+  try {
+    tenant = resolveTenant(ctx, str(req, 'tenant'), 'tenant');
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    violations.push(...err.violations);
+  }
+  if (violations.length > 0 || !parsed) throw new ValidationError('REQUEST_INVALID', violations);
+  if (parsed.tenant !== tenant) throw runNotFound(fireId);
+  return { fireId, key: parsed.key, tenant };
+}
+
 export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { admin } = api;
-  const onFire = <T>(ctx: CallContext, name: string, req: Msg, local: () => Promise<T>) => {
-    const jobId = jobIdOfFireId(str(req, 'fireId'));
-    return api.onGroup(ctx, () => admin.groupOf(jobId), 'RunService', name, req, local);
+  const onFire = <T>(
+    ctx: CallContext,
+    name: string,
+    req: Msg,
+    local: (fireId: string) => Promise<T>,
+  ): Promise<T> => {
+    const { fireId, key, tenant } = scopedFireId(ctx, req);
+    return api.onGroup(
+      ctx,
+      () => admin.groupOf(key),
+      'RunService',
+      name,
+      { ...req, tenant },
+      () => local(fireId),
+    );
   };
 
   const handlers: Record<string, Handler> = {
     ListRuns: (req, ctx) => {
-      const jobId = str(req, 'jobId');
-      requireJobId(jobId);
+      const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
       const status = runStatusIn(req['status']);
       if (req['status'] !== 'RUN_STATUS_UNSPECIFIED' && !RUN_STATUSES.includes(status as RunStatus))
         throw new ValidationError('REQUEST_INVALID', [
@@ -45,46 +85,39 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
           },
         ]);
       const pageSize = pageSizeOf(num(req, 'pageSize'));
-      const scope = `${jobId}/${status ?? ''}`;
+      const scope = `${key}/${status ?? ''}`;
       const after = decodePageToken('runs', scope, str(req, 'pageToken'));
       if (after !== undefined && typeof after !== 'number')
         throw new ValidationError('REQUEST_INVALID', [
           { field: 'pageToken', reason: 'is not a page token of ListRuns' },
         ]);
-      const groupOf = (): number => admin.groupOf(jobId);
-      return api.onGroup(ctx, groupOf, 'RunService', 'ListRuns', req, async () => {
-        const sm = await admin.readJobGroup(jobId);
-        const job = sm.jobs.get(jobId);
-        const runs = sm.runsOf(jobId);
-        if (!job && runs.length === 0)
-          throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+      const groupOf = (): number => admin.groupOf(key);
+      const message = { ...req, tenant };
+      return api.onGroup(ctx, groupOf, 'RunService', 'ListRuns', message, async () => {
+        const sm = await admin.readJobGroup(key);
+        const job = sm.jobs.get(key);
+        const runs = sm.runsOf(key);
+        if (!job && runs.length === 0) throw jobNotFound(key);
         const sorted = runs
           .filter((r) => status === undefined || r.status === status)
           .sort((a, b) => b.slotMs - a.slotMs);
         const page = pageAfter(sorted, (r) => after === undefined || r.slotMs < after, pageSize);
         const last = page.items[page.items.length - 1];
         return {
-          runs: page.items.map((r) => runOut(r, job?.tenant ?? '')),
+          runs: page.items.map((r) => runOut(r)),
           nextPageToken: page.more && last ? encodePageToken('runs', scope, last.slotMs) : '',
         };
       });
     },
 
     GetRun: (req, ctx) =>
-      onFire(ctx, 'GetRun', req, async () => {
-        const { run, tenant } = await admin.getRun(str(req, 'fireId'));
-        return runOut(run, tenant);
-      }),
+      onFire(ctx, 'GetRun', req, async (fireId) => runOut(await admin.getRun(fireId))),
 
     ReplayRun: (req, ctx) =>
-      onFire(ctx, 'ReplayRun', req, async () => {
-        const run = await admin.replayRun(str(req, 'fireId'));
-        return runOut(run, admin.jobNow(run.jobId).tenant);
-      }),
+      onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId))),
 
     ListDeadRuns: async (req, ctx) => {
-      const tenant = str(req, 'tenant');
-      requireTenantId(tenant);
+      const tenant = resolveTenant(ctx, str(req, 'tenant'), 'tenant');
       const pageSize = pageSizeOf(num(req, 'pageSize'));
       const after = decodePageToken('dead', tenant, str(req, 'pageToken'));
       if (after !== undefined && !isDeadKey(after))
@@ -153,7 +186,7 @@ export async function localListDead(
     limit,
   );
   return {
-    runs: page.items.map((r) => runOut(r, tenant)),
+    runs: page.items.map((r) => runOut(r)),
     nextPageToken: page.more ? 'more' : '',
   };
 }

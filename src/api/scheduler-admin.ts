@@ -7,6 +7,10 @@
  *
  * A request for a group (or the meta group) this node does not lead fails with NotLeaderError
  * and the leader's id, so the router forwards or retries there. Reads run after a ReadIndex.
+ *
+ * Jobs are named by their key, `<tenant>/<job id>` (src/scheduler/job-key.ts): createCommand
+ * makes it from the request's job id and `spec.tenant`; every other method takes it. Refusals
+ * name the job as its caller knows it (`job "nightly"`), never by its key.
  */
 import { assert } from '../base/assert.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
@@ -17,6 +21,7 @@ import {
   JobSpecCompiler,
   requireFirstSlot,
   JOB_ID_PATTERN,
+  TENANT_ID_PATTERN,
   type CompiledJobSpec,
   type JobSpecInput,
 } from './job-spec.js';
@@ -42,6 +47,7 @@ import {
   type TenantJobsAction,
 } from '../scheduler/commands.js';
 import { fireIdOf, type Job, type Run } from '../scheduler/model.js';
+import { jobIdOfKey, jobKeyOf, publicReason, splitJobKey } from '../scheduler/job-key.js';
 import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-machine.js';
 import type { ApiNode, DataGroupView } from './api-node.js';
 import { RouteStaleError } from './router.js';
@@ -65,14 +71,40 @@ export function resumeSlotMs(job: Job, nowMs: number): number | undefined {
   return firstSlotMs(compileJobSpec(job, job.createdAtMs), nowMs);
 }
 
-/** The job id of a fire id `jobId:slotMs` (job ids hold no colon). */
-export function jobIdOfFireId(fireId: string): string {
+/**
+ * The job key of a fire id `<tenant>/<job id>:<slot ms>` (neither id holds a colon). The API
+ * checked the fire id's shape (run-service.ts); this is for fire ids it passed on.
+ */
+export function jobKeyOfFireId(fireId: string): string {
   const at = fireId.lastIndexOf(':');
-  if (at <= 0 || !/^\d+$/.test(fireId.slice(at + 1)))
-    throw new ValidationError('REQUEST_INVALID', [
-      { field: 'fireId', reason: 'must be <job_id>:<slot ms>, as runs list it' },
-    ]);
+  assert(at > 0, `jobKeyOfFireId: ${JSON.stringify(fireId)} is not a fire id`);
   return fireId.slice(0, at);
+}
+
+/** NOT_FOUND for the job of `key`, worded as for any job id its caller names. */
+export function jobNotFound(key: string): SchedulerAdminError {
+  return new SchedulerAdminError(
+    'JOB_NOT_FOUND',
+    `job ${JSON.stringify(jobIdOfKey(key))} does not exist`,
+  );
+}
+
+/** NOT_FOUND for a run, named by the fire id its caller gave. */
+export function runNotFound(fireId: string): SchedulerAdminError {
+  return new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+}
+
+/** A refusal of the state machine, with its job keys named as their callers know them. */
+function refusal(r: Extract<ApplyResult, { ok: false }>): SchedulerAdminError {
+  return new SchedulerAdminError(r.code, publicReason(r.reason));
+}
+
+/**
+ * The request id a create stores: scoped by the tenant, so that two tenants' equal request ids
+ * never meet (the state machine treats it as an opaque string).
+ */
+export function scopedRequestId(tenant: string, requestId: string): string {
+  return `${tenant}/${requestId}`;
 }
 
 export interface CreateJobRequest {
@@ -93,7 +125,7 @@ function sumCreates(results: readonly unknown[]): CreateJobsResult {
   let created = 0;
   let duplicates = 0;
   for (const r of results as ApplyResult[]) {
-    if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+    if (!r.ok) throw refusal(r);
     created += r.createdCount ?? 0;
     duplicates += r.duplicateCount ?? 0;
   }
@@ -127,8 +159,9 @@ export class SchedulerAdmin {
     return splitRing(this.node.config.groups, META_GROUP_ID + 1);
   }
 
-  groupOf(jobId: string): number {
-    return lookupRange(this.ranges(), hashShardKey(jobId)).groupId;
+  /** The group that owns the job of `key` (its key is what the ring hashes). */
+  groupOf(key: string): number {
+    return lookupRange(this.ranges(), hashShardKey(key)).groupId;
   }
 
   requireLeader(groupId: number): void {
@@ -184,8 +217,7 @@ export class SchedulerAdmin {
   async updateJob(jobId: string, spec: unknown, expectedVersion: number | undefined): Promise<Job> {
     const nowMs = this.clock.nowMs();
     const violations: FieldViolation[] = [];
-    if (!JOB_ID_PATTERN.test(jobId))
-      violations.push({ field: 'jobId', reason: `must match ${JOB_ID_PATTERN.source}` });
+    const { tenant } = splitJobKey(jobId);
     if (
       expectedVersion !== undefined &&
       (!Number.isSafeInteger(expectedVersion) || expectedVersion < 1)
@@ -195,12 +227,12 @@ export class SchedulerAdmin {
         reason: 'must be a positive integer when given',
       });
     const compiled = this.compileSpec(spec ?? {}, new JobSpecCompiler(nowMs), '', violations);
-    // A job belongs to its tenant for life: its runs, quotas and signing secrets are the tenant's.
-    const current = this.node.data.get(this.groupOf(jobId))?.scheduler.jobs.get(jobId);
-    if (compiled && current && compiled.spec.tenant !== current.tenant)
+    // A job belongs to its tenant for life: its runs, quotas and signing secrets are the tenant's
+    // (and its key names the tenant).
+    if (compiled && compiled.spec.tenant !== tenant)
       violations.push({
         field: 'spec.tenant',
-        reason: `cannot be changed by an update (the job belongs to ${current.tenant}): delete it and create it under the other tenant`,
+        reason: `must be the job's tenant ${tenant}: a job belongs to its tenant for life (delete it and create it under the other tenant)`,
       });
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
@@ -239,7 +271,7 @@ export class SchedulerAdmin {
     const groupId = this.groupOf(jobId);
     this.requireLeader(groupId);
     const job = this.node.data.get(groupId)?.scheduler.jobs.get(jobId);
-    if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+    if (!job) throw jobNotFound(jobId);
     const compiled = compileJobSpec(job, job.createdAtMs);
     const slots: number[] = [];
     for (let at = fromMs; ;) {
@@ -271,18 +303,17 @@ export class SchedulerAdmin {
 
   /** Replays a DEAD run: it is scheduled again at once. */
   async replayRun(fireId: string): Promise<Run> {
-    const jobId = jobIdOfFireId(fireId);
+    const jobId = jobKeyOfFireId(fireId);
     await this.propose(jobId, { op: 'replay-run', atMs: this.clock.nowMs(), fireId });
     return this.runAfter(fireId);
   }
 
   /** A run with every attempt, after a ReadIndex. */
-  async getRun(fireId: string): Promise<{ run: Run; tenant: string }> {
-    const jobId = jobIdOfFireId(fireId);
-    const sm = await this.readJobGroup(jobId);
+  async getRun(fireId: string): Promise<Run> {
+    const sm = await this.readJobGroup(jobKeyOfFireId(fireId));
     const run = sm.runs.get(fireId);
-    if (!run) throw new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
-    return { run, tenant: sm.jobs.get(run.jobId)?.tenant ?? '' };
+    if (!run) throw runNotFound(fireId);
+    return run;
   }
 
   /**
@@ -421,14 +452,18 @@ export class SchedulerAdmin {
     const compiled = this.compileSpec(req.spec ?? {}, compiler, prefix, violations);
     if (violations.length > 0 || !compiled)
       throw new ValidationError('JOB_SPEC_INVALID', violations);
+    const { tenant } = compiled.spec;
+    assert(TENANT_ID_PATTERN.test(tenant), 'createCommand: compileJobSpec passed a bad tenant');
     return {
       op: 'create-job',
       atMs: nowMs,
-      jobId,
+      jobId: jobKeyOf(tenant, jobId),
       spec: compiled.spec,
       nextFireAtMs: requireFirstSlot(compiled, nowMs, `${prefix}spec.schedule`),
       requestId:
-        typeof req.requestId === 'string' && req.requestId !== '' ? req.requestId : undefined,
+        typeof req.requestId === 'string' && req.requestId !== ''
+          ? scopedRequestId(tenant, req.requestId)
+          : undefined,
     };
   }
 
@@ -474,7 +509,7 @@ export class SchedulerAdmin {
         break;
       case 'resume-job': {
         const job = sm.jobs.get(jobId);
-        if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+        if (!job) throw jobNotFound(jobId);
         c = { op, atMs: nowMs, jobId, nextFireAtMs: resumeSlotMs(job, nowMs) };
         break;
       }
@@ -532,7 +567,7 @@ export class SchedulerAdmin {
       }
       const results = (await this.node.host.proposeBatch(groupId, datas)) as ApplyResult[];
       for (const r of results) {
-        if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+        if (!r.ok) throw refusal(r);
         changed += r.changedCount ?? 0;
       }
       // The last entry sees the earlier chunks resumed: what it finds paused and unlisted was
@@ -553,7 +588,7 @@ export class SchedulerAdmin {
     await this.node.host.read(groupId);
     requireOwned(data, groupId, jobId);
     const job = data.scheduler.jobs.get(jobId);
-    if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+    if (!job) throw jobNotFound(jobId);
     return { job, runs: data.scheduler.runsOf(jobId) };
   }
 
@@ -581,7 +616,7 @@ export class SchedulerAdmin {
       const results = (await this.node.host.proposeBatch(groupId, datas)) as ApplyResult[];
       r = results[results.length - 1]!;
     }
-    if (!r.ok) throw new SchedulerAdminError(r.code, r.reason);
+    if (!r.ok) throw refusal(r);
     return r;
   }
 
@@ -620,23 +655,25 @@ export class SchedulerAdmin {
   }
 
   private runAfter(fireId: string): Run {
-    const run = this.node.data.get(this.groupOf(jobIdOfFireId(fireId)))?.scheduler.runs.get(fireId);
-    if (!run) throw new SchedulerAdminError('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    const run = this.node.data
+      .get(this.groupOf(jobKeyOfFireId(fireId)))
+      ?.scheduler.runs.get(fireId);
+    if (!run) throw runNotFound(fireId);
     return run;
   }
 
   private jobAfter(jobId: string): Job {
     const job = this.node.data.get(this.groupOf(jobId))?.scheduler.jobs.get(jobId);
-    if (!job) throw new SchedulerAdminError('JOB_NOT_FOUND', `job ${jobId} does not exist`);
+    if (!job) throw jobNotFound(jobId);
     return job;
   }
 }
 
-/** ROUTE_STALE when the group's own state says `jobId` was split away from it. */
+/** ROUTE_STALE when the group's own state says the job of key `jobId` was split away from it. */
 function requireOwned(data: DataGroupView, groupId: number, jobId: string): void {
   if (!data.owns(jobId))
     throw new RouteStaleError(
       'ROUTE_STALE',
-      `job ${jobId} is no longer in group ${groupId} (its range was split); routing again`,
+      `job ${JSON.stringify(jobIdOfKey(jobId))} is no longer in group ${groupId} (its range was split); routing again`,
     );
 }

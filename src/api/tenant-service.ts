@@ -8,7 +8,7 @@ import type { ApiContext } from './api-context.js';
 import { tenantOut, type Msg } from './convert.js';
 import { requireTenantId } from './job-service.js';
 import { decodePageToken, encodePageToken, pageSizeOf } from './pagination.js';
-import { scopeTenant } from './principal-scope.js';
+import { scopeTenant } from './tenant-scope.js';
 import type { CallContext } from './router.js';
 import { num, optNum, str, unary, type Handler } from './service-kit.js';
 

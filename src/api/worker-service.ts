@@ -7,6 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { ValidationError } from '../base/errors.js';
 import { formatInstant } from '../schedule/civil.js';
+import { jobIdOfKey } from '../scheduler/job-key.js';
 import type {
   LeaseAnswer,
   WorkerCompletion,
@@ -106,7 +107,8 @@ class WorkerStream {
         lease: (l) =>
           this.write({
             lease: {
-              jobId: l.jobId,
+              // The job id its tenant knows; the fire id keeps the key, tenant and all.
+              jobId: jobIdOfKey(l.jobId),
               tenant: l.tenant,
               fireId: l.fireId,
               slotMs: l.slotMs,

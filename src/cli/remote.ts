@@ -266,6 +266,27 @@ export class UsageError extends Error {
 }
 
 /**
+ * `--tenant <id>` on a command that names a job, a run or a tenant's jobs: job ids are unique per
+ * tenant, so the tenant is part of the name. Checked by tenantOf, not by commander, so that the
+ * flag can become optional in one place.
+ */
+export function tenantOption(cmd: Command, what: string): Command {
+  return cmd.option('--tenant <id>', `${what} (required: job ids are unique per tenant)`);
+}
+
+/**
+ * The tenant a command acts as: its --tenant, which is required (a usage error, nothing sent,
+ * when missing). The cluster decides in the end (src/api/tenant-scope.ts).
+ */
+export function tenantOf(o: { readonly tenant?: string }): string {
+  if (o.tenant === undefined || o.tenant === '')
+    throw new UsageError(
+      "required option '--tenant <id>' not specified (job ids are unique per tenant)",
+    );
+  return o.tenant;
+}
+
+/**
  * Runs `body` with a client for the options' endpoint and turns what it throws into output and
  * an exit code.
  */

@@ -6,7 +6,8 @@
  * outcomes (classify.ts decides which). Only broken invariants (a non-integer token) assert.
  *
  * The body is `{jobId, tenant, fireId, slot, slotMs, attempt, fencingToken, payload}`, with
- * `slot` the ISO-8601 form of `slotMs` and `payload` the job's JSON text spliced in verbatim, so
+ * `jobId` the id the tenant knows (the job's key stripped of its tenant, job-key.ts), `fireId`
+ * the whole fire id `<tenant>/<job id>:<slot ms>`, `slot` the ISO-8601 form of `slotMs` and `payload` the job's JSON text spliced in verbatim, so
  * numbers beyond 2^53 keep their digits. Headers: Idempotency-Key (the fire id, stable across
  * attempts), Tickraft-Fencing-Token, Tickraft-Scheduled-For (ISO), Tickraft-Attempt, and the
  * Standard Webhooks trio webhook-id (the fire id), webhook-timestamp and webhook-signature, plus
@@ -16,6 +17,7 @@ import { assert, assertionFailed } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import type { FieldViolation } from '../base/errors.js';
 import { formatInstant } from '../schedule/civil.js';
+import { jobIdOfKey } from '../scheduler/job-key.js';
 import type { AttemptOutcome, Job } from '../scheduler/model.js';
 import {
   classify,
@@ -34,7 +36,7 @@ export type WebhookJob = Pick<Job, 'id' | 'tenant' | 'target' | 'payload' | 'att
 
 export interface WebhookAttempt {
   readonly job: WebhookJob;
-  /** `jobId:slotMs`: Idempotency-Key and webhook-id. */
+  /** `<tenant>/<job id>:<slot ms>`: Idempotency-Key and webhook-id. */
   readonly fireId: string;
   readonly slotMs: number;
   /** 1-based. */
@@ -285,7 +287,7 @@ export function buildWebhookRequest(
   }
   const slotIso = formatInstant(attempt.slotMs);
   const body =
-    `{"jobId":${JSON.stringify(job.id)},"tenant":${JSON.stringify(job.tenant)}` +
+    `{"jobId":${JSON.stringify(jobIdOfKey(job.id))},"tenant":${JSON.stringify(job.tenant)}` +
     `,"fireId":${JSON.stringify(attempt.fireId)},"slot":"${slotIso}","slotMs":${attempt.slotMs}` +
     `,"attempt":${attempt.attempt},"fencingToken":${attempt.token},"payload":${payload}}`;
   const timestampSec = Math.floor(attempt.nowMs / 1000);

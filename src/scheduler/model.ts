@@ -65,6 +65,7 @@ export interface JobSpec {
  * it never changes under its reader.
  */
 export interface Job extends JobSpec {
+  /** The job's key, `<tenant>/<job id>` (job-key.ts): what the replicated state names it by. */
   readonly id: string;
   /** Bumped by every change of the definition; optimistic concurrency for updates. */
   readonly version: number;
@@ -114,8 +115,12 @@ export interface Attempt {
 }
 
 export interface Run {
-  /** `jobId:slotMs`, the idempotency key sent to the target. */
+  /**
+   * `jobId:slotMs`, the idempotency key sent to the target. The job id is the job's key,
+   * `<tenant>/<job id>` (job-key.ts), so a fire id is `<tenant>/<job id>:<slot ms>`.
+   */
   readonly fireId: string;
+  /** The job's key (job-key.ts). */
   readonly jobId: string;
   readonly slotMs: number;
   status: RunStatus;
@@ -130,6 +135,7 @@ export interface Run {
   manual: boolean;
 }
 
+/** The fire id of a job's slot; `jobId` is the job's key, so the fire id carries its tenant. */
 export function fireIdOf(jobId: string, slotMs: number): string {
   return `${jobId}:${slotMs}`;
 }

@@ -8,6 +8,8 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fileURLToPath } from 'node:url';
 import { hashShardKey } from '../placement/hash.js';
+import { jobKeyOf } from '../scheduler/job-key.js';
+import { JOB_ID_PATTERN, TENANT_ID_PATTERN } from '../api/job-spec.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { lookupRange, splitRing, type RingRange } from '../placement/ring.js';
 import { encodeKvPut } from './kv-state-machine.js';
@@ -62,7 +64,18 @@ export class DebugServer {
     } catch {
       throw new ValidationError('REQUEST_INVALID', [{ field: 'json', reason: 'is not JSON' }]);
     }
-    const jobId = typeof req['jobId'] === 'string' ? req['jobId'] : '';
+    // A job is named by `tenant` and `jobId`, as in the public API; the admin takes its key.
+    const named = (): string => {
+      const tenant = typeof req['tenant'] === 'string' ? req['tenant'] : '';
+      const jobId = typeof req['jobId'] === 'string' ? req['jobId'] : '';
+      const violations = [];
+      if (!TENANT_ID_PATTERN.test(tenant))
+        violations.push({ field: 'tenant', reason: "must be the job's tenant" });
+      if (!JOB_ID_PATTERN.test(jobId))
+        violations.push({ field: 'jobId', reason: 'must be a job id' });
+      if (violations.length > 0) throw new ValidationError('REQUEST_INVALID', violations);
+      return jobKeyOf(tenant, jobId);
+    };
     switch (req['op']) {
       case 'put-tenant':
         return this.admin.putTenant(req);
@@ -74,15 +87,15 @@ export class DebugServer {
       case 'resume-job':
       case 'delete-job':
       case 'trigger-job':
-        return this.admin.jobCommand(req['op'], jobId);
+        return this.admin.jobCommand(req['op'], named());
       case 'update-job':
         return this.admin.updateJob(
-          jobId,
+          named(),
           req['spec'],
           typeof req['expectedVersion'] === 'number' ? req['expectedVersion'] : undefined,
         );
       case 'get-job':
-        return this.admin.getJob(jobId);
+        return this.admin.getJob(named());
       default:
         throw new ValidationError('REQUEST_INVALID', [
           { field: 'op', reason: `unknown op ${JSON.stringify(req['op'])}` },

@@ -81,7 +81,7 @@ export class ApiCluster {
  * machine, the outcome unknown) is retried after the hint, and ALREADY_EXISTS on a retry means
  * an earlier try committed.
  */
-async function createTenantCarefully(c: ApiClient, req: Obj): Promise<void> {
+export async function createTenantCarefully(c: ApiClient, req: Obj): Promise<void> {
   let tried = false;
   await retryUnavailable(async () => {
     try {

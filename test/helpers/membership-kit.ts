@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import type { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
+import { jobKeyOf } from '../../src/scheduler/job-key.js';
 import { eventually, freePort, ProcNode } from './cluster.js';
-import { iso, type SchedulerCluster } from './scheduler-cluster.js';
+import { iso, TENANT, type SchedulerCluster } from './scheduler-cluster.js';
 import { runTickctl } from './tickctl.js';
 
 export type Obj = Record<string, unknown>;
@@ -103,7 +104,7 @@ export function jobsAcrossSplit(
   for (let i = 0; low + high < count; i++) {
     const id = `${prefix}-${i}`;
     if (sc.groupOf(id) !== groupId) continue;
-    const upper = hashShardKey(id) >= mid;
+    const upper = hashShardKey(jobKeyOf(TENANT, id)) >= mid;
     if (upper ? high >= count / 2 : low >= count / 2) continue;
     if (upper) high++;
     else low++;

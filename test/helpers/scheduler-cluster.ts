@@ -1,12 +1,15 @@
 /**
  * A real cluster with a webhook sink and a tenant, for the scheduler's real-process tests:
  * job placement (which group, which leader, which term), job creation through the test-only
- * admin RPC, and the run states a node's replica holds.
+ * admin RPC, and the run states a node's replica holds. Jobs are named by their id under TENANT
+ * (job ids are unique per tenant); the admin RPC answers with the records as the state holds them,
+ * named by their keys (`acme/<id>`).
  */
 import type { Test } from 'tap';
 import { META_GROUP_ID } from '../../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../../src/placement/hash.js';
 import { lookupRange, splitRing } from '../../src/placement/ring.js';
+import { jobKeyOf } from '../../src/scheduler/job-key.js';
 import type { Job, Run } from '../../src/scheduler/model.js';
 import { eventually, ProcCluster, type ProcNode } from './cluster.js';
 import { TEST_SECRET, WebhookSink } from './webhook-sink.js';
@@ -49,16 +52,20 @@ export class SchedulerCluster {
         const hosted = new Set((await n.status(1000)).groups.map((g) => g.groupId));
         let jobId = 'no-such-job';
         for (let i = 0; !hosted.has(sc.groupOf(jobId)); i++) jobId = `no-such-job-${i}`;
-        await n.scheduler({ op: 'get-job', jobId }).catch((err: { code?: number }) => {
-          if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
-        });
+        await n
+          .scheduler({ op: 'get-job', tenant: TENANT, jobId })
+          .catch((err: { code?: number }) => {
+            if (err.code !== 5) throw err as Error; // NOT_FOUND: the node answers
+          });
       }
     }, 10_000);
     return sc;
   }
 
+  /** The group of TENANT's job `jobId`: the ring hashes the job's key. */
   groupOf(jobId: string): number {
-    return lookupRange(splitRing(this.groups, META_GROUP_ID + 1), hashShardKey(jobId)).groupId;
+    const key = jobKeyOf(TENANT, jobId);
+    return lookupRange(splitRing(this.groups, META_GROUP_ID + 1), hashShardKey(key)).groupId;
   }
 
   /** `count` job ids starting with `prefix` that all live in the same group. */
@@ -99,13 +106,17 @@ export class SchedulerCluster {
   async updateJob(jobId: string, spec: Record<string, unknown>): Promise<Job> {
     return (await this.cluster.scheduler({
       op: 'update-job',
+      tenant: TENANT,
       jobId,
       spec: { tenant: TENANT, name: jobId, target: { url: `${this.sink.url}/hook` }, ...spec },
     })) as Job;
   }
 
   async getJob(jobId: string): Promise<{ job: Job; runs: Run[] }> {
-    return (await this.cluster.scheduler({ op: 'get-job', jobId })) as { job: Job; runs: Run[] };
+    return (await this.cluster.scheduler({ op: 'get-job', tenant: TENANT, jobId })) as {
+      job: Job;
+      runs: Run[];
+    };
   }
 
   /** Waits until the job's run of `slotMs` satisfies `pred`; returns it. */

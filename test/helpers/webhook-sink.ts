@@ -12,8 +12,14 @@ import { compileSigningKeys, verifyWebhook } from '../../src/delivery/signing.js
 import { termOfToken } from '../../src/scheduler/dispatcher.js';
 
 export interface Receipt {
+  /** `<tenant>/<job id>:<slot ms>`. */
   readonly fireId: string;
+  /** The job id as its tenant knows it (the body's `jobId`). */
   readonly jobId: string;
+  /** The body's `tenant`. */
+  readonly tenant: string;
+  /** The request's path (and query): which of the sink's targets it was sent to. */
+  readonly path: string;
   readonly slotMs: number;
   readonly attempt: number;
   readonly token: number;
@@ -23,6 +29,8 @@ export interface Receipt {
   /** The status the sink answered (0 while held). */
   status: number;
   readonly body: Record<string, unknown>;
+  /** The body's exact bytes as text (what the signature covers). */
+  readonly text: string;
   readonly headers: IncomingMessage['headers'];
 }
 
@@ -31,7 +39,10 @@ export type Behaviour = 'ok' | 'hold' | number | { readonly delayMs: number };
 
 export class WebhookSink {
   readonly receipts: Receipt[] = [];
-  /** Highest token term accepted per job (the fencing state of a careful receiver). */
+  /**
+   * Highest token term accepted per job, by `<tenant>/<job id>` (job ids are unique per tenant):
+   * the fencing state of a careful receiver.
+   */
   readonly termOf = new Map<string, number>();
   readonly held: ServerResponse[] = [];
   behaviour: (r: Receipt) => Behaviour = () => 'ok';
@@ -53,6 +64,8 @@ export class WebhookSink {
         const receipt: Receipt = {
           fireId,
           jobId: String(body['jobId']),
+          tenant: String(body['tenant']),
+          path: req.url ?? '',
           slotMs: Number(body['slotMs']),
           attempt: Number(req.headers['tickraft-attempt']),
           token,
@@ -61,16 +74,18 @@ export class WebhookSink {
           signatureOk: verifyWebhook(req.headers, text, keys, { nowMs: Date.now() }).ok,
           status: 0,
           body,
+          text,
           headers: req.headers,
         };
         this.receipts.push(receipt);
-        const seen = this.termOf.get(receipt.jobId) ?? 0;
+        const fenceKey = `${receipt.tenant}/${receipt.jobId}`;
+        const seen = this.termOf.get(fenceKey) ?? 0;
         if (receipt.term < seen) {
           receipt.status = 409;
           res.writeHead(409).end('stale fencing token');
           return;
         }
-        this.termOf.set(receipt.jobId, receipt.term);
+        this.termOf.set(fenceKey, receipt.term);
         const b = this.behaviour(receipt);
         if (b === 'hold') {
           this.held.push(res);
@@ -95,8 +110,11 @@ export class WebhookSink {
     return this.url;
   }
 
-  of(jobId: string): Receipt[] {
-    return this.receipts.filter((r) => r.jobId === jobId);
+  /** The receipts of a job id (of any tenant, or of `tenant` when given). */
+  of(jobId: string, tenant?: string): Receipt[] {
+    return this.receipts.filter(
+      (r) => r.jobId === jobId && (tenant === undefined || r.tenant === tenant),
+    );
   }
 
   async close(): Promise<void> {

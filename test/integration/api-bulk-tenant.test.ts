@@ -45,7 +45,9 @@ t.test('bulk pause, resume and cancel of one tenant across every group', async (
   t.equal(created.created + created.duplicates, ACME.length + BETA.length);
   const groupsOfAcme = new Set<number>();
   for (const jobId of ACME)
-    groupsOfAcme.add((await c.call<Obj>('JobService', 'GetJob', { jobId }))['groupId'] as number);
+    groupsOfAcme.add(
+      (await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId }))['groupId'] as number,
+    );
   t.ok(groupsOfAcme.size >= 3, `acme's jobs live in ${groupsOfAcme.size} groups`);
   const firedAfter = (jobs: string[], ms: number) => () => {
     const idle = jobs.filter((j) => !ac.sink.of(j).some((r) => r.slotMs > ms));
@@ -74,7 +76,7 @@ t.test('bulk pause, resume and cancel of one tenant across every group', async (
   const again = await ac.client('n3').call<Obj>('AdminService', 'BulkPause', { tenant: 'acme' });
   t.equal(again['jobsTotal'], ACME.length, 'a retried pause sees the same jobs');
   t.equal(again['changedTotal'], 0, 'and changes nothing');
-  const job = await c.call<Obj>('JobService', 'GetJob', { jobId: '3-acme' });
+  const job = await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: '3-acme' });
   t.equal(job['paused'], true, 'GetJob shows the job paused');
 
   const betaBefore = ac.sink.receipts.filter((r) => BETA.includes(r.jobId)).length;
@@ -115,7 +117,7 @@ t.test('bulk pause, resume and cancel of one tenant across every group', async (
   t.equal(unconfirmed.code, 2, 'cancel without --yes is a usage error');
   t.match(unconfirmed.stderr, /add --yes to confirm/);
   t.equal(
-    (await c.call<Obj>('JobService', 'GetJob', { jobId: '0-acme' }))['id'],
+    (await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: '0-acme' }))['id'],
     '0-acme',
     'nothing gone',
   );
@@ -124,7 +126,9 @@ t.test('bulk pause, resume and cancel of one tenant across every group', async (
   t.equal(cancel['changedTotal'], ACME.length, 'every acme job deleted');
   t.comment(`BulkCancel: every group committed within ${String(cancel['elapsedMs'])} ms`);
   for (const jobId of ACME) {
-    const gone = await c.call('JobService', 'GetJob', { jobId }).catch((e: unknown) => e);
+    const gone = await c
+      .call('JobService', 'GetJob', { tenant: 'acme', jobId })
+      .catch((e: unknown) => e);
     t.equal((gone as ApiCallError).code, 'JOB_NOT_FOUND', `${jobId}: NOT_FOUND`);
   }
   const list = await c.call<Obj>('JobService', 'ListJobs', { tenant: 'beta' });

@@ -134,22 +134,41 @@ const CASES: Case[] = [
     'update: bad tenant',
     'JobService',
     'UpdateJob',
-    (ac) => ({ jobId: 'base', spec: ac.spec({ tenant: 'Not A Tenant' }) }),
+    (ac) => ({ tenant: 'acme', jobId: 'base', spec: ac.spec({ tenant: 'Not A Tenant' }) }),
     ['spec.tenant'],
   ],
   [
     'update: other tenant',
     'JobService',
     'UpdateJob',
-    (ac) => ({ jobId: 'base', spec: ac.spec({ tenant: 'other' }) }),
+    (ac) => ({ tenant: 'acme', jobId: 'base', spec: ac.spec({ tenant: 'other' }) }),
     ['spec.tenant'],
-    /cannot be changed/,
+    /^must be the job's tenant acme: a job belongs to its tenant for life/,
+  ],
+  [
+    'update: no tenant',
+    'JobService',
+    'UpdateJob',
+    (ac) => ({ jobId: 'base', spec: ac.spec() }),
+    ['tenant'],
+    /^is required: job ids are unique per tenant$/,
+  ],
+  [
+    'get: bad tenant and job id',
+    'JobService',
+    'GetJob',
+    () => ({ tenant: 'Bad!', jobId: 'bad id' }),
+    ['job_id', 'tenant'],
   ],
   [
     'update: no slot left',
     'JobService',
     'UpdateJob',
-    (ac) => ({ jobId: 'base', spec: ac.spec({ schedule: 'at 2020-01-01T00:00:00Z' }) }),
+    (ac) => ({
+      tenant: 'acme',
+      jobId: 'base',
+      spec: ac.spec({ schedule: 'at 2020-01-01T00:00:00Z' }),
+    }),
     ['spec.schedule'],
     /has no slot/,
   ],
@@ -157,14 +176,14 @@ const CASES: Case[] = [
     'update: bad version',
     'JobService',
     'UpdateJob',
-    (ac) => ({ jobId: 'base', spec: ac.spec(), expectedVersion: -1 }),
+    (ac) => ({ tenant: 'acme', jobId: 'base', spec: ac.spec(), expectedVersion: -1 }),
     ['expected_version'],
   ],
   [
     'backfill range',
     'JobService',
     'BackfillJob',
-    () => ({ jobId: 'base', fromMs: PAST + 1000, toMs: PAST }),
+    () => ({ tenant: 'acme', jobId: 'base', fromMs: PAST + 1000, toMs: PAST }),
     ['to_ms'],
     /^must be after from_ms$/,
   ],
@@ -187,11 +206,26 @@ const CASES: Case[] = [
     'run status by number',
     'RunService',
     'ListRuns',
-    () => ({ jobId: 'base', status: 99 }),
+    () => ({ tenant: 'acme', jobId: 'base', status: 99 }),
     ['status'],
     /RUN_STATUS_DEAD/,
   ],
-  ['fire id', 'RunService', 'GetRun', () => ({ fireId: 'nocolon' }), ['fire_id'], /job_id/],
+  [
+    'fire id',
+    'RunService',
+    'GetRun',
+    () => ({ tenant: 'acme', fireId: 'nocolon' }),
+    ['fire_id'],
+    /^must be <tenant>\/<job_id>:<slot ms>/,
+  ],
+  [
+    'fire id without its tenant',
+    'RunService',
+    'ReplayRun',
+    () => ({ tenant: 'acme', fireId: 'base:1000' }),
+    ['fire_id'],
+  ],
+  ['run tenant', 'RunService', 'GetRun', () => ({ fireId: 'acme/base:1000' }), ['tenant']],
   [
     'tenant secret',
     'TenantService',
@@ -240,7 +274,7 @@ t.test('bad requests: exact snake_case field paths with one prefix', async (t) =
     );
     if (reason) t.match(e.violations[0]?.reason ?? '', reason, `${what}: the reason`);
   }
-  const base = await c.call<Obj>('JobService', 'GetJob', { jobId: 'base' });
+  const base = await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: 'base' });
   t.equal((base['spec'] as Obj)['tenant'], 'acme', 'the job is still the tenant it was');
   t.equal(base['version'], 1, 'no refused update changed it');
 
@@ -270,6 +304,8 @@ t.test('bad requests: exact snake_case field paths with one prefix', async (t) =
     'jobs',
     'update',
     'base',
+    '--tenant',
+    'acme',
     '--schedule',
     '0 0 32 * *',
     '--endpoint',
@@ -292,16 +328,16 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     c.call('JobService', 'CreateJob', { jobId: 'pz', spec: ac.spec({ schedule: 'every 1h' }) }),
   );
   const paused = await retryUnavailable(() =>
-    c.call<Obj>('JobService', 'PauseJob', { jobId: 'pz' }),
+    c.call<Obj>('JobService', 'PauseJob', { tenant: 'acme', jobId: 'pz' }),
   );
   t.equal(paused['paused'], true);
   t.equal(paused['nextFireAtMs'], undefined, 'PauseJob: no next_fire_at_ms');
   t.equal(paused['nextFireAt'], '', 'PauseJob: no next_fire_at');
-  const got = await c.call<Obj>('JobService', 'GetJob', { jobId: 'pz' });
+  const got = await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: 'pz' });
   t.equal(got['nextFireAtMs'], undefined, 'GetJob: no next_fire_at_ms');
   const listed = await c.call<{ jobs: Obj[] }>('JobService', 'ListJobs', { tenant: 'acme' });
   t.equal(listed.jobs.find((j) => j['id'] === 'pz')?.['nextFireAtMs'], undefined, 'ListJobs: none');
-  const shown = await tickctl(['jobs', 'get', 'pz', '--endpoint', endpoint]);
+  const shown = await tickctl(['jobs', 'get', 'pz', '--tenant', 'acme', '--endpoint', endpoint]);
   t.match(
     shown.out,
     /^pz\s+acme\s+every 1h\s+paused\s+-\s+\d+$/m,
@@ -325,7 +361,10 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     endpoint,
   ]);
   t.equal(made.code, 0, `jobs create --anchor: ${made.err}`);
-  const anchored = await c.call<Obj>('JobService', 'GetJob', { jobId: 'anchored' });
+  const anchored = await c.call<Obj>('JobService', 'GetJob', {
+    tenant: 'acme',
+    jobId: 'anchored',
+  });
   t.equal((anchored['spec'] as Obj)['anchorMs'], Date.parse(anchor), 'the anchor is the one given');
   t.equal(
     ((anchored['nextFireAtMs'] as number) - Date.parse(anchor)) % 10_000,
@@ -333,7 +372,7 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     'slots 10 s apart from it',
   );
   const resumed = await retryUnavailable(() =>
-    c.call<Obj>('JobService', 'ResumeJob', { jobId: 'pz' }),
+    c.call<Obj>('JobService', 'ResumeJob', { tenant: 'acme', jobId: 'pz' }),
   );
   t.type(resumed['nextFireAtMs'], 'number', 'resumed: a next fire again');
 
@@ -343,13 +382,23 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     'jobs',
     'get',
     'pz',
+    '--tenant',
+    'acme',
     '--endpoints',
     `${dead},${endpoint}`,
   ]);
   t.equal(viaSecond.code, 0, `--endpoints dead,live: served by the live one (${viaSecond.stderr})`);
   t.match(viaSecond.stdout, /^pz\s+acme\s+every 1h/m, 'and prints the job');
   const dead2 = `${ac.cluster.node('n1').host}:${await freePort(ac.cluster.node('n1').host)}`;
-  const none = await runTickctlProcess(['jobs', 'get', 'pz', '--endpoints', `${dead},${dead2}`]);
+  const none = await runTickctlProcess([
+    'jobs',
+    'get',
+    'pz',
+    '--tenant',
+    'acme',
+    '--endpoints',
+    `${dead},${dead2}`,
+  ]);
   t.equal(none.code, 5, 'every endpoint dead: exit 5 (unavailable, safe to retry)');
   t.match(none.stderr, dead, 'the error names the first endpoint');
   t.match(none.stderr, dead2, 'and the second');
@@ -358,15 +407,25 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     TICKRAFT_TOKEN: TEST_ADMIN_TOKEN,
     TICKCTL_ENDPOINTS: `${dead},${endpoint}`,
   };
-  const viaEnv = await runTickctlProcess(['jobs', 'get', 'pz'], { env });
+  const viaEnv = await runTickctlProcess(['jobs', 'get', 'pz', '--tenant', 'acme'], { env });
   t.equal(viaEnv.code, 0, `TICKCTL_ENDPOINTS works as --endpoints (${viaEnv.stderr})`);
-  const typo = await runTickctlProcess(['jobs', 'get', 'pz', '--endpoints', `${endpoint};${dead}`]);
+  const typo = await runTickctlProcess([
+    'jobs',
+    'get',
+    'pz',
+    '--tenant',
+    'acme',
+    '--endpoints',
+    `${endpoint};${dead}`,
+  ]);
   t.equal(typo.code, 2, 'a malformed list is a usage error');
   t.match(typo.stderr, /--endpoints: '.*' is not host:port/, 'naming the flag');
   const both = await runTickctlProcess([
     'jobs',
     'get',
     'pz',
+    '--tenant',
+    'acme',
     '--endpoint',
     endpoint,
     '--endpoints',
@@ -381,12 +440,14 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     'jobs',
     'get',
     'pz',
+    '--tenant',
+    'acme',
   ]);
   t.equal(first.code, 0, `--endpoints and --json before the command (${first.stderr})`);
   t.equal((JSON.parse(first.stdout) as Obj)['id'], 'pz', 'served by the live one, as JSON');
   // A flag wins over the other flag's variable: --endpoints over TICKCTL_ENDPOINT, and the reverse.
   const overEnv = await runTickctlProcess(
-    ['jobs', 'get', 'pz', '--endpoints', `${dead},${endpoint}`],
+    ['jobs', 'get', 'pz', '--tenant', 'acme', '--endpoints', `${dead},${endpoint}`],
     {
       env: { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN, TICKCTL_ENDPOINT: dead },
     },
@@ -396,13 +457,16 @@ t.test('a paused job shows no next fire, through the API and tickctl', async (t)
     0,
     `--endpoints with TICKCTL_ENDPOINT set: the flag wins (${overEnv.stderr})`,
   );
-  const overList = await runTickctlProcess(['--endpoint', endpoint, 'jobs', 'get', 'pz'], {
-    env: {
-      ...process.env,
-      TICKRAFT_TOKEN: TEST_ADMIN_TOKEN,
-      TICKCTL_ENDPOINTS: `${dead},${dead2}`,
+  const overList = await runTickctlProcess(
+    ['--endpoint', endpoint, 'jobs', 'get', 'pz', '--tenant', 'acme'],
+    {
+      env: {
+        ...process.env,
+        TICKRAFT_TOKEN: TEST_ADMIN_TOKEN,
+        TICKCTL_ENDPOINTS: `${dead},${dead2}`,
+      },
     },
-  });
+  );
   t.equal(
     overList.code,
     0,

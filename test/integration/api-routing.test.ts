@@ -31,7 +31,9 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
 
   // Reads through every node agree.
   for (const via of ['n1', 'n2', 'n3']) {
-    const j = await ac.client(via).call<Obj>('JobService', 'GetJob', { jobId: 'fire-5' });
+    const j = await ac
+      .client(via)
+      .call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: 'fire-5' });
     t.equal(j['id'], 'fire-5', `GetJob via ${via}`);
   }
 
@@ -55,6 +57,7 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
 
   // Optimistic concurrency.
   const updated = await ac.client('n2').call<Obj>('JobService', 'UpdateJob', {
+    tenant: TENANT,
     jobId: 'fire-8',
     expectedVersion: 1,
     spec: ac.spec({ schedule: '0 0 2 1 *', name: 'renamed' }),
@@ -62,7 +65,12 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
   t.equal(updated['version'], 2);
   const stale = await ac
     .client('n3')
-    .call('JobService', 'UpdateJob', { jobId: 'fire-8', expectedVersion: 1, spec: ac.spec() })
+    .call('JobService', 'UpdateJob', {
+      tenant: TENANT,
+      jobId: 'fire-8',
+      expectedVersion: 1,
+      spec: ac.spec(),
+    })
     .catch((e: unknown) => e);
   t.equal((stale as ApiCallError).status, 10, 'stale version: ABORTED');
   t.equal((stale as ApiCallError).code, 'JOB_VERSION_CONFLICT');
@@ -98,6 +106,7 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
     'every fire verifies with the tenant secret',
   );
   const runs = await ac.client('n1').call<Obj>('RunService', 'ListRuns', {
+    tenant: TENANT,
     jobId: 'fire-0',
     status: 'RUN_STATUS_SUCCEEDED',
     pageSize: 2,
@@ -106,9 +115,11 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
   t.equal(listed.length, 2, 'ListRuns filters by status');
   t.ok((listed[0]!['slotMs'] as number) > (listed[1]!['slotMs'] as number), 'runs newest first');
   t.not(runs['nextPageToken'], '', 'more runs on the next page');
+  t.match(listed[0]!['fireId'], /^acme\/fire-0:\d+$/, 'a fire id carries the tenant');
+  t.equal(listed[0]!['jobId'], 'fire-0', 'and a run names the job by its id');
   const run = await ac
     .client('n2')
-    .call<Obj>('RunService', 'GetRun', { fireId: listed[1]!['fireId'] });
+    .call<Obj>('RunService', 'GetRun', { tenant: TENANT, fireId: listed[1]!['fireId'] });
   const attempts = run['attempts'] as Obj[];
   t.equal(attempts[0]?.['statusCode'], 200, 'GetRun carries the attempts');
 
@@ -133,7 +144,7 @@ t.test('routing, firing, idempotency, versions, lists and a kill -9', async (t) 
     });
     const j = await ac
       .client(via === 'n2' ? 'n3' : 'n2')
-      .call<Obj>('JobService', 'GetJob', { jobId: `after-kill-${i}` });
+      .call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: `after-kill-${i}` });
     if (j['id'] === `after-kill-${i}`) ok++;
   }
   t.equal(ok, 12, 'creates and reads through the surviving nodes all succeed');

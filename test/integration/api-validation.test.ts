@@ -16,6 +16,7 @@ const CASES: [string, Obj, Obj?][] = [
   ['job_id', {}, { jobId: 'bad id!' }],
   ['request_id', {}, { requestId: 'r'.repeat(200) }],
   ['spec.tenant', { tenant: 'Not A Tenant' }],
+  ['spec.tenant', { tenant: '' }],
   ['spec.tenant', { tenant: 'ghost' }],
   ['spec.name', { name: 'n'.repeat(201) }],
   ['spec.schedule', { schedule: '' }],
@@ -75,7 +76,7 @@ t.test(
         `${field}: BadRequest names it (${e.violations.map((v) => `${v.field}: ${v.reason}`).join('; ')})`,
       );
       const gone = await c
-        .call('JobService', 'GetJob', { jobId: req.jobId })
+        .call('JobService', 'GetJob', { tenant: 'acme', jobId: req.jobId })
         .catch((x: unknown) => x);
       // An id that is itself invalid cannot be read back either: INVALID_ARGUMENT again.
       t.equal(
@@ -98,7 +99,7 @@ t.test(
       ['jobs[1].spec.priority'],
     );
     const none = await c
-      .call('JobService', 'GetJob', { jobId: 'batch-ok' })
+      .call('JobService', 'GetJob', { tenant: 'acme', jobId: 'batch-ok' })
       .catch((e: unknown) => e);
     t.equal((none as ApiCallError).status, 5, 'a batch with a bad job creates nothing');
     // An id twice in one batch is named, and nothing is created.
@@ -117,7 +118,9 @@ t.test(
       'the repeated id is named',
     );
     for (const jobId of ['twice-a', 'twice-b']) {
-      const r = await c.call('JobService', 'GetJob', { jobId }).catch((e: unknown) => e);
+      const r = await c
+        .call('JobService', 'GetJob', { tenant: 'acme', jobId })
+        .catch((e: unknown) => e);
       t.equal((r as ApiCallError).status, 5, `${jobId}: not created`);
     }
     // A batch retried with the same request ids creates each job once.
@@ -142,6 +145,32 @@ t.test(
     );
     t.same([batchFirst.created, batchFirst.duplicates], [40, 0], 'the first call creates all');
     t.same([batchAgain.created, batchAgain.duplicates], [0, 40], 'the retry creates none');
+
+    // A job id names a job only with its tenant: a call without one is refused, naming it.
+    for (const [service, method, req] of [
+      ['JobService', 'GetJob', { jobId: 'batch-ok' }],
+      ['JobService', 'DeleteJob', { jobId: 'batch-ok' }],
+      ['RunService', 'ListRuns', { jobId: 'batch-ok' }],
+      ['RunService', 'GetRun', { fireId: 'acme/batch-ok:1000' }],
+      ['JobService', 'ListJobs', {}],
+      ['AdminService', 'BulkPause', {}],
+    ] as const) {
+      const e = (await c.call(service, method, req).catch((x: unknown) => x)) as ApiCallError;
+      t.equal(e.status, 3, `${method} without a tenant: INVALID_ARGUMENT`);
+      t.same(
+        e.violations,
+        [{ field: 'tenant', reason: 'is required: job ids are unique per tenant' }],
+        `${method}: names tenant`,
+      );
+    }
+    const noTenant = (await c
+      .call('JobService', 'CreateJob', { jobId: 'no-tenant', spec: { ...ac.spec(), tenant: '' } })
+      .catch((x: unknown) => x)) as ApiCallError;
+    t.match(
+      noTenant.violations,
+      [{ field: 'spec.tenant', reason: 'is required: job ids are unique per tenant' }],
+      'CreateJob without spec.tenant names it',
+    );
 
     const endpoint = endpointOf(ac.cluster.node('n2'));
     const created = await tickctl(t, ['tenants', 'create', 'beta'], endpoint);
@@ -174,11 +203,23 @@ t.test(
       ['cli-job'],
       'one job',
     );
-    const paused = await tickctl(t, ['jobs', 'pause', 'cli-job'], endpoint);
+    const noFlag = await tickctl(t, ['jobs', 'pause', 'cli-job'], endpoint);
+    t.equal(noFlag.code, 2, 'a job named without --tenant: usage error');
+    t.match(noFlag.stderr, "required option '--tenant <id>' not specified");
+    t.match(noFlag.stderr, 'job ids are unique per tenant');
+    const paused = await tickctl(t, ['jobs', 'pause', 'cli-job', '--tenant', 'beta'], endpoint);
     t.match(paused.stdout, /paused/);
-    const upd = await tickctl(t, ['jobs', 'update', 'cli-job', '--name', 'weekday 9am'], endpoint);
+    const upd = await tickctl(
+      t,
+      ['jobs', 'update', 'cli-job', '--tenant', 'beta', '--name', 'weekday 9am'],
+      endpoint,
+    );
     t.equal(upd.code, 0, `jobs update: ${upd.stderr}`);
-    const get = await tickctl(t, ['jobs', 'get', 'cli-job', '--json'], endpoint);
+    const get = await tickctl(
+      t,
+      ['jobs', 'get', 'cli-job', '--tenant', 'beta', '--json'],
+      endpoint,
+    );
     t.equal((JSON.parse(get.stdout) as Obj)['version'], 2);
     const bad = await tickctl(
       t,
@@ -188,9 +229,16 @@ t.test(
     t.equal(bad.code, 2, 'invalid input exits 2');
     t.match(bad.stderr, /job_id: /);
     t.match(bad.stderr, /spec\.schedule\.minute: /);
-    const missing = await tickctl(t, ['jobs', 'get', 'no-such-job'], endpoint);
+    const missing = await tickctl(t, ['jobs', 'get', 'no-such-job', '--tenant', 'beta'], endpoint);
     t.equal(missing.code, 3, 'not found exits 3');
-    const runs = await tickctl(t, ['runs', 'list', 'cli-job'], endpoint);
+    const otherTenant = await tickctl(t, ['jobs', 'get', 'cli-job', '--tenant', 'acme'], endpoint);
+    t.equal(otherTenant.code, 3, "another tenant's job id is not found either");
+    t.equal(
+      otherTenant.stderr.replace('cli-job', 'no-such-job'),
+      missing.stderr,
+      'in the same words',
+    );
+    const runs = await tickctl(t, ['runs', 'list', 'cli-job', '--tenant', 'beta'], endpoint);
     t.equal(runs.code, 0, `runs list: ${runs.stderr}`);
     const dlq = await tickctl(t, ['dlq', 'list', '--tenant', 'beta', '--json'], endpoint);
     t.same(JSON.parse(dlq.stdout), { runs: [], nextPageToken: '' });

@@ -247,7 +247,7 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
       }),
     );
     const got = await retrying(() =>
-      other.call<Obj>('JobService', 'GetJob', { jobId: `after-kill-${i}` }),
+      other.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId: `after-kill-${i}` }),
     );
     t.equal(got['id'], `after-kill-${i}`, `create via one survivor, read via the other (${i})`);
   }
@@ -259,7 +259,15 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
     `after the kill: creates, reads and a list done in ${Date.now() - t0} ms, ` +
       `of which ${waitedMs} ms waiting on UNAVAILABLE retry hints`,
   );
-  const cli = await tickctl(['jobs', 'get', 'every-1s', '--endpoint', `${HOST}:${api + 2}`]);
+  const cli = await tickctl([
+    'jobs',
+    'get',
+    'every-1s',
+    '--tenant',
+    'acme',
+    '--endpoint',
+    `${HOST}:${api + 2}`,
+  ]);
   t.equal(cli.code, 0, 'tickctl against a survivor');
 
   await sleep(6000);

@@ -19,7 +19,7 @@ import {
   waitJoined,
   type Obj,
 } from '../helpers/membership-kit.js';
-import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
+import { SchedulerCluster, TENANT } from '../helpers/scheduler-cluster.js';
 
 t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
   const sc = await SchedulerCluster.start(t, { groups: 4 });
@@ -122,7 +122,7 @@ t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
     const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000, {}, { token: TEST_ADMIN_TOKEN });
     try {
       for (const j of jobs) {
-        const got = await c.call<Obj>('JobService', 'GetJob', { jobId: j.id });
+        const got = await c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: j.id });
         t.equal(got['id'], j.id, `${j.id} read through ${n.id}`);
       }
     } finally {

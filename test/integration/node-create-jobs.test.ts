@@ -11,6 +11,7 @@ import { JobSpecCompiler, requireFirstSlot } from '../../src/api/job-spec.js';
 import { loadApiServices } from '../../src/api/proto.js';
 import { decode, encode } from '../../src/base/codec.js';
 import { hashShardKey } from '../../src/placement/hash.js';
+import { jobIdOfKey, jobKeyOf } from '../../src/scheduler/job-key.js';
 import { lookupRange, type RingRange } from '../../src/placement/ring.js';
 import {
   encodeSchedulerCommand,
@@ -57,7 +58,8 @@ function createsIn(
   const compiler = new JobSpecCompiler(nowMs);
   const out: CreateJobCommand[] = [];
   for (let i = 0; out.length < n; i++) {
-    const jobId = `${i}-${prefix}`;
+    // Parts name jobs by their keys, as createCommand makes them.
+    const jobId = jobKeyOf(TENANT, `${i}-${prefix}`);
     if (lookupRange(ranges, hashShardKey(jobId)).groupId !== groupId) continue;
     const compiled = compiler.compile({
       tenant: TENANT,
@@ -105,7 +107,7 @@ function nodeCreateJobs(endpoint: string, parts: Obj[]): Promise<Obj[]> {
 
 async function exists(ac: ApiCluster, jobId: string): Promise<boolean> {
   try {
-    await ac.client('n2').call('JobService', 'GetJob', { jobId });
+    await ac.client('n2').call('JobService', 'GetJob', { tenant: TENANT, jobId });
     return true;
   } catch (err) {
     if (err instanceof ApiCallError && err.status === grpc.status.NOT_FOUND) return false;
@@ -134,7 +136,7 @@ t.test(
           groupId: g.groupId,
           epoch,
           entries: packCreates(creates).map(encodeSchedulerCommand),
-          ids: creates.map((c) => c.jobId),
+          ids: creates.map((c) => jobIdOfKey(c.jobId)),
         };
       };
       const forged = part(led, 'forged');

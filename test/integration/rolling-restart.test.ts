@@ -157,11 +157,12 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
 
   // Let the last slots of the window arrive, then stop the jobs.
   await sleep(3000);
-  for (const jobId of ids) await client.call('JobService', 'PauseJob', { jobId });
+  for (const jobId of ids) await client.call('JobService', 'PauseJob', { tenant: 'acme', jobId });
 
   let missed = 0;
   for (const jobId of ids) {
     const res = await client.call<{ runs?: unknown[] }>('RunService', 'ListRuns', {
+      tenant: 'acme',
       jobId,
       status: 'RUN_STATUS_MISSED',
       pageSize: 1000,

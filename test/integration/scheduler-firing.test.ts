@@ -45,7 +45,9 @@ t.test('cron, interval and one-off jobs fire on time, signed, each slot once', a
   t.equal(one.length, 1, 'one-off fired once');
   t.equal(one[0]?.slotMs, oneOff);
   const r = one[0]!;
-  t.equal(r.headers['idempotency-key'], `one-off:${oneOff}`, 'Idempotency-Key is the fire id');
+  t.equal(r.headers['idempotency-key'], `acme/one-off:${oneOff}`, 'Idempotency-Key is the fire id');
+  t.equal(r.body['jobId'], 'one-off', 'the body names the job by its id');
+  t.equal(r.body['tenant'], 'acme', 'and its tenant');
   t.equal(r.headers['tickraft-scheduled-for'], iso(oneOff));
   t.equal(r.headers['tickraft-attempt'], '1');
   t.same(r.body['payload'], { hello: 'world' });

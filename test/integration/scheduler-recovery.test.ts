@@ -3,7 +3,7 @@
 // and an acknowledged pause or delete winning over a slot already planned.
 import t from 'tap';
 import { sleep } from '../helpers/cluster.js';
-import { iso, SchedulerCluster, slotAhead } from '../helpers/scheduler-cluster.js';
+import { iso, SchedulerCluster, slotAhead, TENANT } from '../helpers/scheduler-cluster.js';
 
 t.test('the whole cluster down across several slots, then each misfire policy', async (t) => {
   const sc = await SchedulerCluster.start(t, { extraArgs: ['--misfire-threshold-ms', '1000'] });
@@ -157,8 +157,8 @@ t.test('an acknowledged pause or delete wins over a slot already planned', async
   for (const id of ['to-pause', 'to-delete'])
     await sc.runOf(id, slot, (r) => r.status === 'SCHEDULED', 10_000);
   t.pass('intents committed: the slot is planned');
-  await sc.cluster.scheduler({ op: 'pause-job', jobId: 'to-pause' });
-  await sc.cluster.scheduler({ op: 'delete-job', jobId: 'to-delete' });
+  await sc.cluster.scheduler({ op: 'pause-job', tenant: TENANT, jobId: 'to-pause' });
+  await sc.cluster.scheduler({ op: 'delete-job', tenant: TENANT, jobId: 'to-delete' });
   t.ok(Date.now() < slot, 'both acknowledged before the slot');
   await sc.runOf('control', slot, (r) => r.status === 'SUCCEEDED');
   await sleep(500);

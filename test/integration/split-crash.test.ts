@@ -17,6 +17,7 @@
 import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
+import { jobKeyOf } from '../../src/scheduler/job-key.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
@@ -222,7 +223,7 @@ t.test('crashes in the middle of group splits', async (t) => {
 
   // Both halves serve: every job answers from the group that owns it now.
   const ownerOf = (id: string): number => {
-    const h = hashShardKey(id);
+    const h = hashShardKey(jobKeyOf(TENANT, id));
     if (h < QUARTER) return 1;
     if (h < HALF) return childOf(1);
     return h < HALF + QUARTER ? 2 : childOf(2);
@@ -231,7 +232,7 @@ t.test('crashes in the middle of group splits', async (t) => {
     // A group's leadership may still be settling (start-up balancing after the restart): a
     // client waits out UNAVAILABLE as its hint says.
     const r = await retryUnavailable(() =>
-      client.call<Obj>('JobService', 'GetJob', { jobId: j.id }),
+      client.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: j.id }),
     );
     t.equal(r['groupId'], ownerOf(j.id), `${j.id} answers from group ${ownerOf(j.id)}`);
   }

@@ -11,6 +11,7 @@
 import t, { type Test } from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
+import { jobKeyOf } from '../../src/scheduler/job-key.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
@@ -21,7 +22,7 @@ import {
   type FiringJob,
   type Obj,
 } from '../helpers/membership-kit.js';
-import { SchedulerCluster } from '../helpers/scheduler-cluster.js';
+import { SchedulerCluster, TENANT } from '../helpers/scheduler-cluster.js';
 
 function groupsOf(cs: Obj): Obj[] {
   return (cs['groups'] as Obj[]).filter((g) => g['groupId'] !== 0);
@@ -81,12 +82,15 @@ t.test('split a busy group', async (t) => {
   const childLeadsAt = Date.now();
 
   // Every job answers (through a node's map, refreshed by the epoch) from its new owner.
-  const moved = busy.filter((j) => hashShardKey(j.id) >= 2 ** 30);
+  const moved = busy.filter((j) => hashShardKey(jobKeyOf(TENANT, j.id)) >= 2 ** 30);
   for (const j of busy) {
     const { job } = await sc.getJob(j.id);
-    t.equal(job.id, j.id, `${j.id} found after the split`);
+    t.equal(job.id, jobKeyOf(TENANT, j.id), `${j.id} found after the split`);
   }
-  const viaApi = await client.call<Obj>('JobService', 'GetJob', { jobId: moved[0]!.id });
+  const viaApi = await client.call<Obj>('JobService', 'GetJob', {
+    tenant: TENANT,
+    jobId: moved[0]!.id,
+  });
   t.equal(viaApi['groupId'], 3, 'a moved job reports group 3 through the public API');
 
   await sleep(4000);

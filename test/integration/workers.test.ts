@@ -18,7 +18,7 @@ import {
   type WorkerResult,
 } from '../../src/api/worker-client.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
-import { iso, SchedulerCluster, slotAhead } from '../helpers/scheduler-cluster.js';
+import { iso, SchedulerCluster, slotAhead, TENANT } from '../helpers/scheduler-cluster.js';
 import { TICKCTL } from '../helpers/tickctl.js';
 
 interface Seen {
@@ -247,7 +247,9 @@ t.test('the Work stream: bad hellos are refused by field; stale answers are refu
       throw new Error(`no lease of attempt ${attempt} yet`);
     }, 15_000);
   const first = await leaseOf(1);
-  t.equal(first.lease['fireId'], `${jobId}:${slot}`, 'leased with the fire id');
+  t.equal(first.lease['fireId'], `${TENANT}/${jobId}:${slot}`, 'leased with the fire id');
+  t.equal(first.lease['jobId'], jobId, 'the job named by its id');
+  t.equal(first.lease['tenant'], TENANT, 'and its tenant');
   const leader = await sc.leaderOf(sc.groupOf(jobId));
   t.equal(first.lease['nodeId'], leader.node.id, 'by the leader of the group');
   t.equal(first.lease['leaseMs'], 1000, "the lease lasts the job's attempt deadline");
@@ -393,7 +395,7 @@ t.test(
       retry: { initialBackoffMs: 200, maxBackoffMs: 200, maxAttempts: 2 },
     });
     await sleep(Math.max(0, slot - Date.now()) + 500);
-    await sc.cluster.scheduler({ op: 'pause-job', jobId: 'lonely-paused' });
+    await sc.cluster.scheduler({ op: 'pause-job', tenant: TENANT, jobId: 'lonely-paused' });
     t.pass('paused after the slot, while its run waited for a worker');
     const { worker, seen } = testWorker(sc, { pool: 'lonely', id: 'late' }, {});
     t.teardown(() => worker.stop());
@@ -484,15 +486,15 @@ t.test(
     const failed = await sc.runOf('sh-fail', slot, (r) => r.status === 'DEAD');
     t.equal(failed.attempts.length, 1, 'an exit code listed in --fail-exit is not retried');
     t.match(failed.attempts[0]?.error, /exit 3/);
-    t.match(text, /lease {2}job sh-ok {2}fire sh-ok:\d+/, 'each lease is printed');
+    t.match(text, /lease {2}job sh-ok {2}fire acme\/sh-ok:\d+/, 'each lease is printed');
     t.match(
       text,
-      /^\S+ {2}stdout fire sh-ok:\d+ {2}token=\d+ attempt=1$/m,
+      /^\S+ {2}stdout fire acme\/sh-ok:\d+ {2}token=\d+ attempt=1$/m,
       "the command's stdout is shown, labelled with its fire id",
     );
     t.match(
       text,
-      /^\S+ {2}stderr fire sh-ok:\d+ {2}warned about sh-ok$/m,
+      /^\S+ {2}stderr fire acme\/sh-ok:\d+ {2}warned about sh-ok$/m,
       'and its stderr, labelled the same way',
     );
     t.notMatch(text, /^warned about/m, 'no unlabelled output');

@@ -1,7 +1,8 @@
 /**
  * `tickctl jobs …`: create, read, list, change and fire jobs through any node of a cluster.
  * `update` reads the job, applies the flags given and writes it back with the version it read,
- * so a concurrent change is reported (exit 4) instead of silently overwritten.
+ * so a concurrent change is reported (exit 4) instead of silently overwritten. Job ids are
+ * unique per tenant: every command that names a job takes its `--tenant`.
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
@@ -17,6 +18,8 @@ import {
   printJson,
   remote,
   table,
+  tenantOf,
+  tenantOption,
   UsageError,
   wholeNumber,
   withClient,
@@ -56,7 +59,10 @@ export const OVERLAP_CHOICES = ['allow', 'skip', 'buffer_one', 'buffer_all'] as 
 function specOptions(cmd: Command, mode: 'create' | 'update'): Command {
   const dflt = (text: string): string => (mode === 'create' ? ` (default ${text})` : '');
   const create = mode === 'create';
-  if (create) cmd.option('--tenant <id>', 'tenant that owns the job (required)');
+  tenantOption(
+    cmd,
+    create ? 'tenant that owns the job' : "the job's tenant (it cannot be changed)",
+  );
   return cmd
     .option('--name <text>', 'a human name')
     .option(
@@ -211,7 +217,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
         const res = await c.call<Obj>('JobService', 'CreateJob', {
           jobId,
           requestId: o.requestId ?? '',
-          spec: specFrom(o),
+          spec: specFrom({ ...o, tenant: tenantOf(o) }),
         });
         if (o.json === true) return printJson(run, res);
         if (res['duplicate'] === true)
@@ -220,12 +226,12 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
       }),
     );
 
-  remote(jobs.command('get'))
+  remote(tenantOption(jobs.command('get'), "the job's tenant"))
     .description('show a job (with --json: every field of its definition)')
     .argument('<job-id>')
-    .action(async (jobId: string, o: RemoteOptions) =>
+    .action(async (jobId: string, o: RemoteOptions & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const job = await c.call<Obj>('JobService', 'GetJob', { jobId });
+        const job = await c.call<Obj>('JobService', 'GetJob', { jobId, tenant: tenantOf(o) });
         if (o.json === true) return printJson(run, job);
         showJob(run, o, job);
         const spec = job['spec'] as Obj;
@@ -243,23 +249,23 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
       }),
     );
 
-  remote(jobs.command('list'))
+  remote(tenantOption(jobs.command('list'), 'tenant whose jobs to list'))
     .description("list a tenant's jobs by id, across every group")
-    .requiredOption('--tenant <id>', 'tenant whose jobs to list')
     .option('--page-size <n>', 'jobs per page (1-1000)', '100')
     .option('--page-token <token>', 'continue after a previous page')
     .option('--all', 'follow page tokens to the end')
     .action(
       async (
-        o: RemoteOptions & { tenant: string; pageSize: string; pageToken?: string; all?: boolean },
+        o: RemoteOptions & { tenant?: string; pageSize: string; pageToken?: string; all?: boolean },
       ) =>
         withClient(run, o, async (c) => {
+          const tenant = tenantOf(o);
           const pageSize = wholeNumber('--page-size', o.pageSize, 1);
           const all: Obj[] = [];
           let token = o.pageToken ?? '';
           for (;;) {
             const res = await c.call<Obj>('JobService', 'ListJobs', {
-              tenant: o.tenant,
+              tenant,
               pageSize,
               pageToken: token,
             });
@@ -276,7 +282,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
   remote(specOptions(jobs.command('update'), 'update'))
     .description(
       "change a job's definition: the flags given replace those fields, the others keep their " +
-        'current values (at least one flag; the tenant cannot be changed)',
+        'current values (at least one flag besides --tenant; the tenant cannot be changed)',
     )
     .argument('<job-id>')
     .option('--force', 'write even if the job changed since it was read (no version check)')
@@ -286,8 +292,10 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
           throw new UsageError(
             'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --priority, --start, --end, --fires',
           );
-        const current = await c.call<Obj>('JobService', 'GetJob', { jobId });
-        const req: Obj = { jobId, spec: specFrom(o, current['spec'] as Obj) };
+        const tenant = tenantOf(o);
+        const current = await c.call<Obj>('JobService', 'GetJob', { jobId, tenant });
+        // The tenant names the job (its definition's tenant is that one: it cannot change).
+        const req: Obj = { jobId, tenant, spec: specFrom(o, current['spec'] as Obj) };
         if (o.force !== true) req['expectedVersion'] = current['version'];
         showJob(run, o, await c.call<Obj>('JobService', 'UpdateJob', req));
       }),
@@ -297,56 +305,58 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
     ['pause', 'PauseJob', 'pause a job: no run starts until it is resumed'],
     ['resume', 'ResumeJob', 'resume a job from now on (slots missed while paused do not fire)'],
   ] as const) {
-    remote(jobs.command(name))
+    remote(tenantOption(jobs.command(name), "the job's tenant"))
       .description(what)
       .argument('<job-id>')
-      .action(async (jobId: string, o: RemoteOptions) =>
+      .action(async (jobId: string, o: RemoteOptions & { tenant?: string }) =>
         withClient(run, o, async (c) =>
-          showJob(run, o, await c.call<Obj>('JobService', method, { jobId })),
+          showJob(run, o, await c.call<Obj>('JobService', method, { jobId, tenant: tenantOf(o) })),
         ),
       );
   }
 
-  remote(jobs.command('delete'))
+  remote(tenantOption(jobs.command('delete'), "the job's tenant"))
     .description('delete a job; its runs not yet attempted are cancelled')
     .argument('<job-id>')
-    .action(async (jobId: string, o: RemoteOptions) =>
+    .action(async (jobId: string, o: RemoteOptions & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const res = await c.call<Obj>('JobService', 'DeleteJob', { jobId });
+        const res = await c.call<Obj>('JobService', 'DeleteJob', { jobId, tenant: tenantOf(o) });
         if (o.json === true) printJson(run, res);
         else run.io.writeOut(`deleted ${jobId}\n`);
       }),
     );
 
-  remote(jobs.command('trigger'))
+  remote(tenantOption(jobs.command('trigger'), "the job's tenant"))
     .description('fire a job now, outside its schedule')
     .argument('<job-id>')
-    .action(async (jobId: string, o: RemoteOptions) =>
+    .action(async (jobId: string, o: RemoteOptions & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const res = await c.call<Obj>('JobService', 'TriggerJob', { jobId });
+        const res = await c.call<Obj>('JobService', 'TriggerJob', { jobId, tenant: tenantOf(o) });
         if (o.json === true) printJson(run, res);
         else run.io.writeOut(`triggered: run ${text((res['run'] as Obj)['fireId'])}\n`);
       }),
     );
 
-  remote(jobs.command('backfill'))
+  remote(tenantOption(jobs.command('backfill'), "the job's tenant"))
     .description('create a run for every slot of the schedule in [--from, --to)')
     .argument('<job-id>')
     .requiredOption('--from <instant>', 'first instant of the range (ISO)')
     .requiredOption('--to <instant>', 'end of the range, exclusive, not in the future (ISO)')
-    .action(async (jobId: string, o: RemoteOptions & { from: string; to: string }) =>
-      withClient(run, o, async (c) => {
-        const res = await c.call<Obj>('JobService', 'BackfillJob', {
-          jobId,
-          fromMs: instant('--from', o.from),
-          toMs: instant('--to', o.to),
-        });
-        if (o.json === true) return printJson(run, res);
-        const slots = res['slotsMs'] as number[];
-        run.io.writeOut(
-          `${slots.length} run(s) created\n${slots.map((s) => `${iso(s)}\n`).join('')}`,
-        );
-      }),
+    .action(
+      async (jobId: string, o: RemoteOptions & { tenant?: string; from: string; to: string }) =>
+        withClient(run, o, async (c) => {
+          const res = await c.call<Obj>('JobService', 'BackfillJob', {
+            jobId,
+            tenant: tenantOf(o),
+            fromMs: instant('--from', o.from),
+            toMs: instant('--to', o.to),
+          });
+          if (o.json === true) return printJson(run, res);
+          const slots = res['slotsMs'] as number[];
+          run.io.writeOut(
+            `${slots.length} run(s) created\n${slots.map((s) => `${iso(s)}\n`).join('')}`,
+          );
+        }),
     );
 
   remote(jobs.command('preview'))

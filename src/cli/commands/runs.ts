@@ -1,6 +1,7 @@
 /**
  * `tickctl runs …` (a job's runs, one run with its attempts) and `tickctl dlq …` (a tenant's
- * DEAD runs across the cluster, and replaying one).
+ * DEAD runs across the cluster, and replaying one). Each takes `--tenant`: job ids are unique
+ * per tenant, and a fire id (`<tenant>/<job id>:<slot ms>`) of another tenant is not found.
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
@@ -15,6 +16,8 @@ import {
   printJson,
   remote,
   table,
+  tenantOf,
+  tenantOption,
   wholeNumber,
   withClient,
   type RemoteOptions,
@@ -61,14 +64,15 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
   const runs = new Command('runs').description("inspect a job's runs");
   runs.addHelpText('after', EXIT_CODES_HELP);
 
-  remote(pageOptions(runs.command('list')))
+  remote(tenantOption(pageOptions(runs.command('list')), "the job's tenant"))
     .description("a job's runs, newest slot first")
     .argument('<job-id>')
     .addOption(choiceOption('--status <status>', 'only runs in this status', RUN_STATUSES))
-    .action(async (jobId: string, o: PageOpts & { status?: string }) =>
+    .action(async (jobId: string, o: PageOpts & { tenant?: string; status?: string }) =>
       withClient(run, o, async (c) => {
         const res = await c.call<Obj>('RunService', 'ListRuns', {
           jobId,
+          tenant: tenantOf(o),
           status:
             o.status === undefined ? 'RUN_STATUS_UNSPECIFIED' : enumValue(o.status, 'RUN_STATUS_'),
           pageSize: wholeNumber('--page-size', o.pageSize, 1),
@@ -78,12 +82,12 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
       }),
     );
 
-  remote(runs.command('get'))
+  remote(tenantOption(runs.command('get'), "the run's tenant"))
     .description('one run with every attempt')
-    .argument('<fire-id>', 'job-id:slot-ms, as runs list shows it')
-    .action(async (fireId: string, o: RemoteOptions) =>
+    .argument('<fire-id>', 'tenant/job-id:slot-ms, as runs list shows it')
+    .action(async (fireId: string, o: RemoteOptions & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const r = await c.call<Obj>('RunService', 'GetRun', { fireId });
+        const r = await c.call<Obj>('RunService', 'GetRun', { fireId, tenant: tenantOf(o) });
         if (o.json === true) return printJson(run, r);
         table(run, RUN_HEADER, runRows([r]));
         const attempts = (r['attempts'] as Obj[] | undefined) ?? [];
@@ -112,13 +116,12 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
   const dlq = new Command('dlq').description('the dead-letter queue: runs that exhausted retries');
   dlq.addHelpText('after', EXIT_CODES_HELP);
 
-  remote(pageOptions(dlq.command('list')))
+  remote(tenantOption(pageOptions(dlq.command('list')), 'tenant whose dead runs to list'))
     .description("a tenant's DEAD runs across the cluster, most recently dead first")
-    .requiredOption('--tenant <id>', 'tenant whose dead runs to list')
-    .action(async (o: PageOpts & { tenant: string }) =>
+    .action(async (o: PageOpts & { tenant?: string }) =>
       withClient(run, o, async (c) => {
         const res = await c.call<Obj>('RunService', 'ListDeadRuns', {
-          tenant: o.tenant,
+          tenant: tenantOf(o),
           pageSize: wholeNumber('--page-size', o.pageSize, 1),
           pageToken: o.pageToken ?? '',
         });
@@ -126,12 +129,12 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
       }),
     );
 
-  remote(dlq.command('replay'))
+  remote(tenantOption(dlq.command('replay'), "the run's tenant"))
     .description('schedule a DEAD run again, now')
-    .argument('<fire-id>')
-    .action(async (fireId: string, o: RemoteOptions) =>
+    .argument('<fire-id>', 'tenant/job-id:slot-ms, as runs list shows it')
+    .action(async (fireId: string, o: RemoteOptions & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const r = await c.call<Obj>('RunService', 'ReplayRun', { fireId });
+        const r = await c.call<Obj>('RunService', 'ReplayRun', { fireId, tenant: tenantOf(o) });
         if (o.json === true) return printJson(run, r);
         table(run, RUN_HEADER, runRows([r]));
       }),

@@ -33,12 +33,15 @@ const ctx: PackedCheckContext = {
   checkedParts: new PackedPartCache(),
 };
 
-/** `n` jobs of group 1 as the node that took the call checks them. */
+/**
+ * `n` jobs of group 1 as the node that took the call checks them: named by their keys
+ * (`acme/job-i`), a request id scoped by the tenant.
+ */
 function creates(n: number, spec: Record<string, unknown> = {}): CreateJobCommand[] {
   const compiler = new JobSpecCompiler(NOW);
   const out: CreateJobCommand[] = [];
   for (let i = 0; out.length < n; i++) {
-    const jobId = `job-${i}`;
+    const jobId = `acme/job-${i}`;
     if (lookupRange(ranges, hashShardKey(jobId)).groupId !== 1) continue;
     const compiled = compiler.compile({
       tenant: 'acme',
@@ -52,7 +55,7 @@ function creates(n: number, spec: Record<string, unknown> = {}): CreateJobComman
       jobId,
       spec: compiled.spec,
       nextFireAtMs: requireFirstSlot(compiled, NOW),
-      requestId: i === 0 ? 'r-0' : undefined,
+      requestId: i === 0 ? 'acme/r-0' : undefined,
     });
   }
   return out;
@@ -168,7 +171,7 @@ t.test('each job field a forger could change is refused by name', (t) => {
     ['entries[0].jobs[1].jobId'],
   );
   const otherGroup = [...Array(100).keys()]
-    .map((i) => `other-${i}`)
+    .map((i) => `acme/other-${i}`)
     .find((id) => lookupRange(ranges, hashShardKey(id)).groupId !== 1)!;
   t.same(
     one((m) => (m.jobIds[2] = otherGroup)),
@@ -179,8 +182,31 @@ t.test('each job field a forger could change is refused by name', (t) => {
     ['entries[0].jobs[2].name'],
   );
   t.same(
-    one((m) => (m.requestIds[0] = 'r'.repeat(129))),
+    one((m) => (m.requestIds[0] = `acme/${'r'.repeat(129)}`)),
     ['entries[0].jobs[0].requestId'],
+  );
+  t.same(
+    one((m) => (m.requestIds[0] = 'r-0')),
+    ['entries[0].jobs[0].requestId'],
+    'a request id not scoped by the tenant',
+  );
+  t.same(
+    one((m) => (m.requestIds[0] = 'beta/r-0')),
+    ['entries[0].jobs[0].requestId'],
+    'a request id scoped by another tenant',
+  );
+  t.same(
+    one((m) => (m.jobIds[1] = (m.jobIds[1] as string).replace('acme/', ''))),
+    ['entries[0].jobs[1].jobId'],
+    'a job id that is not a key',
+  );
+  const otherTenant = [...Array(200).keys()]
+    .map((i) => `beta/job-${i}`)
+    .find((id) => lookupRange(ranges, hashShardKey(id)).groupId === 1)!;
+  t.same(
+    one((m) => (m.jobIds[2] = otherTenant)),
+    ['entries[0].jobs[2].jobId'],
+    "a key of another tenant than its definition's",
   );
   t.same(
     one((m) => (m.schedules[0] = '61 * * * *')),

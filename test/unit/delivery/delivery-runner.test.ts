@@ -21,7 +21,7 @@ const OLD_SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
 function job(id: string, tenant: string, url: string, priority = 1): Job {
   return {
     ...spec({ tenant, target: { url, headers: {} }, priority, attemptDeadlineMs: 120_000 }),
-    id,
+    id: `${tenant}/${id}`, // the job's key; the body names it `id`
     version: 1,
     paused: false,
     createdAtMs: 0,
@@ -214,7 +214,7 @@ t.test('a request rendered ahead is sent as rendered, and only while it still fi
   const slotMs = wallMs + 1_500;
   const at = (i: number, token: number): DeliveryRequest => {
     const s = slotMs + i * 60_000;
-    return { job: j, fireId: `j:${s}`, slotMs: s, attempt: 1, token };
+    return { job: j, fireId: `${j.id}:${s}`, slotMs: s, attempt: 1, token };
   };
   const rendered = [at(0, 100), at(1, 101), at(2, 102), at(3, 103)];
   for (const r of rendered) t.ok(runner.prerender(r), `rendered ${r.fireId}`);

@@ -38,14 +38,14 @@ function delivery(tenant: string, url: string, priority: number, i: number): Del
     priority,
     attempt: {
       job: {
-        id: `${tenant}-job`,
+        id: `${tenant}/job`,
         tenant,
         target: { url, headers: {} },
         payload: `{"i":${i}}`,
         // Far beyond the test: A's requests stay stuck until the test aborts them.
         attemptDeadlineMs: 120_000,
       },
-      fireId: `${tenant}-job:${slotMs}`,
+      fireId: `${tenant}/job:${slotMs}`,
       slotMs,
       attempt: 1,
       token: 1,

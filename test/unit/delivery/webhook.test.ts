@@ -30,14 +30,14 @@ const NOW_MS = SLOT_MS + 12;
 function attemptFor(url: string, patch: Partial<WebhookJob> = {}): WebhookAttempt {
   return {
     job: {
-      id: 'job-7',
+      id: 'acme/job-7', // the job's key: the body names it job-7
       tenant: 'acme',
       target: { url, headers: { 'X-Team': 'billing' } },
       payload: '{"invoice":12345678901234567890,"note":"ünïcode"}',
       attemptDeadlineMs: 5000,
       ...patch,
     },
-    fireId: `job-7:${SLOT_MS}`,
+    fireId: `acme/job-7:${SLOT_MS}`,
     slotMs: SLOT_MS,
     attempt: 3,
     token: 16_777_219,
@@ -85,18 +85,18 @@ t.test('the request carries the specified body, headers and a verifiable signatu
   t.equal(req.url, '/hooks/fire?src=tickraft');
   t.equal(
     req.body,
-    '{"jobId":"job-7","tenant":"acme","fireId":"job-7:1710063000000",' +
+    '{"jobId":"job-7","tenant":"acme","fireId":"acme/job-7:1710063000000",' +
       '"slot":"2024-03-10T09:30:00.000Z","slotMs":1710063000000,"attempt":3,' +
       '"fencingToken":16777219,"payload":{"invoice":12345678901234567890,"note":"ünïcode"}}',
     'fields in order; the payload spliced verbatim, big integer digits intact',
   );
   const h = req.headers;
   t.equal(h['content-type'], 'application/json');
-  t.equal(h['idempotency-key'], 'job-7:1710063000000');
+  t.equal(h['idempotency-key'], 'acme/job-7:1710063000000');
   t.equal(h['tickraft-fencing-token'], '16777219');
   t.equal(h['tickraft-scheduled-for'], '2024-03-10T09:30:00.000Z');
   t.equal(h['tickraft-attempt'], '3');
-  t.equal(h['webhook-id'], 'job-7:1710063000000');
+  t.equal(h['webhook-id'], 'acme/job-7:1710063000000');
   t.equal(h['webhook-timestamp'], String(Math.floor(NOW_MS / 1000)));
   t.equal(h['x-team'], 'billing', 'the job’s own header');
   t.equal(h['user-agent'], 'tickraft-webhook/1');
@@ -307,7 +307,7 @@ t.test('requests that cannot be built fail at once and send nothing', async (t) 
 t.test('validation collects every violation with its field', (t) => {
   const violations = validateWebhookJob(
     {
-      id: 'j',
+      id: 't/j',
       tenant: 't',
       target: { url: 'mailto:x', headers: { Host: 'h', 'x-a': '1', 'X-A': '2' } },
       payload: 'nope',

@@ -12,7 +12,7 @@ import { tryParseSchedule } from '../schedule/parse.js';
 import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
-import { JOB_ID_PATTERN, JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
+import { JOB_ID_PATTERN, TENANT_ID_PATTERN } from './job-spec.js';
 import {
   byId,
   decodePageToken,
@@ -187,7 +187,7 @@ async function createJobs(
   for (const t of new Set(inputs.map((i) => (i.spec as Msg)['tenant']))) await api.freshTenant(t);
   const v = new Violations();
   const nowMs = Date.now();
-  const compiler = new JobSpecCompiler(nowMs);
+  const compiler = admin.compiler(nowMs);
   const ranges = admin.ranges();
   const byGroup = new Map<number, CreateJobCommand[]>();
   const firstOf = new Map<string, number>();

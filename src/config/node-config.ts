@@ -4,6 +4,7 @@
  * frozen). Every violation names the flag and the rule, and all of them are reported at once.
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { parseCidrList, TargetPolicy } from '../delivery/target-policy.js';
 import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
 import type { NodeId } from '../raft/messages.js';
 import { LOG_TAIL_BYTES_MAX_DEFAULT } from '../storage/group-log.js';
@@ -76,6 +77,11 @@ export interface NodeOptions {
   deliveryQueue?: number;
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
+  /**
+   * CIDR ranges webhooks may reach although the default policy forbids them (loopback, private,
+   * link-local…: docs/API.md): a list, or one string of comma-separated ranges. @default none
+   */
+  allowTarget?: string | readonly string[];
   /** host:port of any running member's client API: an empty node joins that cluster. */
   join?: string;
   /**
@@ -91,6 +97,8 @@ export interface DeliveryConfig {
   readonly originInflightMax: number;
   readonly tenantInflightMax: number;
   readonly queuedMax: number;
+  /** Which addresses webhooks may reach: the default policy widened by --allow-target. */
+  readonly targetPolicy: TargetPolicy;
 }
 
 export interface SchedulerConfig {
@@ -160,6 +168,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  allowTarget: '--allow-target',
   join: '--join',
   peerRoute: '--peer-route',
 };
@@ -209,6 +218,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('metricsListen', '');
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
+  const targetPolicy = parseAllowTarget(options.allowTarget, bad);
   const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
@@ -293,7 +303,13 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     splitJobs,
     splitFireRate,
     scheduler: { lookAheadMs, misfireThresholdMs, resultHoldMs },
-    delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
+    delivery: {
+      connectionsPerOrigin,
+      originInflightMax,
+      tenantInflightMax,
+      queuedMax,
+      targetPolicy,
+    },
     metricsListen,
     join,
     peerRoutes,
@@ -344,6 +360,29 @@ function checkMetricsDistinct(
     if (hp.host === metrics.host && hp.port === metrics.port)
       bad('metricsListen', `must differ from ${flag}`);
   }
+}
+
+/**
+ * `--allow-target` (repeated flags arrive joined by commas) or the config's `allowTarget` (a
+ * string or a list of strings): every bad range is named with its value.
+ */
+function parseAllowTarget(
+  value: unknown,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): TargetPolicy {
+  if (value === undefined || value === null) return TargetPolicy.STRICT;
+  const entries = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(entries) || !entries.every((e): e is string => typeof e === 'string')) {
+    bad('allowTarget', 'must be a CIDR range, a comma list of them, or a list of them');
+    return TargetPolicy.STRICT;
+  }
+  if (entries.length === 0) return TargetPolicy.STRICT;
+  const parsed = parseCidrList(entries);
+  if (!parsed.ok) {
+    for (const reason of parsed.reasons) bad('allowTarget', reason);
+    return TargetPolicy.STRICT;
+  }
+  return new TargetPolicy(parsed.ranges);
 }
 
 function parseJoin(

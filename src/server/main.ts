@@ -159,6 +159,13 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       'HTTP address for /metrics, /healthz and /readyz (default: not served)',
     )
     .option(
+      '--allow-target <cidr>',
+      'let webhooks reach this range although it is loopback, private, link-local, … ' +
+        '(repeatable, or a comma list; e.g. 127.0.0.0/8 for a local sink; default: none)',
+      (value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
+    )
+    .option(
       '--peer-route <id=host:port>',
       'dial peer id at host:port instead of its advertised peer address (repeatable, or a comma list; e.g. through a proxy)',
       (value: string, previous: string | undefined) =>

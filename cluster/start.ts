@@ -4,7 +4,8 @@
  * on 9101-9103 (override the address with TICKRAFT_HOST, a loopback address, and the port bases
  * with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT and TICKRAFT_METRICS_PORT). Node logs go to
  * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
- * demo sink (`tickctl sink`).
+ * demo sink (`tickctl sink`). Its nodes may send webhooks to loopback (`--allow-target
+ * 127.0.0.0/8`), where the demo sink listens.
  * Ctrl-C, or SIGINT/SIGTERM to the npm process, stops every node gracefully; running it again
  * resumes on the same data. A second start on the same TICKRAFT_HOME while one runs is refused
  * (start.pid, taken by exclusive create; a stale one is taken over).
@@ -111,6 +112,9 @@ function spawnNode(id: string, i: number): ChildProcess {
       initialCluster,
       '--metrics-listen',
       `${host}:${metricsBase + i}`,
+      // The demo sink (tickctl sink) listens on loopback, which webhooks may not reach by default.
+      '--allow-target',
+      '127.0.0.0/8',
     ],
     { stdio: ['ignore', log, log] },
   );

@@ -2,6 +2,8 @@
  * Real `tickraft serve` processes on loopback for integration tests: free ports, temp data
  * dirs, a DebugService client per node, waiting on status (never on sleeps), kill -9 and
  * restart, and cleanup registered with tap's teardown so no process outlives a failed test.
+ * Nodes may send webhooks to loopback (`--allow-target 127.0.0.0/8`, where the tests' sinks
+ * listen) unless a cluster is created with `allowTarget: []`.
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,6 +15,12 @@ import { fileURLToPath } from 'node:url';
 import { loadDebugService } from '../../src/server/debug-service.js';
 
 const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
+
+/**
+ * What the harness's nodes may send webhooks to by default: loopback, where every test sink, the
+ * chaos receivers and the benchmarks' sinks listen (the default policy refuses it).
+ */
+export const LOOPBACK_TARGETS: readonly string[] = ['127.0.0.0/8'];
 
 /**
  * A random loopback address (127.x.y.z). Each test cluster listens on its own address, so test
@@ -247,6 +255,11 @@ export interface ClusterOptions {
   extraArgs?: string[];
   /** Give each node a --metrics-listen address (ProcNode.metricsPort). */
   metrics?: boolean;
+  /**
+   * `--allow-target` ranges of every node; [] gives none (the default policy: no loopback).
+   * @default LOOPBACK_TARGETS
+   */
+  allowTarget?: readonly string[];
 }
 
 export class ProcCluster {
@@ -280,6 +293,7 @@ export class ProcCluster {
         peer: await distinctPort(),
         metrics: opts.metrics === true ? await distinctPort() : undefined,
       });
+    const allowTarget = opts.allowTarget ?? LOOPBACK_TARGETS;
     const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
       const id = `n${i + 1}`;
@@ -299,6 +313,7 @@ export class ProcCluster {
         '--groups',
         String(opts.groups ?? 16),
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
+        ...allowTarget.flatMap((cidr) => ['--allow-target', cidr]),
         ...(opts.extraArgs ?? []),
       ];
       const node = new ProcNode(id, p.api, p.peer, dataDir, args, host);

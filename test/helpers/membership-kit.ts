@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import type { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
-import { eventually, freePort, ProcNode } from './cluster.js';
+import { eventually, freePort, LOOPBACK_TARGETS, ProcNode } from './cluster.js';
 import { iso, type SchedulerCluster } from './scheduler-cluster.js';
 import { runTickctl } from './tickctl.js';
 
@@ -61,6 +61,7 @@ export async function joiner(
     `${host}:${via.apiPort}`,
     '--tick-ms',
     '20',
+    ...LOOPBACK_TARGETS.flatMap((cidr) => ['--allow-target', cidr]),
   ];
   const node = new ProcNode(id, api, peer, dataDir, args, host);
   sc.cluster.nodes.push(node);

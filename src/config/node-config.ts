@@ -78,6 +78,11 @@ export interface NodeOptions {
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
   /**
+   * host:port of the test-only DebugService (proto/debug.proto: a key-value store, scheduler
+   * internals; unauthenticated); not served when absent.
+   */
+  debugListen?: string;
+  /**
    * CIDR ranges webhooks may reach although the default policy forbids them (loopback, private,
    * link-local…: docs/API.md): a list, or one string of comma-separated ranges. @default none
    */
@@ -135,6 +140,8 @@ export interface CompiledNodeConfig {
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
   readonly metricsListen: HostPort | undefined;
+  /** The test-only DebugService's address, or undefined: not served. */
+  readonly debugListen: HostPort | undefined;
   /** The client API address of a member to join through, or undefined. */
   readonly join: string | undefined;
   /** Peers this node dials at an address other than their advertised one (--peer-route). */
@@ -168,6 +175,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  debugListen: '--debug-listen',
   allowTarget: '--allow-target',
   join: '--join',
   peerRoute: '--peer-route',
@@ -200,7 +208,10 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   else if (!ID_PATTERN.test(id)) bad('id', `must match ${ID_PATTERN.source}, got '${id}'`);
   const dataDir = options.dataDir ?? '';
   if (dataDir === '') bad('dataDir', 'is required');
-  const address = (key: 'listen' | 'peerListen' | 'metricsListen', fallback: string): HostPort => {
+  const address = (
+    key: 'listen' | 'peerListen' | 'metricsListen' | 'debugListen',
+    fallback: string,
+  ): HostPort => {
     const parsed = parseHostPort(options[key] ?? fallback);
     if (typeof parsed === 'string') {
       bad(key, parsed);
@@ -218,6 +229,11 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('metricsListen', '');
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
+  const debugListen =
+    options.debugListen === undefined || options.debugListen === ''
+      ? undefined
+      : address('debugListen', '');
+  checkDebugDistinct(debugListen, { listen, peerListen, metricsListen }, bad);
   const targetPolicy = parseAllowTarget(options.allowTarget, bad);
   const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
@@ -311,6 +327,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       targetPolicy,
     },
     metricsListen,
+    debugListen,
     join,
     peerRoutes,
   });
@@ -359,6 +376,19 @@ function checkMetricsDistinct(
   ] as const) {
     if (hp.host === metrics.host && hp.port === metrics.port)
       bad('metricsListen', `must differ from ${flag}`);
+  }
+}
+
+/** The DebugService port may not be one of the node's other ports (port 0 picks a free one). */
+function checkDebugDistinct(
+  debug: HostPort | undefined,
+  others: { listen: HostPort; peerListen: HostPort; metricsListen: HostPort | undefined },
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): void {
+  if (debug === undefined || debug.port === 0) return;
+  for (const [key, hp] of Object.entries(others) as [keyof NodeOptions, HostPort | undefined][]) {
+    if (hp !== undefined && hp.host === debug.host && hp.port === debug.port)
+      bad('debugListen', `must differ from ${OPTION_FLAGS[key]}`);
   }
 }
 

@@ -166,6 +166,11 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         previous === undefined ? value : `${previous},${value}`,
     )
     .option(
+      '--debug-listen <host:port>',
+      'serve the test-only DebugService (unauthenticated: key-value store, scheduler internals) ' +
+        'on this address, for tests and benchmarks (default: not served)',
+    )
+    .option(
       '--peer-route <id=host:port>',
       'dial peer id at host:port instead of its advertised peer address (repeatable, or a comma list; e.g. through a proxy)',
       (value: string, previous: string | undefined) =>
@@ -223,7 +228,7 @@ function serve(options: NodeOptions): Promise<number> {
   const config = compileNodeOptions(options);
   const log = pino({ base: { node: config.id } });
   const node = new TickraftNode(config, log);
-  const debug = new DebugServer(node);
+  const debug = config.debugListen === undefined ? undefined : new DebugServer(node);
   const api = new ApiServer(
     node,
     formatHostPort(config.listen),
@@ -243,8 +248,8 @@ function serve(options: NodeOptions): Promise<number> {
       node
         .shutdown()
         .then(async (r) => {
-          api.close();
-          await debug.close();
+          await api.close();
+          await debug?.close();
           clearTimeout(hardStop);
           log.info(r, 'stopped');
           resolve(0);
@@ -265,7 +270,15 @@ function serve(options: NodeOptions): Promise<number> {
           process.exit(1);
         },
         async () => {
-          apiPort = await debug.start(formatHostPort(config.listen), (server) => api.addTo(server));
+          apiPort = await api.listen(formatHostPort(config.listen));
+          if (debug !== undefined && config.debugListen !== undefined) {
+            const debugPort = await debug.start(formatHostPort(config.debugListen));
+            log.warn(
+              { debugListen: `${config.debugListen.host}:${debugPort}` },
+              'serving the test-only DebugService: unauthenticated, it reads and writes this ' +
+                "node's internals; never expose it outside a test machine",
+            );
+          }
         },
       )
       .then(() => {
@@ -273,8 +286,9 @@ function serve(options: NodeOptions): Promise<number> {
         log.info({ listen: `${config.listen.host}:${apiPort}` }, 'serving');
       })
       .catch(async (err: unknown) => {
-        // node.start released what it opened; the client API server is ours to close.
-        await debug.close();
+        // node.start released what it opened; the client API and debug servers are ours to close.
+        await api.close();
+        await debug?.close();
         const code = (err as { code?: unknown }).code;
         // A wrapped cause says what the system refused (e.g. EADDRINUSE behind a bind failure).
         const message = err instanceof Error ? err.message : String(err);

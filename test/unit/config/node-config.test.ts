@@ -70,6 +70,15 @@ t.test('allowed webhook targets: none by default, widened by --allow-target', (t
   t.end();
 });
 
+t.test('the debug service: not served unless --debug-listen names an address', (t) => {
+  t.equal(compileNodeOptions(base).debugListen, undefined);
+  t.same(compileNodeOptions({ ...base, debugListen: '127.0.0.1:7201' }).debugListen, {
+    host: '127.0.0.1',
+    port: 7201,
+  });
+  t.end();
+});
+
 const rejected: [string, NodeOptions, string, RegExp][] = [
   [
     'allow-target not a range',
@@ -94,6 +103,19 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
     { ...base, allowTarget: 8 as unknown as string },
     '--allow-target',
     /must be a CIDR range/,
+  ],
+  ['debug without port', { ...base, debugListen: 'localhost' }, '--debug-listen', /host:port/],
+  [
+    'debug on the API address',
+    { ...base, listen: '127.0.0.1:9', debugListen: '127.0.0.1:9' },
+    '--debug-listen',
+    /differ from --listen/,
+  ],
+  [
+    'debug on the metrics address',
+    { ...base, metricsListen: '127.0.0.1:8', debugListen: '127.0.0.1:8' },
+    '--debug-listen',
+    /differ from --metrics-listen/,
   ],
   ['missing id', { dataDir: '/d' }, '--id', /required/],
   ['bad id', { ...base, id: 'n 1' }, '--id', /must match/],

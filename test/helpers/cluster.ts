@@ -1,9 +1,10 @@
 /**
  * Real `tickraft serve` processes on loopback for integration tests: free ports, temp data
- * dirs, a DebugService client per node, waiting on status (never on sleeps), kill -9 and
- * restart, and cleanup registered with tap's teardown so no process outlives a failed test.
- * Nodes may send webhooks to loopback (`--allow-target 127.0.0.0/8`, where the tests' sinks
- * listen) unless a cluster is created with `allowTarget: []`.
+ * dirs, a DebugService client per node (each node serves it on a port of its own,
+ * `--debug-listen`), waiting on status (never on sleeps), kill -9 and restart, and cleanup
+ * registered with tap's teardown so no process outlives a failed test. Nodes may send webhooks to
+ * loopback (`--allow-target 127.0.0.0/8`, where the tests' sinks listen) unless a cluster is
+ * created with `allowTarget: []`.
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -140,11 +141,13 @@ export class ProcNode {
     readonly peerPort: number,
     readonly dataDir: string,
     private readonly args: () => string[],
-    readonly host = '127.0.0.1',
+    readonly host: string,
+    /** Where the node serves DebugService (its `--debug-listen` port), which `client` dials. */
+    readonly debugPort: number,
   ) {
     const Ctor = loadDebugService();
     this.client = new Ctor(
-      `${host}:${apiPort}`,
+      `${host}:${debugPort}`,
       grpc.credentials.createInsecure(),
     ) as unknown as DebugClient;
   }
@@ -260,6 +263,12 @@ export interface ClusterOptions {
    * @default LOOPBACK_TARGETS
    */
   allowTarget?: readonly string[];
+  /**
+   * Pass `--debug-listen` (DebugService on ProcNode.debugPort). Without it the node serves no
+   * DebugService, so status(), waitReady() and the scheduler helpers cannot reach it.
+   * @default true
+   */
+  debugService?: boolean;
 }
 
 export class ProcCluster {
@@ -275,7 +284,7 @@ export class ProcCluster {
     const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
     const cluster = new ProcCluster(root);
     const host = randomLoopbackHost();
-    const ports: { api: number; peer: number; metrics: number | undefined }[] = [];
+    const ports: { api: number; peer: number; debug: number; metrics: number | undefined }[] = [];
     // The kernel may hand the same free port out twice in a row; every port must be distinct.
     const taken = new Set<number>();
     const distinctPort = async (): Promise<number> => {
@@ -291,6 +300,7 @@ export class ProcCluster {
       ports.push({
         api: await distinctPort(),
         peer: await distinctPort(),
+        debug: await distinctPort(),
         metrics: opts.metrics === true ? await distinctPort() : undefined,
       });
     const allowTarget = opts.allowTarget ?? LOOPBACK_TARGETS;
@@ -313,10 +323,11 @@ export class ProcCluster {
         '--groups',
         String(opts.groups ?? 16),
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
+        ...(opts.debugService === false ? [] : ['--debug-listen', `${host}:${p.debug}`]),
         ...allowTarget.flatMap((cidr) => ['--allow-target', cidr]),
         ...(opts.extraArgs ?? []),
       ];
-      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host);
+      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, p.debug);
       node.metricsPort = p.metrics;
       cluster.nodes.push(node);
     }

@@ -35,6 +35,7 @@ export async function joiner(
   const taken = new Set([
     ...sc.cluster.nodes.map((n) => n.apiPort),
     ...sc.cluster.nodes.map((n) => n.peerPort),
+    ...sc.cluster.nodes.map((n) => n.debugPort),
   ]);
   const distinct = async (): Promise<number> => {
     for (;;) {
@@ -47,6 +48,7 @@ export async function joiner(
   };
   const api = ports?.api ?? (await distinct());
   const peer = ports?.peer ?? (await distinct());
+  const debug = await distinct();
   const dataDir = join(sc.cluster.root, `${id}-${api}`);
   const args = (): string[] => [
     '--id',
@@ -61,9 +63,11 @@ export async function joiner(
     `${host}:${via.apiPort}`,
     '--tick-ms',
     '20',
+    '--debug-listen',
+    `${host}:${debug}`,
     ...LOOPBACK_TARGETS.flatMap((cidr) => ['--allow-target', cidr]),
   ];
-  const node = new ProcNode(id, api, peer, dataDir, args, host);
+  const node = new ProcNode(id, api, peer, dataDir, args, host, debug);
   sc.cluster.nodes.push(node);
   node.start();
   return node;

@@ -15,6 +15,7 @@ import { Pool } from 'undici';
 import { FairQueue } from '../src/delivery/fair-queue.js';
 import { OriginPools } from '../src/delivery/origin-pools.js';
 import { compileSigningKeys, type SigningKeys } from '../src/delivery/signing.js';
+import { TargetPolicy } from '../src/delivery/target-policy.js';
 import {
   buildWebhookRequest,
   deliverWebhook,
@@ -117,7 +118,11 @@ async function benchHttp(origin: string): Promise<void> {
       (_, i) => `whsec_${Buffer.alloc(32, i + 1).toString('base64')}`,
     );
     const signing = compileSigningKeys(secrets);
-    const pools = new OriginPools({ connectionsPerOrigin: IN_FLIGHT });
+    // The bench's sink listens on loopback, which the default target policy refuses.
+    const pools = new OriginPools({
+      connectionsPerOrigin: IN_FLIGHT,
+      targetPolicy: TargetPolicy.of(['127.0.0.0/8']),
+    });
     let i = 0;
     const viaWebhook = async (): Promise<boolean> => {
       const report = await deliverWebhook(attemptFor(`${origin}/hook`, signing, i++), { pools });

@@ -4,7 +4,9 @@
  * on 9101-9103 (override the address with TICKRAFT_HOST, a loopback address, and the port bases
  * with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT and TICKRAFT_METRICS_PORT). Node logs go to
  * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
- * demo sink (`tickctl sink`).
+ * demo sink (`tickctl sink`). Its nodes may send webhooks to loopback (`--allow-target
+ * 127.0.0.0/8`), where the demo sink listens; they serve no DebugService (readiness is read from
+ * the public AdminService.ClusterStatus).
  * Ctrl-C, or SIGINT/SIGTERM to the npm process, stops every node gracefully; running it again
  * resumes on the same data. A second start on the same TICKRAFT_HOME while one runs is refused
  * (start.pid, taken by exclusive create; a stale one is taken over).
@@ -26,7 +28,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { eventually, ProcNode } from '../test/helpers/cluster.js';
+import { ApiClient } from '../src/api/client.js';
+import { eventually } from '../test/helpers/cluster.js';
 import { rollingRestart, type RestartableNode } from './rolling.js';
 
 const BIN = fileURLToPath(new URL('../bin/tickraft', import.meta.url));
@@ -124,6 +127,9 @@ function spawnNode(id: string, i: number): ChildProcess {
       `${host}:${metricsBase + i}`,
       '--admin-token-file',
       tokenFile,
+      // The demo sink (tickctl sink) listens on loopback, which webhooks may not reach by default.
+      '--allow-target',
+      '127.0.0.0/8',
     ],
     { stdio: ['ignore', log, log] },
   );
@@ -204,11 +210,17 @@ setInterval(() => {
 }, 1000).unref();
 process.on('SIGHUP', () => void rollingRestartAll());
 
-const probe = new ProcNode('n1', apiBase, peerBase, '', () => [], host);
+/** What the readiness probe reads of ClusterStatus: every group (meta first) and its leader. */
+interface Status {
+  groups: { groupId: number; leader: string }[];
+}
+const probe = new ApiClient(`${host}:${apiBase}`, 1000);
+const status = (): Promise<Status> => probe.call<Status>('AdminService', 'ClusterStatus', {});
 try {
+  // Ready: the meta group lists the data groups, and every group (meta included) has a leader.
   const st = await eventually(async () => {
-    const s = await probe.status(1000);
-    if (!s.metaInitialized || s.groups.some((g) => !g.leader)) throw new Error('not ready');
+    const s = await status();
+    if (s.groups.length < 2 || s.groups.some((g) => !g.leader)) throw new Error('not ready');
     return s;
   }, 60_000);
   // Leadership is handed to each group's preferred node right after start; give it a moment.
@@ -223,10 +235,10 @@ try {
     const counts = ids.map((id) => leaders.get(id) ?? 0);
     if (Math.max(...counts) - Math.min(...counts) <= 1) break;
     await new Promise((r) => setTimeout(r, 100));
-    const groups = (await probe.status(1000)).groups;
+    const groups = (await status()).groups;
     if (groups.every((g) => g.leader)) leaders = countLeaders(groups);
   }
-  console.log(`tickraft: 3 nodes ready, ${st.metaGroups} data groups + the meta group`);
+  console.log(`tickraft: 3 nodes ready, ${st.groups.length - 1} data groups + the meta group`);
   for (const [i, id] of ids.entries()) {
     console.log(
       `  ${id}  api ${host}:${apiBase + i}  peer ${host}:${peerBase + i}  ` +

@@ -4,6 +4,7 @@
  * it narrow is what lets src/api sit below the server in the layering.
  */
 import type { ChannelCredentials } from '@grpc/grpc-js';
+import type { TargetPolicy } from '../delivery/target-policy.js';
 import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { FireIntent } from '../scheduler/commands.js';
@@ -31,6 +32,10 @@ export interface ApiNode {
     readonly splitJobs: number;
     /** A group firing more than this per second (last minute) is split; 0 = never. */
     readonly splitFireRate: number;
+    readonly delivery: {
+      /** Which webhook targets a job may name (`--allow-target` widens the default). */
+      readonly targetPolicy: TargetPolicy;
+    };
   };
   readonly host: Pick<
     MultiRaftHost,

@@ -1,11 +1,14 @@
 /**
- * The public API of one node: JobService, RunService, TenantService and AdminService (plus the
- * node-to-node NodeService) added to the node's client gRPC server, and the registration of this
- * node's client API address in the meta group, which is what lets other nodes forward to it.
+ * The public API of one node: JobService, RunService, TenantService, WorkerService and
+ * AdminService (plus the node-to-node NodeService) on the node's client gRPC server (`--listen`),
+ * which serves nothing else (the test-only DebugService has a server and port of its own), and
+ * the registration of this node's client API address in the meta group, which is what lets other
+ * nodes forward to it.
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { SystemClock } from '../base/clock.js';
+import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc-server.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand } from '../placement/meta-state.js';
 import { adminServiceHandlers, nodeServiceHandlers } from './admin-service.js';
@@ -32,6 +35,7 @@ export class ApiServer {
   private readonly moves: MoveDriver;
   /** Carries range splits through (and triggers them) while this node leads the meta group. */
   readonly splits: SplitDriver;
+  private server: grpc.Server | undefined;
 
   constructor(
     private readonly node: ApiNode,
@@ -48,6 +52,22 @@ export class ApiServer {
     this.api = new ApiContext(node, log, nodeToken);
     this.moves = new MoveDriver(this.api, log);
     this.splits = new SplitDriver(this.api, log);
+  }
+
+  /**
+   * Creates the client API's gRPC server and binds it on `address` (host:port); resolves with
+   * the port. Rejects when the address cannot be bound (close() releases what was made).
+   */
+  async listen(address: string, credentials?: grpc.ServerCredentials): Promise<number> {
+    const server = createGrpcServer({
+      // Pings on idle connections find a pull-based worker whose host vanished (no FIN): its
+      // stream ends and its leases return their runs within ~20 s, before their own bound.
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+    });
+    this.addTo(server);
+    this.server = server;
+    return bindGrpcServer(server, address, credentials);
   }
 
   /** Adds every service, each handler behind the authentication and authorization guard. */
@@ -134,9 +154,14 @@ export class ApiServer {
     );
   }
 
-  close(): void {
+  /** Stops the drivers and the registration, and closes the client API server (if listening). */
+  async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.moves.stop();
+    this.splits.stop();
     this.api.router.close();
+    const server = this.server;
+    this.server = undefined;
+    await shutdownGrpcServer(server);
   }
 }

@@ -16,7 +16,7 @@ import { tryParseSchedule } from '../schedule/parse.js';
 import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
-import { JobSpecCompiler, TENANT_ID_PATTERN } from './job-spec.js';
+import { TENANT_ID_PATTERN, type JobSpecCompiler } from './job-spec.js';
 import { resolveJobKey, resolveTenant, TENANT_ID_REASON } from './tenant-scope.js';
 import {
   byId,
@@ -266,7 +266,7 @@ async function createJobs(
     if (t !== undefined) await api.freshTenant(t);
   const v = new Violations();
   const nowMs = Date.now();
-  const compiler = new JobSpecCompiler(nowMs);
+  const compiler = admin.compiler(nowMs);
   const ranges = admin.ranges();
   const byGroup = new Map<number, CreateJobCommand[]>();
   const firstOf = new Map<string, number>();

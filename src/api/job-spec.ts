@@ -12,6 +12,7 @@
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { validateRetryPolicy } from '../delivery/backoff.js';
+import type { TargetPolicy } from '../delivery/target-policy.js';
 import { validateWebhookJob } from '../delivery/webhook.js';
 import { nextFire } from '../schedule/next-fire.js';
 import { tryParseSchedule, type Schedule } from '../schedule/parse.js';
@@ -65,11 +66,24 @@ export interface CompiledJobSpec {
   readonly schedule: Schedule;
 }
 
+export interface CompileJobSpecOptions {
+  /**
+   * Refuse a target URL whose host is an address webhooks may not reach (or `localhost`): a
+   * create or update passes the node's policy. Absent when a stored job is compiled again (its
+   * URL was checked when it was written; the connect step checks every send).
+   */
+  readonly targetPolicy?: TargetPolicy;
+}
+
 /**
  * Completes and checks a client's job definition.
  * @throws ValidationError JOB_SPEC_INVALID with every violation, each naming its field.
  */
-export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobSpec {
+export function compileJobSpec(
+  input: JobSpecInput,
+  nowMs: number,
+  options: CompileJobSpecOptions = {},
+): CompiledJobSpec {
   const v: FieldViolation[] = [];
   const add = (field: string, reason: string): void => void v.push({ field, reason });
 
@@ -203,7 +217,8 @@ export function compileJobSpec(input: JobSpecInput, nowMs: number): CompiledJobS
     endAtMs,
     remainingFires,
   };
-  if (url !== undefined) v.push(...validateWebhookJob({ ...spec, id: 'x' }));
+  if (url !== undefined)
+    v.push(...validateWebhookJob({ ...spec, id: 'x' }, '', options.targetPolicy));
   v.push(...validateRetryPolicy(retry));
   if (v.length > 0) throw new ValidationError('JOB_SPEC_INVALID', dedupe(v));
   return { spec, schedule: schedule! };
@@ -223,7 +238,10 @@ export class JobSpecCompiler {
   /** Key of the shared fields → a spec compileJobSpec accepted with them. */
   private readonly bases = new Map<string, JobSpec>();
 
-  constructor(readonly nowMs: number) {}
+  constructor(
+    readonly nowMs: number,
+    readonly options: CompileJobSpecOptions = {},
+  ) {}
 
   /** The last input compiled, and the spec its shared fields were taken from. */
   private last: { readonly input: JobSpecInput; readonly base: JobSpec } | undefined;
@@ -247,7 +265,7 @@ export class JobSpecCompiler {
         return own;
       }
     }
-    const compiled = compileJobSpec(input, this.nowMs);
+    const compiled = compileJobSpec(input, this.nowMs, this.options);
     if (this.bases.size < COMPILER_BASES_MAX) this.bases.set(key, compiled.spec);
     this.last = { input, base: compiled.spec };
     return compiled;

@@ -14,6 +14,7 @@
  * protobuf form of every job, a spec object per job, and packing and encoding the entry again.
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
+import type { TargetPolicy } from '../delivery/target-policy.js';
 import { decode } from '../base/codec.js';
 import { hashShardKey } from '../placement/hash.js';
 import { lookupRange, type RingRange } from '../placement/ring.js';
@@ -41,6 +42,11 @@ export interface PackedCheckContext {
   readonly nowMs: number;
   /** Definitions checked before, by specPartKey (a PackedPartCache kept by the caller). */
   readonly checkedParts?: PackedPartCache;
+  /**
+   * The targets this leader's jobs may name (`--allow-target`): checked again here, against this
+   * node's own policy. A cached definition was checked with it (one policy per process).
+   */
+  readonly targetPolicy?: TargetPolicy;
 }
 
 /** Definitions the full check accepted, so that the next entries with them skip it. */
@@ -254,6 +260,7 @@ function basePart(
           anchorMs: c.anchorsMs[first] ?? undefined,
         },
         c.atMs,
+        ctx.targetPolicy === undefined ? {} : { targetPolicy: ctx.targetPolicy },
       );
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;

@@ -151,6 +151,14 @@ export class SchedulerAdmin {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * A compiler for the specs of one call made at `nowMs`, refusing targets this node's policy
+   * forbids (`--allow-target`): every create and update goes through one.
+   */
+  compiler(nowMs: number): JobSpecCompiler {
+    return new JobSpecCompiler(nowMs, { targetPolicy: this.node.config.delivery.targetPolicy });
+  }
+
   /** The ring: from the meta group's map once known, else the flag plan. */
   ranges(): RingRange[] {
     const groups = [...this.node.meta.groups.values()].sort((a, b) => a.start - b.start);
@@ -226,7 +234,7 @@ export class SchedulerAdmin {
         field: 'expectedVersion',
         reason: 'must be a positive integer when given',
       });
-    const compiled = this.compileSpec(spec ?? {}, new JobSpecCompiler(nowMs), '', violations);
+    const compiled = this.compileSpec(spec ?? {}, this.compiler(nowMs), '', violations);
     // A job belongs to its tenant for life: its runs, quotas and signing secrets are the tenant's
     // (and its key names the tenant).
     if (compiled && compiled.spec.tenant !== tenant)
@@ -348,7 +356,7 @@ export class SchedulerAdmin {
         { field: 'jobs', reason: `must be a list of 1 to ${CREATE_BATCH_MAX} jobs` },
       ]);
     const nowMs = this.clock.nowMs();
-    const compiler = new JobSpecCompiler(nowMs);
+    const compiler = this.compiler(nowMs);
     const violations: FieldViolation[] = [];
     const commands: CreateJobCommand[] = [];
     const firstOf = new Map<string, number>();
@@ -420,6 +428,7 @@ export class SchedulerAdmin {
       requestIdCharsMax: REQUEST_ID_CHARS_MAX,
       nowMs: this.clock.nowMs(),
       checkedParts: this.checkedParts,
+      targetPolicy: this.node.config.delivery.targetPolicy,
     };
     commands.forEach((c, k) => checkPackedCreates(c, ctx, `entries[${k}].`));
     return sumCreates(await this.node.host.proposeBatch(groupId, entries));
@@ -427,16 +436,20 @@ export class SchedulerAdmin {
 
   /**
    * Validates a create request and computes its first slot; names fields under `prefix`. The
-   * jobs of one bulk call share a `compiler` (made at `nowMs`), which checks what they have in
-   * common once.
+   * jobs of one bulk call share a `compiler` (this.compiler(nowMs)), which checks what they have
+   * in common once.
    */
   createCommand(
     req: CreateJobRequest,
     nowMs: number,
     prefix: string,
-    compiler: JobSpecCompiler = new JobSpecCompiler(nowMs),
+    compiler: JobSpecCompiler = this.compiler(nowMs),
   ): CreateJobCommand {
     assert(compiler.nowMs === nowMs, 'createCommand: the compiler was made at another time');
+    assert(
+      compiler.options.targetPolicy === this.node.config.delivery.targetPolicy,
+      "createCommand: the compiler does not check targets with this node's policy",
+    );
     const jobId = typeof req.jobId === 'string' ? req.jobId : '';
     const violations: FieldViolation[] = [];
     if (!JOB_ID_PATTERN.test(jobId))

@@ -4,6 +4,7 @@
  * frozen). Every violation names the flag and the rule, and all of them are reported at once.
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { parseCidrList, TargetPolicy } from '../delivery/target-policy.js';
 import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
 import type { NodeId } from '../raft/messages.js';
 import { LOG_TAIL_BYTES_MAX_DEFAULT } from '../storage/group-log.js';
@@ -76,6 +77,16 @@ export interface NodeOptions {
   deliveryQueue?: number;
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
+  /**
+   * host:port of the test-only DebugService (proto/debug.proto: a key-value store, scheduler
+   * internals; unauthenticated); not served when absent.
+   */
+  debugListen?: string;
+  /**
+   * CIDR ranges webhooks may reach although the default policy forbids them (loopback, private,
+   * link-local…: docs/API.md): a list, or one string of comma-separated ranges. @default none
+   */
+  allowTarget?: string | readonly string[];
   /** host:port of any running member's client API: an empty node joins that cluster. */
   join?: string;
   /**
@@ -136,6 +147,8 @@ export interface DeliveryConfig {
   readonly originInflightMax: number;
   readonly tenantInflightMax: number;
   readonly queuedMax: number;
+  /** Which addresses webhooks may reach: the default policy widened by --allow-target. */
+  readonly targetPolicy: TargetPolicy;
 }
 
 export interface SchedulerConfig {
@@ -172,6 +185,8 @@ export interface CompiledNodeConfig {
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
   readonly metricsListen: HostPort | undefined;
+  /** The test-only DebugService's address, or undefined: not served. */
+  readonly debugListen: HostPort | undefined;
   /** The client API address of a member to join through, or undefined. */
   readonly join: string | undefined;
   /** Peers this node dials at an address other than their advertised one (--peer-route). */
@@ -212,6 +227,8 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  debugListen: '--debug-listen',
+  allowTarget: '--allow-target',
   join: '--join',
   peerRoute: '--peer-route',
   adminTokenFile: '--admin-token-file',
@@ -252,7 +269,10 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   else if (!ID_PATTERN.test(id)) bad('id', `must match ${ID_PATTERN.source}, got '${id}'`);
   const dataDir = options.dataDir ?? '';
   if (dataDir === '') bad('dataDir', 'is required');
-  const address = (key: 'listen' | 'peerListen' | 'metricsListen', fallback: string): HostPort => {
+  const address = (
+    key: 'listen' | 'peerListen' | 'metricsListen' | 'debugListen',
+    fallback: string,
+  ): HostPort => {
     const parsed = parseHostPort(options[key] ?? fallback);
     if (typeof parsed === 'string') {
       bad(key, parsed);
@@ -270,6 +290,12 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('metricsListen', '');
   checkMetricsDistinct(metricsListen, listen, peerListen, bad);
+  const debugListen =
+    options.debugListen === undefined || options.debugListen === ''
+      ? undefined
+      : address('debugListen', '');
+  checkDebugDistinct(debugListen, { listen, peerListen, metricsListen }, bad);
+  const targetPolicy = parseAllowTarget(options.allowTarget, bad);
   const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
   const join = parseJoin(options.join, initialCluster !== undefined, bad);
@@ -357,8 +383,15 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     splitJobs,
     splitFireRate,
     scheduler: { lookAheadMs, misfireThresholdMs, resultHoldMs },
-    delivery: { connectionsPerOrigin, originInflightMax, tenantInflightMax, queuedMax },
+    delivery: {
+      connectionsPerOrigin,
+      originInflightMax,
+      tenantInflightMax,
+      queuedMax,
+      targetPolicy,
+    },
     metricsListen,
+    debugListen,
     join,
     peerRoutes,
     adminTokenFile,
@@ -507,6 +540,42 @@ function checkMetricsDistinct(
     if (hp.host === metrics.host && hp.port === metrics.port)
       bad('metricsListen', `must differ from ${flag}`);
   }
+}
+
+/** The DebugService port may not be one of the node's other ports (port 0 picks a free one). */
+function checkDebugDistinct(
+  debug: HostPort | undefined,
+  others: { listen: HostPort; peerListen: HostPort; metricsListen: HostPort | undefined },
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): void {
+  if (debug === undefined || debug.port === 0) return;
+  for (const [key, hp] of Object.entries(others) as [keyof NodeOptions, HostPort | undefined][]) {
+    if (hp !== undefined && hp.host === debug.host && hp.port === debug.port)
+      bad('debugListen', `must differ from ${OPTION_FLAGS[key]}`);
+  }
+}
+
+/**
+ * `--allow-target` (repeated flags arrive joined by commas) or the config's `allowTarget` (a
+ * string or a list of strings): every bad range is named with its value.
+ */
+function parseAllowTarget(
+  value: unknown,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): TargetPolicy {
+  if (value === undefined || value === null) return TargetPolicy.STRICT;
+  const entries = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(entries) || !entries.every((e): e is string => typeof e === 'string')) {
+    bad('allowTarget', 'must be a CIDR range, a comma list of them, or a list of them');
+    return TargetPolicy.STRICT;
+  }
+  if (entries.length === 0) return TargetPolicy.STRICT;
+  const parsed = parseCidrList(entries);
+  if (!parsed.ok) {
+    for (const reason of parsed.reasons) bad('allowTarget', reason);
+    return TargetPolicy.STRICT;
+  }
+  return new TargetPolicy(parsed.ranges);
 }
 
 function parseJoin(

@@ -14,6 +14,9 @@
  * - Timeouts, connection errors and malformed answers retry.
  * - A caller abort (shutdown, lost leadership) retries: the target did nothing wrong.
  * - A request that cannot be built (bad URL, reserved header, payload not JSON) fails at once.
+ * - A target the node's policy forbids (target-policy.ts: loopback, private, link-local… or a
+ *   name that resolved to one) fails at once, as TARGET_FORBIDDEN: nothing was sent, and every
+ *   retry would be refused the same way.
  */
 import { assertNever } from '../base/assert.js';
 import { civilFromDays, DAY_MS, daysFromCivil, daysInMonth } from '../schedule/civil.js';
@@ -41,6 +44,10 @@ export type AttemptObservation =
   | { readonly kind: 'aborted'; readonly isBeforeDispatch: boolean }
   /** The request could not be built or was rejected by undici before it was dispatched. */
   | { readonly kind: 'invalid-request'; readonly reason: string }
+  /**
+   * The connect step refused the target's address (guarded-connect.ts): no socket was opened.
+   */
+  | { readonly kind: 'forbidden'; readonly reason: string }
   /** OriginPools refused locally; the request never reached a connection. */
   | {
       readonly kind: 'not-dispatched';
@@ -94,6 +101,13 @@ export function classify(
       };
     case 'invalid-request':
       return { outcome: 'fail', code: 'DELIVERY_INVALID_REQUEST', reason: observation.reason };
+    case 'forbidden':
+      // The code leads the reason: the attempt record keeps the reason only.
+      return {
+        outcome: 'fail',
+        code: 'TARGET_FORBIDDEN',
+        reason: `TARGET_FORBIDDEN: ${observation.reason}`,
+      };
     case 'not-dispatched':
       return { outcome: 'retry', code: observation.code, reason: observation.reason };
     default:
@@ -178,6 +192,7 @@ function classifyNetwork(errorCode: string | undefined, message: string): Classi
  *   (pipelining 1) writes a request only after its socket connected; a request that was
  *   written and then lost its socket fails with a reset or "other side closed" instead;
  * - a DNS failure: no address, so no socket;
+ * - a target refused by the connect step's policy: it fails before any socket is opened;
  * - a request that was never dispatched: built wrong, refused by OriginPools, or ended by the
  *   deadline or the caller while it still waited in the pool for a connection. undici calls a
  *   handler's onRequestStart right before it writes the request, and webhook.ts aborts it there,
@@ -194,6 +209,7 @@ export function isProvablyUndelivered(observation: AttemptObservation): boolean 
     }
     case 'invalid-request':
     case 'not-dispatched':
+    case 'forbidden':
       return true;
     case 'aborted':
       return observation.isBeforeDispatch;
@@ -214,6 +230,8 @@ export function observeError(err: unknown): AttemptObservation {
   const code = errorCodeOf(err);
   const message = err instanceof Error ? err.message : String(err);
   switch (code) {
+    case 'TARGET_FORBIDDEN':
+      return { kind: 'forbidden', reason: truncate(message, 400) };
     case 'UND_ERR_CONNECT_TIMEOUT':
       return { kind: 'timeout', phase: 'connect' };
     case 'UND_ERR_HEADERS_TIMEOUT':

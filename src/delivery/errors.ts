@@ -41,6 +41,11 @@ export type DeliveryErrorCode =
   | 'DELIVERY_QUEUE_FULL'
   /** The sender's leadership or lease ended while the attempt waited; it was never sent. */
   | 'DELIVERY_NOT_STARTED'
+  /**
+   * The target is an address webhooks may not reach (loopback, private, link-local…; see
+   * target-policy.ts), or a name that resolved to one: refused before connecting, never retried.
+   */
+  | 'TARGET_FORBIDDEN'
   /** The job's tenant has no signing secret, so nothing can be signed or sent. */
   | 'DELIVERY_TENANT_UNKNOWN'
   /** No connected worker of the job's pool (with its tags) took the run in time: never leased. */

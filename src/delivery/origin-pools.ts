@@ -9,13 +9,19 @@
  * The registry is bounded too: pools not used for `idleCloseMs` are closed by a sweep, and when
  * `originsMax` pools exist the least recently used idle one makes room; if none is idle the
  * request is refused (DELIVERY_ORIGINS_EXHAUSTED, a retry) rather than the map growing.
+ *
+ * Every pool connects through guardedConnector (guarded-connect.ts): a connection to an address
+ * the target policy forbids (loopback, private, link-local…, also when a name resolves to one)
+ * is never opened, and its requests fail with TARGET_FORBIDDEN.
  */
 import { Pool } from 'undici';
-import type { Dispatcher } from 'undici';
+import type { Dispatcher, buildConnector } from 'undici';
 import { assertionFailed } from '../base/assert.js';
 import { SystemClock, type Clock } from '../base/clock.js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
 import { DeliveryError, INVALID_OPTIONS } from './errors.js';
+import { guardedConnector, type ResolveAll } from './guarded-connect.js';
+import { TargetPolicy } from './target-policy.js';
 
 export interface OriginPoolsOptions {
   /** Most sockets open to one origin; requests beyond it wait inside the pool. @default 16 */
@@ -32,6 +38,13 @@ export interface OriginPoolsOptions {
   readonly sweepIntervalMs?: number;
   /** Monotonic time for idleness. @default SystemClock */
   readonly clock?: Clock;
+  /**
+   * Which addresses connections may go to (`--allow-target` widens it).
+   * @default TargetPolicy.STRICT: no loopback, private, link-local… address
+   */
+  readonly targetPolicy?: TargetPolicy;
+  /** Resolves target names before the policy checks them (a test seam). @default dns.lookup */
+  readonly resolve?: ResolveAll;
 }
 
 export interface CompiledOriginPoolsOptions {
@@ -42,6 +55,8 @@ export interface CompiledOriginPoolsOptions {
   readonly keepAliveTimeoutMs: number;
   readonly sweepIntervalMs: number;
   readonly clock: Clock;
+  readonly targetPolicy: TargetPolicy;
+  readonly resolve: ResolveAll | undefined;
 }
 
 const DEFAULTS = {
@@ -91,6 +106,8 @@ export function compileOriginPoolsOptions(
     ),
     sweepIntervalMs: 0,
     clock: options.clock ?? SystemClock,
+    targetPolicy: options.targetPolicy ?? TargetPolicy.STRICT,
+    resolve: options.resolve,
   };
   compiled.sweepIntervalMs = intIn(
     'sweepIntervalMs',
@@ -156,9 +173,16 @@ export class OriginPools {
   private retiredCount = 0;
   private closeFailureCount = 0;
   private waiting = 0;
+  /** The connect step every pool shares (the target policy applied at connect time). */
+  private readonly connect: buildConnector.connector;
 
   constructor(options: OriginPoolsOptions = {}) {
     this.options = compileOriginPoolsOptions(options);
+    this.connect = guardedConnector({
+      policy: this.options.targetPolicy,
+      timeoutMs: this.options.connectTimeoutMs,
+      ...(this.options.resolve ? { resolve: this.options.resolve } : {}),
+    });
   }
 
   /**
@@ -267,7 +291,8 @@ export class OriginPools {
     return new Pool(origin, {
       connections: this.options.connectionsPerOrigin,
       pipelining: 1,
-      connectTimeout: this.options.connectTimeoutMs,
+      // The connector carries the connect timeout (undici ignores connectTimeout beside it).
+      connect: this.connect,
       keepAliveTimeout: this.options.keepAliveTimeoutMs,
     });
   }

@@ -29,6 +29,7 @@ import {
 import { DeliveryError, type DeliveryErrorCode } from './errors.js';
 import type { OriginLease, OriginPools } from './origin-pools.js';
 import { signWebhook, type SigningKeys } from './signing.js';
+import { hostRefusalReason, type TargetPolicy } from './target-policy.js';
 import { isWorkerUrl, workerTargetViolations } from './worker-target.js';
 
 /** The fields of a job an attempt reads. */
@@ -123,9 +124,17 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Field content: visible ASCII, space, tab and obs-text; no CR, LF, NUL or chars above 0xFF. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/** Every rule the job's webhook settings break; the API runs it before a job is stored. */
-export function validateWebhookJob(job: WebhookJob, prefix = ''): FieldViolation[] {
-  return checkWebhookJob(job, prefix).violations;
+/**
+ * Every rule the job's webhook settings break; the API runs it before a job is stored. With a
+ * `targetPolicy` (the API passes the node's), a URL whose host is an address webhooks may not
+ * reach, or `localhost`, is refused too; a name is checked when the pools connect.
+ */
+export function validateWebhookJob(
+  job: WebhookJob,
+  prefix = '',
+  targetPolicy?: TargetPolicy,
+): FieldViolation[] {
+  return checkWebhookJob(job, prefix, targetPolicy).violations;
 }
 
 /**
@@ -159,6 +168,7 @@ function isValidDeadline(ms: number): boolean {
 function checkWebhookJob(
   job: WebhookJob,
   prefix: string,
+  targetPolicy?: TargetPolicy,
 ): { violations: FieldViolation[]; url: URL | undefined; payload: string | undefined } {
   const violations: FieldViolation[] = [];
   const add = (field: string, reason: string): void => {
@@ -176,6 +186,10 @@ function checkWebhookJob(
   }
   const url = parseTargetUrl(job.target.url);
   if (typeof url === 'string') add('target.url', url);
+  else if (targetPolicy !== undefined) {
+    const refusal = targetPolicy.checkHost(url.hostname);
+    if (refusal !== undefined) add('target.url', hostRefusalReason(url.hostname, refusal));
+  }
   const entries = Object.entries(job.target.headers);
   if (entries.length > TARGET_HEADERS_MAX) add('target.headers', `at most ${TARGET_HEADERS_MAX}`);
   const seen = new Set<string>();

@@ -1,7 +1,10 @@
 /**
- * The test-only DebugService (proto/debug.proto) on the client API address: puts and reads over
- * the data groups' key-value state machines, and a status dump. Keys are placed with the same
- * ring as jobs will be. A call for a group this node does not lead fails with UNAVAILABLE and
+ * The test-only DebugService (proto/debug.proto): puts and reads over the data groups' key-value
+ * state machines, scheduler administration as JSON, and a status dump. It is unauthenticated and
+ * reaches into the node's internals, so it is served only on its own address, and only when
+ * `tickraft serve --debug-listen host:port` asks for it (the real-process tests, the chaos suite
+ * and the benchmarks do); the client API port (`--listen`) never serves it. Keys are placed with
+ * the same ring as jobs. A call for a group this node does not lead fails with UNAVAILABLE and
  * the leader's id in the `tickraft-leader` metadata, so a client can retry there.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -24,6 +27,7 @@ import type { TickraftNode } from './node.js';
 import { SystemClock } from '../base/clock.js';
 import { ValidationError } from '../base/errors.js';
 import { SchedulerAdmin } from '../api/scheduler-admin.js';
+import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from '../api/grpc-server.js';
 
 const PROTO_PATH = fileURLToPath(new URL('../../proto/debug.proto', import.meta.url));
 
@@ -163,24 +167,12 @@ export class DebugServer {
   }
 
   /**
-   * Binds the client API address; `addServices` adds the public API to the same server.
-   * `credentials`: TLS (src/transport/tls.ts serverCredentials); plaintext when absent.
+   * Binds the DebugService's own address (`--debug-listen`; never the client API's); resolves
+   * with the port.
    */
-  async start(
-    address: string,
-    addServices?: (server: grpc.Server) => void,
-    credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure(),
-  ): Promise<number> {
+  async start(address: string): Promise<number> {
     const service = loadDebugService();
-    // Channelz (grpc-js's introspection service, unused here) would track every call.
-    const server = new grpc.Server({
-      'grpc.enable_channelz': 0,
-      // Pings on idle connections find a pull-based worker whose host vanished (no FIN): its
-      // stream ends and its leases return their runs within ~20 s, before their own bound.
-      'grpc.keepalive_time_ms': 10_000,
-      'grpc.keepalive_timeout_ms': 10_000,
-    });
-    addServices?.(server);
+    const server = createGrpcServer();
     // PutBatch requests are parsed by hand (put-batch.ts): the benchmark's hot path.
     const definition: grpc.ServiceDefinition = {
       ...service.service,
@@ -238,12 +230,7 @@ export class DebugServer {
       },
     });
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.bindAsync(address, credentials, (err, port) => {
-        if (err) reject(err);
-        else resolve(port);
-      });
-    });
+    return bindGrpcServer(server, address);
   }
 
   status(): Record<string, unknown> {
@@ -294,17 +281,8 @@ export class DebugServer {
 
   async close(): Promise<void> {
     const server = this.server;
-    if (!server) return;
-    await new Promise<void>((resolve) => {
-      const force = setTimeout(() => {
-        server.forceShutdown();
-        resolve();
-      }, 1000);
-      server.tryShutdown(() => {
-        clearTimeout(force);
-        resolve();
-      });
-    });
+    this.server = undefined;
+    await shutdownGrpcServer(server);
   }
 }
 

@@ -180,6 +180,18 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       'HTTP address for /metrics, /healthz and /readyz, HTTPS with --tls-cert (default: not served)',
     )
     .option(
+      '--allow-target <cidr>',
+      'let webhooks reach this range although it is loopback, private, link-local, … ' +
+        '(repeatable, or a comma list; e.g. 127.0.0.0/8 for a local sink; default: none)',
+      (value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
+    )
+    .option(
+      '--debug-listen <host:port>',
+      'serve the test-only DebugService (unauthenticated: key-value store, scheduler internals) ' +
+        'on this address, for tests and benchmarks (default: not served)',
+    )
+    .option(
       '--peer-route <id=host:port>',
       'dial peer id at host:port instead of its advertised peer address (repeatable, or a comma list; e.g. through a proxy)',
       (value: string, previous: string | undefined) =>
@@ -324,7 +336,7 @@ function serve(options: NodeOptions): Promise<number> {
   if (Object.keys(summary).length > 0) log.info({ certificates: summary }, 'TLS enabled');
   reloadOnHangup(config, tls, log);
   const node = new TickraftNode(config, log, tls, adminToken?.token);
-  const debug = new DebugServer(node);
+  const debug = config.debugListen === undefined ? undefined : new DebugServer(node);
   const apiCredentials = tls.api && serverCredentials(tls.api.server, tls.api.requireClientCert);
   const auth = new Authenticator({
     adminTokenHash: adminToken === undefined ? undefined : hashToken(adminToken.token),
@@ -353,8 +365,8 @@ function serve(options: NodeOptions): Promise<number> {
       node
         .shutdown()
         .then(async (r) => {
-          api.close();
-          await debug.close();
+          await api.close();
+          await debug?.close();
           clearTimeout(hardStop);
           log.info(r, 'stopped');
           resolve(0);
@@ -375,11 +387,15 @@ function serve(options: NodeOptions): Promise<number> {
           process.exit(1);
         },
         async () => {
-          apiPort = await debug.start(
-            formatHostPort(config.listen),
-            (server) => api.addTo(server),
-            apiCredentials,
-          );
+          apiPort = await api.listen(formatHostPort(config.listen), apiCredentials);
+          if (debug !== undefined && config.debugListen !== undefined) {
+            const debugPort = await debug.start(formatHostPort(config.debugListen));
+            log.warn(
+              { debugListen: `${config.debugListen.host}:${debugPort}` },
+              'serving the test-only DebugService: unauthenticated, it reads and writes this ' +
+                "node's internals; never expose it outside a test machine",
+            );
+          }
         },
       )
       .then(() => {
@@ -390,8 +406,9 @@ function serve(options: NodeOptions): Promise<number> {
         );
       })
       .catch(async (err: unknown) => {
-        // node.start released what it opened; the client API server is ours to close.
-        await debug.close();
+        // node.start released what it opened; the client API and debug servers are ours to close.
+        await api.close();
+        await debug?.close();
         const code = (err as { code?: unknown }).code;
         // A wrapped cause says what the system refused (e.g. EADDRINUSE behind a bind failure).
         const message = err instanceof Error ? err.message : String(err);

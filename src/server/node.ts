@@ -243,7 +243,10 @@ export class TickraftNode {
   /** The webhook pools and the delivery runner (nothing opened until a delivery starts). */
   private makeDelivery(): void {
     const cfg = this.config;
-    this.pools = new OriginPools({ connectionsPerOrigin: cfg.delivery.connectionsPerOrigin });
+    this.pools = new OriginPools({
+      connectionsPerOrigin: cfg.delivery.connectionsPerOrigin,
+      targetPolicy: cfg.delivery.targetPolicy,
+    });
     this.runner = new DeliveryRunner({
       pools: this.pools,
       queue: {

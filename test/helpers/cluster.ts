@@ -1,7 +1,10 @@
 /**
  * Real `tickraft serve` processes on loopback for integration tests: free ports, temp data
- * dirs, a DebugService client per node, waiting on status (never on sleeps), kill -9 and
- * restart, and cleanup registered with tap's teardown so no process outlives a failed test.
+ * dirs, a DebugService client per node (each node serves it on a port of its own,
+ * `--debug-listen`), waiting on status (never on sleeps), kill -9 and restart, and cleanup
+ * registered with tap's teardown so no process outlives a failed test. Nodes may send webhooks to
+ * loopback (`--allow-target 127.0.0.0/8`, where the tests' sinks listen) unless a cluster is
+ * created with `allowTarget: []`.
  */
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -21,6 +24,12 @@ import { loadDebugService } from '../../src/server/debug-service.js';
 export const TEST_ADMIN_TOKEN = randomBytes(32).toString('hex');
 
 const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
+
+/**
+ * What the harness's nodes may send webhooks to by default: loopback, where every test sink, the
+ * chaos receivers and the benchmarks' sinks listen (the default policy refuses it).
+ */
+export const LOOPBACK_TARGETS: readonly string[] = ['127.0.0.0/8'];
 
 /**
  * A random loopback address (127.x.y.z). Each test cluster listens on its own address, so test
@@ -140,12 +149,15 @@ export class ProcNode {
     readonly peerPort: number,
     readonly dataDir: string,
     private readonly args: () => string[],
-    readonly host = '127.0.0.1',
-    /** How the DebugService client dials the node: TLS for a node started with --tls-cert. */
-    credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+    readonly host: string,
+    /** Where the node serves DebugService (its `--debug-listen` port), which `client` dials. */
+    readonly debugPort: number,
   ) {
     const Ctor = loadDebugService();
-    this.client = new Ctor(`${host}:${apiPort}`, credentials) as unknown as DebugClient;
+    this.client = new Ctor(
+      `${host}:${debugPort}`,
+      grpc.credentials.createInsecure(),
+    ) as unknown as DebugClient;
   }
 
   start(extraArgs: string[] = []): void {
@@ -254,8 +266,17 @@ export interface ClusterOptions {
   extraArgs?: string[];
   /** Give each node a --metrics-listen address (ProcNode.metricsPort). */
   metrics?: boolean;
-  /** How the tests' DebugService clients dial the nodes (TLS when they serve it). */
-  credentials?: grpc.ChannelCredentials;
+  /**
+   * `--allow-target` ranges of every node; [] gives none (the default policy: no loopback).
+   * @default LOOPBACK_TARGETS
+   */
+  allowTarget?: readonly string[];
+  /**
+   * Pass `--debug-listen` (DebugService on ProcNode.debugPort). Without it the node serves no
+   * DebugService, so status(), waitReady() and the scheduler helpers cannot reach it.
+   * @default true
+   */
+  debugService?: boolean;
 }
 
 export class ProcCluster {
@@ -288,7 +309,7 @@ export class ProcCluster {
     const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
     const cluster = new ProcCluster(root);
     const host = randomLoopbackHost();
-    const ports: { api: number; peer: number; metrics: number | undefined }[] = [];
+    const ports: { api: number; peer: number; debug: number; metrics: number | undefined }[] = [];
     // The kernel may hand the same free port out twice in a row; every port must be distinct.
     const taken = new Set<number>();
     const distinctPort = async (): Promise<number> => {
@@ -304,8 +325,10 @@ export class ProcCluster {
       ports.push({
         api: await distinctPort(),
         peer: await distinctPort(),
+        debug: await distinctPort(),
         metrics: opts.metrics === true ? await distinctPort() : undefined,
       });
+    const allowTarget = opts.allowTarget ?? LOOPBACK_TARGETS;
     const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
       const id = `n${i + 1}`;
@@ -327,9 +350,11 @@ export class ProcCluster {
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
         '--admin-token-file',
         cluster.tokenFile,
+        ...(opts.debugService === false ? [] : ['--debug-listen', `${host}:${p.debug}`]),
+        ...allowTarget.flatMap((cidr) => ['--allow-target', cidr]),
         ...(opts.extraArgs ?? []),
       ];
-      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, opts.credentials);
+      const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, p.debug);
       node.metricsPort = p.metrics;
       cluster.nodes.push(node);
     }

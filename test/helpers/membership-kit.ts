@@ -12,7 +12,7 @@ import type { Test } from 'tap';
 import type { ApiClient } from '../../src/api/client.js';
 import { hashShardKey } from '../../src/placement/hash.js';
 import { jobKeyOf } from '../../src/scheduler/job-key.js';
-import { eventually, freePort, ProcNode } from './cluster.js';
+import { eventually, freePort, LOOPBACK_TARGETS, ProcNode } from './cluster.js';
 import { iso, TENANT, type SchedulerCluster } from './scheduler-cluster.js';
 import { runTickctl } from './tickctl.js';
 
@@ -36,6 +36,7 @@ export async function joiner(
   const taken = new Set([
     ...sc.cluster.nodes.map((n) => n.apiPort),
     ...sc.cluster.nodes.map((n) => n.peerPort),
+    ...sc.cluster.nodes.map((n) => n.debugPort),
   ]);
   const distinct = async (): Promise<number> => {
     for (;;) {
@@ -48,6 +49,7 @@ export async function joiner(
   };
   const api = ports?.api ?? (await distinct());
   const peer = ports?.peer ?? (await distinct());
+  const debug = await distinct();
   const dataDir = join(sc.cluster.root, `${id}-${api}`);
   const args = (): string[] => [
     '--id',
@@ -64,8 +66,11 @@ export async function joiner(
     '20',
     '--admin-token-file',
     sc.cluster.tokenFile,
+    '--debug-listen',
+    `${host}:${debug}`,
+    ...LOOPBACK_TARGETS.flatMap((cidr) => ['--allow-target', cidr]),
   ];
-  const node = new ProcNode(id, api, peer, dataDir, args, host);
+  const node = new ProcNode(id, api, peer, dataDir, args, host, debug);
   sc.cluster.nodes.push(node);
   node.start();
   return node;

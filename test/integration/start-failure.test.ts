@@ -1,8 +1,8 @@
-// A `tickraft serve` that cannot start exits: with its client API, peer or metrics port taken,
-// its LevelDB lock held by another process, or a data directory it cannot create, the process
-// exits 1 within a few seconds naming the reason, never leads a group, and leaves nothing
-// held: afterwards every one of its ports binds and its LevelDB opens. Then the same node
-// starts fine. Real processes, each cluster on its own random loopback address.
+// A `tickraft serve` that cannot start exits: with its client API, peer, metrics or debug
+// (DebugService, --debug-listen) port taken, its LevelDB lock held by another process, or a data
+// directory it cannot create, the process exits 1 within a few seconds naming the reason, never
+// leads a group, and leaves nothing held: afterwards every one of its ports binds and its LevelDB
+// opens. Then the same node starts fine. Real processes, each cluster on its own random loopback address.
 import t, { type Test } from 'tap';
 import { ClassicLevel } from 'classic-level';
 import { writeFileSync } from 'node:fs';
@@ -63,7 +63,12 @@ t.test('a node that cannot start exits and releases everything it opened', async
   const cluster = await ProcCluster.create({ nodes: 1, metrics: true });
   t.teardown(() => cluster.cleanup());
   const node = cluster.nodes[0]!;
-  const ports = { api: node.apiPort, peer: node.peerPort, metrics: node.metricsPort! };
+  const ports = {
+    api: node.apiPort,
+    peer: node.peerPort,
+    metrics: node.metricsPort!,
+    debug: node.debugPort,
+  };
 
   for (const [name, port] of Object.entries(ports)) {
     await t.test(`its ${name} port taken`, async (t) => {

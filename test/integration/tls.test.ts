@@ -95,21 +95,29 @@ t.test('bad TLS flags exit 2 naming the flag; a plaintext node says so', async (
   // A plaintext node on loopback starts, with a warning for each plaintext listener.
   const host = '127.0.0.1';
   const [api, peer] = [await freePort(host), await freePort(host)];
-  const plain = new ProcNode('n1', api, peer, join(dir, 'plain-data'), () => [
-    '--id',
+  const plain = new ProcNode(
     'n1',
-    '--data-dir',
+    api,
+    peer,
     join(dir, 'plain-data'),
-    '--listen',
-    `${host}:${api}`,
-    '--peer-listen',
-    `${host}:${peer}`,
-    '--initial-cluster',
-    `n1=${host}:${peer}`,
-    '--groups',
-    '1',
-    '--insecure-no-auth',
-  ]);
+    () => [
+      '--id',
+      'n1',
+      '--data-dir',
+      join(dir, 'plain-data'),
+      '--listen',
+      `${host}:${api}`,
+      '--peer-listen',
+      `${host}:${peer}`,
+      '--initial-cluster',
+      `n1=${host}:${peer}`,
+      '--groups',
+      '1',
+      '--insecure-no-auth',
+    ],
+    host,
+    0,
+  );
   t.teardown(() => plain.kill9());
   plain.start();
   await until(
@@ -135,7 +143,6 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
     groups: 4,
     extraArgs: ['--tick-ms', '20'],
     metrics: true,
-    credentials: grpc.credentials.createSsl(apiCa.pem, user.keyPem, user.certPem),
   });
   const sink = new WebhookSink([TEST_SECRET]);
   const clients: ApiClient[] = [];
@@ -355,7 +362,8 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
       ...['--admin-token-file', cluster.tokenFile],
       ...extra(`${host}:${peer}`),
     ];
-    const node = new ProcNode(id, api, peer, dataDir, () => args, host);
+    // No --debug-listen: nothing here asks the stranger's internals (debug port unused).
+    const node = new ProcNode(id, api, peer, dataDir, () => args, host, 0);
     t.teardown(async () => {
       await node.kill9();
       node.close();

@@ -1,11 +1,13 @@
 import t from 'tap';
 import { ValidationError } from '../../../src/base/errors.js';
+import { TargetPolicy } from '../../../src/delivery/target-policy.js';
 import {
   compileJobSpec,
   firstSlotMs,
   JobSpecCompiler,
   PAYLOAD_BYTES_MAX,
   requireFirstSlot,
+  type CompileJobSpecOptions,
 } from '../../../src/api/job-spec.js';
 
 const NOW = Date.UTC(2026, 2, 8, 6, 0, 0); // 01:00 in New York, the day clocks spring forward
@@ -160,5 +162,56 @@ t.test('JobSpecCompiler gives what compileJobSpec gives, job by job', (t) => {
       outcome(() => compileJobSpec(input, NOW).spec),
       `input ${i}: ${JSON.stringify(input)}`,
     );
+  t.end();
+});
+
+t.test("with the node's target policy, a forbidden host is refused on target.url", (t) => {
+  const strict = { targetPolicy: TargetPolicy.STRICT };
+  const refused = (url: string, options: CompileJobSpecOptions = strict): string[] => {
+    try {
+      compileJobSpec({ ...base, schedule: '* * * * *', target: { url } }, NOW, options);
+    } catch (err) {
+      if (err instanceof ValidationError)
+        return err.violations.filter((v) => v.field === 'target.url').map((v) => v.reason);
+      throw err;
+    }
+    return [];
+  };
+  for (const url of [
+    'http://127.0.0.1:8080/h',
+    'http://[::1]/h',
+    'http://10.0.0.1/h',
+    'http://169.254.169.254/latest/meta-data',
+    'http://[::ffff:127.0.0.1]/h',
+    'http://0x7f.1/h', // 127.0.0.1 as the URL parser reads it
+    'http://localhost:8080/h',
+    'http://api.localhost/h',
+  ])
+    t.match(
+      refused(url),
+      [/which webhooks may not reach; a node started with --allow-target/],
+      url,
+    );
+  t.match(refused('http://127.0.0.1/h'), [
+    'resolves to a loopback address 127.0.0.1, which webhooks may not reach; a node started with --allow-target covering it may',
+  ]);
+  t.same(refused('https://example.test/h'), [], 'a name is checked at connect time');
+  t.same(refused('http://8.8.8.8/h'), [], 'a public address passes');
+  t.same(refused('worker:reports'), [], 'a worker target is not a URL');
+  const loopback = { targetPolicy: TargetPolicy.of(['127.0.0.0/8']) };
+  t.same(refused('http://127.0.0.1:8080/h', loopback), [], '--allow-target 127.0.0.0/8');
+  t.same(refused('http://localhost:8080/h', loopback), []);
+  t.equal(refused('http://10.0.0.1/h', loopback).length, 1, 'other ranges stay refused');
+  t.same(
+    refused('http://127.0.0.1/h', {}),
+    [],
+    'no policy (a stored job compiled again): no check',
+  );
+  // The bulk compiler checks the shared target once, with its policy.
+  const compiler = new JobSpecCompiler(NOW, strict);
+  t.throws(
+    () => compiler.compile({ ...base, schedule: '* * * * *', target: { url: 'http://10.1.1.1/' } }),
+    ValidationError,
+  );
   t.end();
 });

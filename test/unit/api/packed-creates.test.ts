@@ -12,6 +12,7 @@ import {
   tenantsOf,
   type PackedCheckContext,
 } from '../../../src/api/packed-creates.js';
+import { TargetPolicy } from '../../../src/delivery/target-policy.js';
 import { hashShardKey } from '../../../src/placement/hash.js';
 import { lookupRange, splitRing } from '../../../src/placement/ring.js';
 import {
@@ -268,5 +269,33 @@ t.test('a definition must be exactly what the full check writes out', (t) => {
     one((p) => ((p['target'] as Record<string, unknown>)['headers'] = { 'idempotency-key': 'x' })),
     ['entries[0].jobs[0].spec.target.headers.idempotency-key'],
   );
+  t.end();
+});
+
+t.test('the leader checks targets again with its own policy', (t) => {
+  // Packed by a node that allowed loopback (--allow-target 127.0.0.0/8), checked by a leader
+  // that does not: refused, naming the first job of the definition's target.url.
+  const loose = new JobSpecCompiler(NOW, { targetPolicy: TargetPolicy.of(['127.0.0.0/8']) });
+  const compiled = loose.compile({
+    tenant: 'acme',
+    schedule: '0 3 * * *',
+    target: { url: 'http://127.0.0.1:8080/hook' },
+  });
+  let jobId = 'loop-0';
+  for (let i = 1; lookupRange(ranges, hashShardKey(jobId)).groupId !== 1; i++) jobId = `loop-${i}`;
+  const bytes = entryOf([
+    {
+      op: 'create-job',
+      atMs: NOW,
+      jobId,
+      spec: compiled.spec,
+      nextFireAtMs: requireFirstSlot(compiled, NOW),
+      requestId: undefined,
+    },
+  ]);
+  const strict = { ...ctx, checkedParts: new PackedPartCache(), targetPolicy: TargetPolicy.STRICT };
+  t.same(fieldsRefused(bytes, strict), ['entries[0].jobs[0].spec.target.url']);
+  const allowing = { ...strict, targetPolicy: TargetPolicy.of(['127.0.0.0/8']) };
+  t.same(fieldsRefused(bytes, allowing), [], 'a leader allowing loopback takes it');
   t.end();
 });

@@ -52,7 +52,71 @@ t.test('peer routes', (t) => {
   t.end();
 });
 
+t.test('allowed webhook targets: none by default, widened by --allow-target', (t) => {
+  const strict = compileNodeOptions(base).delivery.targetPolicy;
+  t.same(strict.allowed, [], 'nothing widened');
+  t.equal(strict.checkAddress('127.0.0.1')?.kind, 'loopback');
+  // Repeated flags arrive joined by commas; a config file may give a list.
+  const flags = compileNodeOptions({ ...base, allowTarget: '127.0.0.0/8,fd00::/8' });
+  t.same(
+    flags.delivery.targetPolicy.allowed.map((c) => `${c.address}/${c.prefix}`),
+    ['127.0.0.0/8', 'fd00::/8'],
+  );
+  t.equal(flags.delivery.targetPolicy.checkAddress('127.0.0.1'), undefined);
+  const list = compileNodeOptions({ ...base, allowTarget: ['10.0.0.0/8', '192.168.1.0/24'] });
+  t.equal(list.delivery.targetPolicy.checkAddress('192.168.1.9'), undefined);
+  t.equal(list.delivery.targetPolicy.checkAddress('192.168.2.9')?.kind, 'private');
+  t.same(compileNodeOptions({ ...base, allowTarget: [] }).delivery.targetPolicy.allowed, []);
+  t.end();
+});
+
+t.test('the debug service: not served unless --debug-listen names an address', (t) => {
+  t.equal(compileNodeOptions(base).debugListen, undefined);
+  t.same(compileNodeOptions({ ...base, debugListen: '127.0.0.1:7201' }).debugListen, {
+    host: '127.0.0.1',
+    port: 7201,
+  });
+  t.end();
+});
+
 const rejected: [string, NodeOptions, string, RegExp][] = [
+  [
+    'allow-target not a range',
+    { ...base, allowTarget: '127.0.0.0/8,localhost' },
+    '--allow-target',
+    /'localhost' is not an IP range/,
+  ],
+  [
+    'allow-target host bits',
+    { ...base, allowTarget: ['10.0.0.1/8'] },
+    '--allow-target',
+    /'10\.0\.0\.1\/8' has bits set past its \/8 prefix \(did you mean 10\.0\.0\.0\/8\?\)/,
+  ],
+  [
+    'allow-target prefix too long',
+    { ...base, allowTarget: '::1/129' },
+    '--allow-target',
+    /'::1\/129'.*\[0, 128\]/,
+  ],
+  [
+    'allow-target not a string',
+    { ...base, allowTarget: 8 as unknown as string },
+    '--allow-target',
+    /must be a CIDR range/,
+  ],
+  ['debug without port', { ...base, debugListen: 'localhost' }, '--debug-listen', /host:port/],
+  [
+    'debug on the API address',
+    { ...base, listen: '127.0.0.1:9', debugListen: '127.0.0.1:9' },
+    '--debug-listen',
+    /differ from --listen/,
+  ],
+  [
+    'debug on the metrics address',
+    { ...base, metricsListen: '127.0.0.1:8', debugListen: '127.0.0.1:8' },
+    '--debug-listen',
+    /differ from --metrics-listen/,
+  ],
   ['missing id', { dataDir: '/d' }, '--id', /required/],
   ['bad id', { ...base, id: 'n 1' }, '--id', /must match/],
   ['missing data dir', { id: 'n1' }, '--data-dir', /required/],

@@ -174,6 +174,7 @@ t.test('timeouts, network errors, aborts and local refusals', (t) => {
     [{ kind: 'aborted', isBeforeDispatch: false }, 'retry', 'DELIVERY_ABORTED', false],
     [{ kind: 'aborted', isBeforeDispatch: true }, 'retry', 'DELIVERY_ABORTED', true],
     [{ kind: 'invalid-request', reason: 'bad' }, 'fail', 'DELIVERY_INVALID_REQUEST', true],
+    [{ kind: 'forbidden', reason: 'x is loopback' }, 'fail', 'TARGET_FORBIDDEN', true],
     [
       { kind: 'not-dispatched', code: 'DELIVERY_POOLS_CLOSED', reason: 'closed' },
       'retry',
@@ -224,6 +225,14 @@ t.test('errors as undici and Node raise them map to observations', (t) => {
   t.match(observeError(withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:9')), {
     kind: 'network',
     errorCode: 'ECONNREFUSED',
+  });
+  // The guarded connector's refusal (guarded-connect.ts): final, the code leading the reason.
+  const forbidden = observeError(withCode('TARGET_FORBIDDEN', 'h resolved to 127.0.0.1'));
+  t.strictSame(forbidden, { kind: 'forbidden', reason: 'h resolved to 127.0.0.1' });
+  t.strictSame(classify(forbidden, opts), {
+    outcome: 'fail',
+    code: 'TARGET_FORBIDDEN',
+    reason: 'TARGET_FORBIDDEN: h resolved to 127.0.0.1',
   });
   t.match(observeError(new Error('no code')), { kind: 'network', errorCode: undefined });
   t.match(observeError('a string'), { kind: 'network', errorCode: undefined, message: 'a string' });

@@ -13,7 +13,7 @@ import { compileSigningKeys, verifyWebhook } from '../../../src/delivery/signing
 import type { AttemptReport } from '../../../src/delivery/webhook.js';
 import type { Job } from '../../../src/scheduler/model.js';
 import { spec } from '../scheduler/fixtures.js';
-import { eventually, startSink } from './http-sink.js';
+import { eventually, LOOPBACK_ALLOWED, startSink } from './http-sink.js';
 
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 const OLD_SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
@@ -41,7 +41,7 @@ function request(j: Job, i: number): DeliveryRequest {
 t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
   const sinkA = await startSink(() => undefined); // accepts, never answers
   const sinkB = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: 4 });
+  const pools = new OriginPools({ connectionsPerOrigin: 4, targetPolicy: LOOPBACK_ALLOWED });
   const runner = new DeliveryRunner({
     pools,
     queue: { queuedMax: 1000, tenantInflightMax: 4, originInflightMax: 4 },
@@ -73,7 +73,7 @@ t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
 
 t.test('tenant weights share one connection to a shared origin 3 : 1', async (t) => {
   const sink = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: 1 });
+  const pools = new OriginPools({ connectionsPerOrigin: 1, targetPolicy: LOOPBACK_ALLOWED });
   const runner = new DeliveryRunner({
     pools,
     queue: { queuedMax: 1000, tenantInflightMax: 100, originInflightMax: 1 },
@@ -100,7 +100,7 @@ t.test('tenant weights share one connection to a shared origin 3 : 1', async (t)
 
 t.test('requests are signed with every secret of the tenant (rotation)', async (t) => {
   const sink = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools();
+  const pools = new OriginPools({ targetPolicy: LOOPBACK_ALLOWED });
   const runner = new DeliveryRunner({
     pools,
     queue: { queuedMax: 10, tenantInflightMax: 4, originInflightMax: 4 },
@@ -126,7 +126,7 @@ t.test('requests are signed with every secret of the tenant (rotation)', async (
 t.test('back-pressure, lapsed leadership and unknown tenants never send', async (t) => {
   const hang = await startSink(() => undefined);
   const ok = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: 1 });
+  const pools = new OriginPools({ connectionsPerOrigin: 1, targetPolicy: LOOPBACK_ALLOWED });
   let verdict: StartVerdict = 'start';
   const runner = new DeliveryRunner({
     pools,
@@ -196,7 +196,7 @@ t.test('back-pressure, lapsed leadership and unknown tenants never send', async 
 
 t.test('a request rendered ahead is sent as rendered, and only while it still fits', async (t) => {
   const sink = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: 2 });
+  const pools = new OriginPools({ connectionsPerOrigin: 2, targetPolicy: LOOPBACK_ALLOWED });
   let secrets = [SECRET];
   let wallMs = 1_800_000_000_000;
   const runner = new DeliveryRunner({

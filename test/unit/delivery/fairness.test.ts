@@ -16,7 +16,7 @@ import {
   type AttemptReport,
   type WebhookAttempt,
 } from '../../../src/delivery/webhook.js';
-import { eventually, startSink } from './http-sink.js';
+import { eventually, LOOPBACK_ALLOWED, startSink } from './http-sink.js';
 
 const signing = compileSigningKeys([`whsec_${Buffer.alloc(32, 1).toString('base64')}`]);
 const A_COUNT = 50;
@@ -58,7 +58,7 @@ function delivery(tenant: string, url: string, priority: number, i: number): Del
 t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
   const sinkA = await startSink(() => undefined); // accepts, reads, never answers
   const sinkB = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: CAP });
+  const pools = new OriginPools({ connectionsPerOrigin: CAP, targetPolicy: LOOPBACK_ALLOWED });
   const stop = new AbortController();
   setMaxListeners(0, stop.signal);
   t.teardown(async () => {
@@ -134,7 +134,7 @@ t.test('a hanging endpoint of tenant A does not delay tenant B', async (t) => {
 t.test('control: a plain FIFO with the same total concurrency lets A starve B', async (t) => {
   const sinkA = await startSink(() => undefined);
   const sinkB = await startSink((_req, res) => res.end('ok'));
-  const pools = new OriginPools({ connectionsPerOrigin: CAP });
+  const pools = new OriginPools({ connectionsPerOrigin: CAP, targetPolicy: LOOPBACK_ALLOWED });
   const stop = new AbortController();
   setMaxListeners(0, stop.signal);
   t.teardown(async () => {

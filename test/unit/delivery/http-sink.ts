@@ -3,6 +3,13 @@
 // handler the test supplies, which may also never answer. No mocks: undici talks to it over TCP.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { TargetPolicy } from '../../../src/delivery/target-policy.js';
+
+/**
+ * The target policy of pools that send to these sinks: the default refuses loopback, so the
+ * tests allow it as a node started with `--allow-target 127.0.0.0/8` does.
+ */
+export const LOOPBACK_ALLOWED = TargetPolicy.of(['127.0.0.0/8']);
 
 export interface ReceivedRequest {
   readonly method: string;

@@ -9,7 +9,7 @@ import type { Clock } from '../../../src/base/clock.js';
 import { ValidationError } from '../../../src/base/errors.js';
 import { DeliveryError } from '../../../src/delivery/errors.js';
 import { OriginPools } from '../../../src/delivery/origin-pools.js';
-import { eventually, startSink } from './http-sink.js';
+import { eventually, LOOPBACK_ALLOWED, startSink } from './http-sink.js';
 import type { ServerResponse } from 'node:http';
 
 class ManualClock implements Clock {
@@ -25,7 +25,7 @@ class ManualClock implements Clock {
 t.test('connections to one origin stay within the bound', async (t) => {
   const held: ServerResponse[] = [];
   const sink = await startSink((_req, res) => held.push(res));
-  const pools = new OriginPools({ connectionsPerOrigin: 3 });
+  const pools = new OriginPools({ connectionsPerOrigin: 3, targetPolicy: LOOPBACK_ALLOWED });
   t.teardown(async () => {
     await pools.destroy();
     await sink.close();
@@ -63,7 +63,12 @@ t.test('connections to one origin stay within the bound', async (t) => {
 
 t.test('idle pools are closed after idleCloseMs, busy ones are not', (t) => {
   const clock = new ManualClock();
-  const pools = new OriginPools({ idleCloseMs: 1000, sweepIntervalMs: 0, clock });
+  const pools = new OriginPools({
+    idleCloseMs: 1000,
+    sweepIntervalMs: 0,
+    clock,
+    targetPolicy: LOOPBACK_ALLOWED,
+  });
   t.teardown(() => pools.destroy());
   const a = pools.acquire('http://127.0.0.1:1');
   const b = pools.acquire('http://127.0.0.1:2');
@@ -89,7 +94,11 @@ t.test('idle pools are closed after idleCloseMs, busy ones are not', (t) => {
 });
 
 t.test('the number of origins is bounded', (t) => {
-  const pools = new OriginPools({ originsMax: 2, sweepIntervalMs: 0 });
+  const pools = new OriginPools({
+    originsMax: 2,
+    sweepIntervalMs: 0,
+    targetPolicy: LOOPBACK_ALLOWED,
+  });
   t.teardown(() => pools.destroy());
   const a = pools.acquire('http://127.0.0.1:1');
   const b = pools.acquire('http://127.0.0.1:2');
@@ -116,7 +125,7 @@ t.test('the number of origins is bounded', (t) => {
 });
 
 t.test('close() refuses new work', async (t) => {
-  const pools = new OriginPools();
+  const pools = new OriginPools({ targetPolicy: LOOPBACK_ALLOWED });
   pools.acquire('http://127.0.0.1:1').release();
   await pools.close();
   t.throws(() => pools.acquire('http://127.0.0.1:1'), {

@@ -20,7 +20,14 @@ import {
   type WebhookJob,
 } from '../../../src/delivery/webhook.js';
 import { OriginPools } from '../../../src/delivery/origin-pools.js';
-import { closedPort, eventually, startSink, type Sink, type SinkHandler } from './http-sink.js';
+import {
+  closedPort,
+  eventually,
+  LOOPBACK_ALLOWED,
+  startSink,
+  type Sink,
+  type SinkHandler,
+} from './http-sink.js';
 
 const CURRENT = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const PREVIOUS = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
@@ -60,7 +67,7 @@ async function withSink(
   connectionsPerOrigin = 4,
 ): Promise<{ sink: Sink; pools: OriginPools }> {
   const sink = await startSink(handler);
-  const pools = new OriginPools({ connectionsPerOrigin });
+  const pools = new OriginPools({ connectionsPerOrigin, targetPolicy: LOOPBACK_ALLOWED });
   t.teardown(async () => {
     await pools.destroy();
     await sink.close();
@@ -231,7 +238,7 @@ t.test('a 2xx whose body stalls is still a success, cut at the deadline', async 
 });
 
 t.test('a refused connection retries and provably sent nothing', async (t) => {
-  const pools = new OriginPools();
+  const pools = new OriginPools({ targetPolicy: LOOPBACK_ALLOWED });
   t.teardown(() => pools.destroy());
   const port = await closedPort();
   const report = await deliverWebhook(attemptFor(`http://127.0.0.1:${port}/h`), { pools });

@@ -45,7 +45,7 @@ export function apiEndpoint(n: ProcNode): string {
 /** One public API client per node, once every node's API address is in the meta group. */
 export async function apiClients(cluster: ProcCluster): Promise<ApiClient[]> {
   const clients = cluster.nodes.map(
-    (n) => new ApiClient(apiEndpoint(n), 60_000, {}, { token: cluster.adminToken }),
+    (n) => new ApiClient(apiEndpoint(n), 60_000, {}, cluster.clientOptions()),
   );
   await eventually(async () => {
     const st = await clients[0]!.call<Record<string, unknown>>('AdminService', 'ClusterStatus', {});

@@ -52,7 +52,7 @@ export async function runCli(opts: {
     await cluster.waitReady(60_000);
     const n = cluster.nodes[0]!;
     const endpoint = `${n.host}:${n.apiPort}`;
-    const api = new ApiClient(endpoint, 5000, {}, { token: cluster.adminToken });
+    const api = new ApiClient(endpoint, 5000, {}, cluster.clientOptions());
     await api.call('TenantService', 'CreateTenant', {
       tenantId: 'bench',
       signingSecret: TEST_SECRET,

@@ -8,12 +8,15 @@
  *   spike         N jobs due in the same second, next to a bare undici client (bench/spike.ts)
  *   failover      kill -9 the leader of a busy group: resume time, late and lost slots
  *   cli           tickctl's wall time for --help and one RPC, next to `node -e 0` (bench/cli.ts)
+ *   security      registration and a spike with no authentication, with tokens, and with tokens
+ *                 and TLS (client API and between nodes), in the same run (bench/security.ts)
  *
  * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
  * --spike N (default 20,000), --failover-jobs N (default 2,000), --inflight N (CreateJobs calls
  * in flight, default 8), --warmup N (jobs registered before the measure, default 20,000; 0 measures
  * fresh nodes), --spike-warmup N (jobs of a spike fired before the measured one, default 5,000; 0
- * measures fresh nodes), --only registration,memory,spike,failover,cli, --cli-runs N (default 7), --json.
+ * measures fresh nodes), --only registration,memory,spike,failover,cli,security, --cli-runs N (default 7),
+ * --security-jobs N and --security-spike N (default 50,000 and 10,000), --json.
  * docs/BENCH.md says how to read the table.
  */
 import { parseArgs } from 'node:util';
@@ -21,9 +24,10 @@ import { runCli, type CliResult } from './cli.js';
 import { runFailover, type FailoverResult } from './failover.js';
 import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
 import { runRegistration, type RegistrationResult } from './registration.js';
+import { overhead, runSecurity, type SecurityFigures } from './security.js';
 import { runSpike, type SpikeResult } from './spike.js';
 
-const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli'] as const;
+const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli', 'security'] as const;
 type Part = (typeof PARTS)[number];
 
 const { values } = parseArgs({
@@ -36,6 +40,8 @@ const { values } = parseArgs({
     'spike-warmup': { type: 'string', default: '5000' },
     groups: { type: 'string', default: '18' },
     'cli-runs': { type: 'string', default: '7' },
+    'security-jobs': { type: 'string', default: '50000' },
+    'security-spike': { type: 'string', default: '10000' },
     only: { type: 'string', default: PARTS.join(',') },
     json: { type: 'boolean', default: false },
   },
@@ -58,6 +64,8 @@ const WARMUP = positive('warmup', values.warmup, 0);
 const SPIKE_WARMUP = positive('spike-warmup', values['spike-warmup'], 0);
 const GROUPS = positive('groups', values.groups);
 const CLI_RUNS = positive('cli-runs', values['cli-runs']);
+const SECURITY_JOBS = positive('security-jobs', values['security-jobs']);
+const SECURITY_SPIKE = positive('security-spike', values['security-spike']);
 const only = new Set(values.only.split(',').map((s) => s.trim()));
 for (const p of only)
   if (!(PARTS as readonly string[]).includes(p)) {
@@ -93,6 +101,7 @@ let registration: RegistrationResult | undefined;
 let spike: SpikeResult | undefined;
 let failover: FailoverResult | undefined;
 let cli: CliResult | undefined;
+let security: SecurityFigures[] | undefined;
 
 if (runs('registration') || runs('memory')) {
   log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
@@ -131,6 +140,25 @@ if (runs('failover')) {
     problems.push(
       `failover: ${failover.lostSlots} of ${fmt(failover.expectedSlots)} slots never reached the sink`,
     );
+}
+if (runs('security')) {
+  log('\nauthentication and TLS: the same registration and spike with each off and on');
+  security = await runSecurity({
+    jobs: SECURITY_JOBS,
+    spikeJobs: SECURITY_SPIKE,
+    groups: GROUPS,
+    log,
+  });
+  for (const f of security) {
+    if (f.created !== SECURITY_JOBS)
+      problems.push(
+        `security (${f.mode}): ${fmt(f.created)} of ${fmt(SECURITY_JOBS)} jobs created`,
+      );
+    if (f.received < SECURITY_SPIKE)
+      problems.push(
+        `security (${f.mode}): ${fmt(f.received)} of ${fmt(SECURITY_SPIKE)} spike fires arrived`,
+      );
+  }
 }
 const machineAfter = machineContext();
 
@@ -325,6 +353,31 @@ if (cli && cli.error === undefined) {
     });
 }
 
+if (security) {
+  const base = security[0]!;
+  for (const f of security) {
+    const first = f === base;
+    rows.push(
+      {
+        figure: `${first ? 'security' : ' '} ${f.mode}: registration (${fmt(SECURITY_JOBS)} jobs); vs off`,
+        measured: `${fmt(f.jobsPerSec)} jobs/s, ${fmt(f.cpuUsPerJob)} µs CPU/job${first ? '' : `; ${overhead(f.jobsPerSec, base.jobsPerSec, true)}`}`,
+        target: f.mode === 'auth' ? '≤ 5 % slower than off' : '',
+        met:
+          f.mode === 'auth' ? met((base.jobsPerSec - f.jobsPerSec) / base.jobsPerSec <= 0.05) : '',
+      },
+      {
+        figure: `   ${f.mode}: spike (${fmt(SECURITY_SPIKE)}) last fire / bare client; vs off`,
+        measured: `${f.spikeDrainRatio.toFixed(2)}× (p99 ${f.spikeP99Ratio.toFixed(2)}×)${first ? '' : `; ${overhead(f.spikeDrainRatio, base.spikeDrainRatio, false)}`}`,
+        target: f.mode === 'auth' ? '≤ 5 % above off' : '',
+        met:
+          f.mode === 'auth'
+            ? met((f.spikeDrainRatio - base.spikeDrainRatio) / base.spikeDrainRatio <= 0.05)
+            : '',
+      },
+    );
+  }
+}
+
 log('');
 printTable(machineBefore, machineAfter, rows);
 for (const p of problems) console.log(`FUNCTIONAL FAILURE: ${p}`);
@@ -338,6 +391,7 @@ if (values.json)
       spike,
       failover,
       cli,
+      security,
       problems,
     }),
   );

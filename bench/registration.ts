@@ -12,7 +12,12 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
-import { ProcCluster, sleep, type NodeStatus } from '../test/helpers/cluster.js';
+import {
+  ProcCluster,
+  sleep,
+  type ClusterSecurity,
+  type NodeStatus,
+} from '../test/helpers/cluster.js';
 import { ApiCallError, type ApiClient } from '../src/api/client.js';
 import { META_GROUP_ID } from '../src/placement/bootstrap-plan.js';
 import { apiClients, describeLeaders, settleLeaders, waitApplied } from './bench-cluster.js';
@@ -29,6 +34,8 @@ export interface RegistrationOptions {
    */
   readonly warmupJobs?: number;
   readonly nodeFlags?: readonly string[];
+  /** Authentication and TLS of the cluster (test/helpers/cluster.ts). @default 'auth' */
+  readonly security?: ClusterSecurity;
   /**
    * After the measure right after registration, wait this long with the cluster idle and measure
    * again (0: don't): what a node settles to once V8's memory reducer has run.
@@ -252,6 +259,7 @@ export async function runRegistration(opts: RegistrationOptions): Promise<Regist
   const cluster = await ProcCluster.create({
     groups: opts.groups,
     extraArgs: [...(opts.nodeFlags ?? [])],
+    ...(opts.security === undefined ? {} : { security: opts.security }),
   });
   let clients: ApiClient[] = [];
   try {

@@ -11,7 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
-import { ProcCluster, type ProcNode } from '../test/helpers/cluster.js';
+import { ProcCluster, type ClusterSecurity, type ProcNode } from '../test/helpers/cluster.js';
 import { ApiClient } from '../src/api/client.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../src/placement/hash.js';
@@ -132,6 +132,8 @@ export interface SpikeResult {
 export interface SpikeOptions {
   readonly jobs: number;
   readonly groups: number;
+  /** Authentication and TLS of the cluster (test/helpers/cluster.ts). @default 'auth' */
+  readonly security?: ClusterSecurity;
   /**
    * Jobs of a spike fired first, on the fresh cluster, and requests the bare client sends
    * first, so that both sides are measured with their code compiled by V8. 0: none.
@@ -359,6 +361,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
   const cluster = await ProcCluster.create({
     groups: GROUPS,
     extraArgs: [...(opts.nodeFlags ?? [])],
+    ...(opts.security === undefined ? {} : { security: opts.security }),
   });
   try {
     cluster.startAll();
@@ -381,12 +384,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       // Every data group's leadership on one node, as an operator would move it (the transfer
       // records it as the groups' preferred leader, so balancing keeps it there).
       const to = cluster.node(opts.leadersOn);
-      const client = new ApiClient(
-        `${to.host}:${to.apiPort}`,
-        30_000,
-        {},
-        { token: cluster.adminToken },
-      );
+      const client = new ApiClient(`${to.host}:${to.apiPort}`, 30_000, {}, cluster.clientOptions());
       try {
         for (const groupId of led.keys())
           if (groupId !== META_GROUP_ID)

@@ -14,8 +14,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ApiClient } from '../../src/api/client.js';
+import { ApiClient, type ApiClientOptions, type ClientTlsOptions } from '../../src/api/client.js';
 import { loadDebugService } from '../../src/server/debug-service.js';
+import { ensureOpenssl, TestCa } from './certs.js';
 
 /**
  * The admin token of every cluster this test process starts: one per process, so that tickctl
@@ -277,6 +278,42 @@ export interface ClusterOptions {
    * @default true
    */
   debugService?: boolean;
+  /**
+   * How callers are checked and what is encrypted: `auth` (the default: the admin token file,
+   * plaintext), `auth+tls` (also TLS on the client API and mutual TLS between nodes, with
+   * certificates openssl makes in the cluster's directory), or `off` (--insecure-no-auth,
+   * plaintext: what the benchmark compares against).
+   * @default 'auth'
+   */
+  security?: ClusterSecurity;
+}
+
+export type ClusterSecurity = 'off' | 'auth' | 'auth+tls';
+
+/**
+ * The flags node `i` gets for the cluster's security: the token file, or --insecure-no-auth; and
+ * under auth+tls each node's API and peer certificates (made here, with openssl, as
+ * docs/OPERATIONS.md shows) and the client certificate the cluster's callers use.
+ */
+function securityArgsOf(cluster: ProcCluster, host: string, n: number): (i: number) => string[] {
+  if (cluster.security === 'off') return () => ['--insecure-no-auth'];
+  const token = ['--admin-token-file', cluster.tokenFile];
+  if (cluster.security === 'auth') return () => token;
+  ensureOpenssl();
+  const apiCa = TestCa.create(cluster.root, 'api-ca');
+  const peerCa = TestCa.create(cluster.root, 'peer-ca');
+  const caller = apiCa.issue('caller', []);
+  cluster.clientTls = { ca: apiCa.pem, cert: caller.certPem, key: caller.keyPem };
+  const perNode = Array.from({ length: n }, (_, i) => {
+    const api = apiCa.issue(`n${i + 1}`, [host]);
+    const peer = peerCa.issue(`n${i + 1}-peer`, [host]);
+    return [
+      ...token,
+      ...['--tls-cert', api.cert, '--tls-key', api.key, '--tls-client-ca', apiCa.cert],
+      ...['--peer-tls-cert', peer.cert, '--peer-tls-key', peer.key, '--peer-tls-ca', peerCa.cert],
+    ];
+  });
+  return (i) => perNode[i]!;
 }
 
 export class ProcCluster {
@@ -296,8 +333,20 @@ export class ProcCluster {
   /** An ApiClient for a node, calling with the admin token. */
   client(node: ProcNode | string, timeoutMs = 10_000): ApiClient {
     const n = typeof node === 'string' ? this.node(node) : node;
-    return new ApiClient(`${n.host}:${n.apiPort}`, timeoutMs, {}, { token: this.adminToken });
+    return new ApiClient(`${n.host}:${n.apiPort}`, timeoutMs, {}, this.clientOptions());
   }
+
+  /** How an ApiClient calls this cluster as its admin: the token (and TLS, under auth+tls). */
+  clientOptions(): ApiClientOptions {
+    return {
+      ...(this.security === 'off' ? {} : { token: this.adminToken }),
+      ...(this.clientTls === undefined ? {} : { tls: this.clientTls }),
+    };
+  }
+
+  security: ClusterSecurity = 'auth';
+  /** Under auth+tls: the CA of the nodes' API certificates and a client certificate it signed. */
+  clientTls: ClientTlsOptions | undefined;
 
   /** Environment for a tickctl process that calls this cluster with the admin token. */
   tickctlEnv(): NodeJS.ProcessEnv {
@@ -329,6 +378,8 @@ export class ProcCluster {
         metrics: opts.metrics === true ? await distinctPort() : undefined,
       });
     const allowTarget = opts.allowTarget ?? LOOPBACK_TARGETS;
+    cluster.security = opts.security ?? 'auth';
+    const securityArgs = securityArgsOf(cluster, host, n);
     const initial = ports.map((p, i) => `n${i + 1}=${host}:${p.peer}`).join(',');
     for (let i = 0; i < n; i++) {
       const id = `n${i + 1}`;
@@ -348,8 +399,7 @@ export class ProcCluster {
         '--groups',
         String(opts.groups ?? 16),
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
-        '--admin-token-file',
-        cluster.tokenFile,
+        ...securityArgs(i),
         ...(opts.debugService === false ? [] : ['--debug-listen', `${host}:${p.debug}`]),
         ...allowTarget.flatMap((cidr) => ['--allow-target', cidr]),
         ...(opts.extraArgs ?? []),

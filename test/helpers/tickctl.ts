@@ -32,9 +32,9 @@ export function runBin(
   opts: RunOptions = {},
 ): Promise<TickctlResult> {
   const child = spawn(process.execPath, [bin, ...args], {
-    // The clusters of this test process are started with TEST_ADMIN_TOKEN; a test that sets
-    // the environment itself decides the credentials.
-    env: opts.env ?? { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
+    // The clusters of this test process are started with TEST_ADMIN_TOKEN; a test whose
+    // environment sets TICKRAFT_TOKEN (even to '') decides the credentials itself.
+    env: { TICKRAFT_TOKEN: TEST_ADMIN_TOKEN, ...(opts.env ?? process.env) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   opts.t?.teardown(() => {

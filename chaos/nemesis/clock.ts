@@ -44,7 +44,7 @@ export function findFaketimeLibrary(): string {
   if (multiarch !== '' && existsSync(guess)) return guess;
   throw new FaketimeMissingError(
     'the clock nemesis needs libfaketime (libfaketimeMT.so.1), which is not installed: run ' +
-      '`apt-get install -y faketime` (as root), or `npm run chaos:deps`, or set TICKRAFT_FAKETIME_LIB',
+      '`apt-get install -y faketime` (as root), or `npm run test:deps`, or set TICKRAFT_FAKETIME_LIB',
   );
 }
 

@@ -1,7 +1,7 @@
 // The clock nemesis on a real process: libfaketime preloaded directly (no wrapper, so the PID is
 // the process), a bump moves Date.now() and leaves timers alone, a drift runs the wall clock at
 // its rate from the true time (no jump), a reset puts it back. If libfaketime is missing this
-// fails with the message naming it: `npm test` installs it (scripts/ensure-faketime.sh).
+// fails with the message naming it: `npm test` installs it (scripts/ensure-package.sh).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -2,14 +2,14 @@
  * Certificates for the TLS tests, made with the openssl command-line tool as an operator would
  * (the commands of docs/OPERATIONS.md, TLS): a CA, and leaf certificates it signs, each valid for
  * both TLS server and client use and naming its loopback IP addresses. Installs openssl first
- * (scripts/ensure-openssl.sh) when the machine lacks it.
+ * (scripts/ensure-package.sh, as `npm test` does first) when the machine lacks it.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ENSURE = fileURLToPath(new URL('../../scripts/ensure-openssl.sh', import.meta.url));
+const ENSURE = fileURLToPath(new URL('../../scripts/ensure-package.sh', import.meta.url));
 
 function hasOpenssl(): boolean {
   try {
@@ -23,7 +23,9 @@ function hasOpenssl(): boolean {
 /** Makes sure `openssl` runs; throws naming what is missing otherwise. */
 export function ensureOpenssl(): void {
   if (hasOpenssl()) return;
-  execFileSync('sh', [ENSURE], { stdio: 'inherit' });
+  execFileSync('sh', [ENSURE, 'openssl', 'command -v openssl', 'the TLS tests'], {
+    stdio: 'inherit',
+  });
   if (!hasOpenssl())
     throw new Error('the TLS tests need the openssl command (apt-get install openssl)');
 }

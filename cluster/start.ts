@@ -214,7 +214,7 @@ process.on('SIGHUP', () => void rollingRestartAll());
 interface Status {
   groups: { groupId: number; leader: string }[];
 }
-const probe = new ApiClient(`${host}:${apiBase}`, 1000);
+const probe = new ApiClient(`${host}:${apiBase}`, 1000, {}, { token: adminToken });
 const status = (): Promise<Status> => probe.call<Status>('AdminService', 'ClusterStatus', {});
 try {
   // Ready: the meta group lists the data groups, and every group (meta included) has a leader.

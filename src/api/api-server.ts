@@ -83,7 +83,10 @@ export class ApiServer {
     add('TokenService', tokenServiceHandlers(this.api, SystemClock));
     add('AdminService', adminServiceHandlers(this.api));
     add('NodeService', nodeServiceHandlers(this.api));
-    add('WorkerService', workerServiceHandlers(this.node, this.log));
+    add(
+      'WorkerService',
+      workerServiceHandlers(this.node, this.log, (p) => this.auth.stillValid(p)),
+    );
   }
 
   start(): void {

@@ -17,7 +17,7 @@ import type { Job } from '../scheduler/model.js';
 import type { ApiContext } from './api-context.js';
 import { jobOut, jobSpecIn, runOut, type Msg } from './convert.js';
 import { TENANT_ID_PATTERN, type JobSpecCompiler } from './job-spec.js';
-import { resolveJobKey, resolveTenant, TENANT_ID_REASON } from './tenant-scope.js';
+import { resolveJobKey, resolveTenant, scopeTenant, TENANT_ID_REASON } from './tenant-scope.js';
 import {
   byId,
   decodePageToken,
@@ -156,7 +156,7 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
     CreateJobs: (req, ctx) => createJobs(api, req, ctx),
 
     GetJob: (req, ctx) =>
-      onJob(ctx, 'GetJob', req, async (key) => out((await admin.getJob(key)).job)),
+      onJob(ctx, 'GetJob', req, async (key) => forReader(ctx, out((await admin.getJob(key)).job))),
 
     UpdateJob: (req, ctx) => updateJob(api, req, ctx),
 
@@ -205,7 +205,7 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       );
       const last = merged.items[merged.items.length - 1];
       return {
-        jobs: merged.items,
+        jobs: merged.items.map((j) => forReader(ctx, j)),
         nextPageToken: merged.more && last ? encodePageToken('jobs', tenant, last.id) : '',
       };
     },
@@ -213,6 +213,24 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [name, unary(`JobService.${name}`, fn, api.log)]),
   );
+}
+
+/** What a reader token is shown of a target header's value (it may be a credential). */
+export const HIDDEN_HEADER_VALUE = '(hidden from readers)';
+
+/**
+ * A job as the caller may see it: a tenant's reader gets the names of the target's headers but
+ * not their values, which may carry the credentials the webhook presents to its receiver.
+ */
+function forReader(ctx: CallContext, job: Msg): Msg {
+  const p = ctx.principal;
+  if (p?.kind !== 'tenant' || p.role !== 'reader') return job;
+  const spec = job['spec'] as Msg | undefined;
+  const target = spec?.['target'] as Msg | undefined;
+  const headers = target?.['headers'] as Record<string, string> | undefined;
+  if (!spec || !target || !headers || Object.keys(headers).length === 0) return job;
+  const hidden = Object.fromEntries(Object.keys(headers).map((k) => [k, HIDDEN_HEADER_VALUE]));
+  return { ...job, spec: { ...spec, target: { ...target, headers: hidden } } };
 }
 
 /**
@@ -225,8 +243,12 @@ async function updateJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<M
   const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
   const specMsg = (req['spec'] as Msg | null | undefined) ?? null;
   const given = jobSpecIn(specMsg);
+  // A tenant token naming another tenant here is refused as anywhere else, before anything is
+  // looked up: whether that tenant exists must not show through.
   const specTenant =
-    typeof given.tenant === 'string' && given.tenant !== '' ? given.tenant : tenant;
+    typeof given.tenant === 'string' && given.tenant !== ''
+      ? scopeTenant(ctx, given.tenant, 'spec.tenant')
+      : tenant;
   const spec = { ...given, tenant: specTenant };
   await api.freshTenant(specTenant);
   const message = { ...req, tenant, spec: { ...(specMsg ?? {}), tenant: specTenant } };

@@ -14,6 +14,9 @@ import type {
   WorkerHub,
   WorkerSession,
 } from '../delivery/worker-hub.js';
+import type { TokenStanding } from '../auth/authenticator.js';
+import type { Principal } from '../auth/principal.js';
+import { assertionFailed } from '../base/assert.js';
 import { principalOf } from './call-principal.js';
 import type { Msg } from './convert.js';
 import type { ApiLogger } from './service-kit.js';
@@ -24,12 +27,17 @@ export interface WorkerServiceNode {
   readonly workers: WorkerHub;
 }
 
+/** How often an open Work stream checks that its token was not revoked meanwhile. */
+export const STREAM_RECHECK_MS = 1000;
+
 export function workerServiceHandlers(
   node: WorkerServiceNode,
   log: ApiLogger,
+  /** Whether a principal admitted when its stream opened may go on (Authenticator.stillValid). */
+  stillValid: (p: Principal) => TokenStanding,
 ): grpc.UntypedServiceImplementation {
   return {
-    Work: (call: grpc.ServerDuplexStream<Msg, unknown>) => serveWorker(call, node, log),
+    Work: (call: grpc.ServerDuplexStream<Msg, unknown>) => serveWorker(call, node, log, stillValid),
   };
 }
 
@@ -52,8 +60,25 @@ function serveWorker(
   call: grpc.ServerDuplexStream<Msg, unknown>,
   node: WorkerServiceNode,
   log: ApiLogger,
+  stillValid: (p: Principal) => TokenStanding,
 ): void {
-  const stream = new WorkerStream(call, node, log);
+  // The caller may have gone while its credentials were checked.
+  if (call.cancelled) return;
+  const principal = principalOf(call);
+  if (principal === undefined) assertionFailed('a Work stream reached its handler unauthenticated');
+  const stream = new WorkerStream(call, node, log, principal);
+  // A token revoked while its stream is open ends the stream (its leases return their runs)
+  // within REVOCATION_BOUND_MS, as it would end any new call.
+  const recheck = setInterval(() => {
+    const standing = stillValid(principal);
+    if (standing !== 'valid') stream.revoked(standing);
+  }, STREAM_RECHECK_MS);
+  recheck.unref();
+  const stop = (): void => clearInterval(recheck);
+  call.on('end', stop);
+  call.on('cancelled', stop);
+  call.on('error', stop);
+  call.on('close', stop);
   call.on('data', (m: Msg) => stream.onMessage(m));
   call.on('end', () => {
     stream.closed();
@@ -72,6 +97,7 @@ class WorkerStream {
     private readonly call: grpc.ServerDuplexStream<Msg, unknown>,
     private readonly node: WorkerServiceNode,
     private readonly log: ApiLogger,
+    private readonly principal: Principal,
   ) {}
 
   onMessage(m: Msg): void {
@@ -93,11 +119,11 @@ class WorkerStream {
 
   private connect(hello: Msg): WorkerSession {
     const tags = Array.isArray(hello['tags']) ? (hello['tags'] as unknown[]).map(String) : [];
-    const principal = principalOf(this.call);
+    const principal = this.principal;
     const session = this.node.workers.connect(
       {
         // A tenant's worker token leases only that tenant's runs; an admin's, any tenant's.
-        tenant: principal?.kind === 'tenant' ? principal.tenant : undefined,
+        tenant: principal.kind === 'tenant' ? principal.tenant : undefined,
         workerId: text(hello, 'workerId'),
         pool: text(hello, 'pool'),
         tags,
@@ -191,6 +217,30 @@ class WorkerStream {
     const md = new grpc.Metadata();
     md.set('tickraft-error-code', 'WORKER_HUB_CLOSED');
     this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: reason, metadata: md });
+  }
+
+  /**
+   * The stream's token was revoked (UNAUTHENTICATED), or this node can no longer confirm it was
+   * not (UNAVAILABLE: reconnect, to another node if need be); its leases return their runs.
+   */
+  revoked(standing: 'revoked' | 'unconfirmed'): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.session?.close();
+    const revoked = standing === 'revoked';
+    const md = new grpc.Metadata();
+    md.set('tickraft-error-code', revoked ? 'AUTH_UNKNOWN_TOKEN' : 'AUTH_UNAVAILABLE');
+    this.log.info(
+      { workerId: this.session?.hello.workerId, tokenId: this.principal.tokenId, standing },
+      'worker stream ended: its token was revoked or cannot be confirmed',
+    );
+    this.call.emit('error', {
+      code: revoked ? grpc.status.UNAUTHENTICATED : grpc.status.UNAVAILABLE,
+      details: revoked
+        ? 'the token of this stream was revoked'
+        : 'this node cannot confirm the token of this stream is still valid (the meta group is unreachable from it)',
+      metadata: md,
+    });
   }
 
   /** The stream ended from the worker's side (or failed): its leases return their runs. */

@@ -21,12 +21,37 @@ import type { TokenRecord } from './token-state.js';
 export const REVOCATION_BOUND_MS = 5000;
 /** A stored token is accepted only on a meta state confirmed current at most this long ago. */
 export const TOKEN_FRESH_MS = 3000;
+/** A confirmation that takes longer fails (the calls waiting on it get UNAVAILABLE). */
+export const CONFIRM_TIMEOUT_MS = 2000;
+/** What newTokenSecret makes (token-secret.ts). */
+const TOKEN_SHAPE = /^tkr_[A-Za-z0-9_-]{43}$/;
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no confirmation within ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+/** A stream's admitted principal, later: still good, its token revoked, or not confirmable. */
+export type TokenStanding = 'valid' | 'revoked' | 'unconfirmed';
 
 export interface AuthenticatorOptions {
   /** Hex SHA-256 of the bootstrap admin token; undefined when the node runs --insecure-no-auth. */
   readonly adminTokenHash: string | undefined;
   /** The replicated tokens by hash (the meta state's derived index). */
   readonly tokensByHash: ReadonlyMap<string, TokenRecord>;
+  /** The same tokens by id (for principals admitted earlier: is their token still there?). */
+  readonly tokensById: ReadonlyMap<string, TokenRecord>;
   /** Resolves once this node's meta replica has applied everything committed before the call. */
   readonly confirmMeta: () => Promise<unknown>;
   readonly clock: Clock;
@@ -60,15 +85,14 @@ export class Authenticator {
     const hash = hashToken(token);
     if (sameHash(hash, this.o.adminTokenHash)) return BOOTSTRAP_PRINCIPAL;
     let record = this.o.tokensByHash.get(hash);
-    // A token created a moment ago through another node may not have reached this replica.
-    if (
-      record === undefined &&
-      (await this.confirm().then(
-        () => true,
-        () => false,
-      ))
-    )
+    if (record === undefined) {
+      // Only a token of the issued shape can be one created a moment ago through another node,
+      // not yet on this replica: anything else is refused without asking the meta group.
+      if (!TOKEN_SHAPE.test(token))
+        throw new UnauthenticatedError('AUTH_UNKNOWN_TOKEN', 'unknown or revoked token');
+      await this.fresh(true);
       record = this.o.tokensByHash.get(hash);
+    }
     if (record === undefined)
       throw new UnauthenticatedError('AUTH_UNKNOWN_TOKEN', 'unknown or revoked token');
     await this.fresh();
@@ -80,19 +104,38 @@ export class Authenticator {
       : { kind: 'tenant', tenant: record.tenant, role: record.role, tokenId: record.id };
   }
 
-  /** Resolves once the meta replica is confirmed current within TOKEN_FRESH_MS. */
-  private async fresh(): Promise<void> {
+  /**
+   * Whether a principal admitted earlier (on a stream that stays open) may go on: its stored
+   * token still exists on a meta state confirmed within TOKEN_FRESH_MS. Renews the confirmation
+   * in the background as calls do; the bootstrap token and --insecure-no-auth never lapse.
+   */
+  stillValid(p: Principal): TokenStanding {
+    if (p.tokenId === BOOTSTRAP_PRINCIPAL.tokenId || p.tokenId === NO_AUTH_PRINCIPAL.tokenId)
+      return 'valid';
+    if (!this.o.tokensById.has(p.tokenId)) return 'revoked';
     const age = this.o.clock.monotonicMs() - this.confirmedAtMs;
-    if (age <= TOKEN_FRESH_MS / 2) return;
-    if (age <= TOKEN_FRESH_MS) {
+    if (age > TOKEN_FRESH_MS / 2) this.confirm().catch(() => undefined);
+    return age <= TOKEN_FRESH_MS ? 'valid' : 'unconfirmed';
+  }
+
+  /**
+   * Resolves once the meta replica is confirmed current within TOKEN_FRESH_MS; `now`: a
+   * confirmation asked from now on (a token this replica does not hold may be a new one).
+   */
+  private async fresh(now = false): Promise<void> {
+    const age = this.o.clock.monotonicMs() - this.confirmedAtMs;
+    if (!now && age <= TOKEN_FRESH_MS / 2) return;
+    if (!now && age <= TOKEN_FRESH_MS) {
       // Still fresh: renew in the background so that calls do not wait at the boundary.
       this.confirm().catch(() => undefined);
       return;
     }
+    const askedAt = this.o.clock.monotonicMs();
     try {
       await this.confirm();
-      // The confirmation awaited may have been asked long ago (a ReadIndex that hung): only one
-      // asked within the bound counts.
+      // The confirmation awaited may have been asked before this call (one in flight already):
+      // a new token needs one asked after it, and any call one asked within the bound.
+      if (now && this.confirmedAtMs < askedAt) await this.confirm();
       if (this.o.clock.monotonicMs() - this.confirmedAtMs > TOKEN_FRESH_MS) await this.confirm();
       if (this.o.clock.monotonicMs() - this.confirmedAtMs > TOKEN_FRESH_MS)
         throw new Error('the meta group did not confirm in time');
@@ -110,7 +153,7 @@ export class Authenticator {
     if (this.confirming) return this.confirming;
     const askedAt = this.o.clock.monotonicMs();
     const p = Promise.resolve()
-      .then(() => this.o.confirmMeta())
+      .then(() => withTimeout(this.o.confirmMeta(), CONFIRM_TIMEOUT_MS))
       .then(() => {
         this.confirmedAtMs = Math.max(this.confirmedAtMs, askedAt);
       })

@@ -341,6 +341,7 @@ function serve(options: NodeOptions): Promise<number> {
   const auth = new Authenticator({
     adminTokenHash: adminToken === undefined ? undefined : hashToken(adminToken.token),
     tokensByHash: node.meta.tokensByHash,
+    tokensById: node.meta.tokens,
     confirmMeta: () => node.host.read(META_GROUP_ID),
     clock: SystemClock,
   });

@@ -179,6 +179,13 @@ t.test('every RPC refuses every stranger, and nothing they sent changes anything
     spec: ac.spec({ schedule: 'every 1h' }),
   });
   await admin.call('JobService', 'CreateJob', {
+    jobId: 'with-header',
+    spec: ac.spec({
+      schedule: 'every 1h',
+      target: { url: `${ac.sink.url}/hook`, headers: { 'x-api-key': 'receiver-secret' } },
+    }),
+  });
+  await admin.call('JobService', 'CreateJob', {
     jobId: 'g1',
     spec: ac.spec({ tenant: OTHER, schedule: 'every 1h' }),
   });
@@ -282,6 +289,22 @@ t.test('every RPC refuses every stranger, and nothing they sent changes anything
   );
   const own = await asOther.call<Obj>('TenantService', 'GetTenant', { tenantId: OTHER });
   t.notOk(JSON.stringify(own).includes('whsec_'), 'no read returns a signing secret');
+
+  // A reader sees a target header's name, not its value (it may be the receiver's credential).
+  const headersAs = async (token: string): Promise<unknown> => {
+    const c = new ApiClient(nodes[1]!, 5000, {}, { token });
+    try {
+      const job = await c.call<Obj>('JobService', 'GetJob', {
+        tenant: TENANT,
+        jobId: 'with-header',
+      });
+      return ((job['spec'] as Obj)['target'] as Obj)['headers'];
+    } finally {
+      c.close();
+    }
+  };
+  t.same(await headersAs(ownReader.token), { 'x-api-key': '(hidden from readers)' });
+  t.same(await headersAs(ownWriter.token), { 'x-api-key': 'receiver-secret' }, 'a writer sees it');
 
   t.same(await stateOf(admin), before, 'the state read back with the admin token is unchanged');
 });

@@ -50,7 +50,7 @@ t.test('DebugService is served only on --debug-listen, never on --listen', async
   const node = cluster.nodes[0]!;
   const apiAddress = `${node.host}:${node.apiPort}`;
   const debugAddress = `${node.host}:${node.debugPort}`;
-  const api = new ApiClient(apiAddress, 5000);
+  const api = new ApiClient(apiAddress, 5000, {}, cluster.clientOptions());
   t.teardown(() => api.close());
 
   node.start();

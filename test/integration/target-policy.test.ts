@@ -61,7 +61,9 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
     return err;
   };
   const notFound = async (jobId: string): Promise<boolean> => {
-    const err = await c.call('JobService', 'GetJob', { jobId }).catch((e: unknown) => e);
+    const err = await c
+      .call('JobService', 'GetJob', { jobId, tenant: TENANT })
+      .catch((e: unknown) => e);
     return err instanceof ApiCallError && err.status === NOT_FOUND;
   };
   const restartAll = async (flags: string[]): Promise<void> => {
@@ -137,7 +139,7 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
       err.violations.map((v) => v.field),
       ['spec.target.url'],
     );
-    const job = await c.call<Obj>('JobService', 'GetJob', { jobId: 'named' });
+    const job = await c.call<Obj>('JobService', 'GetJob', { jobId: 'named', tenant: TENANT });
     const target = (job['spec'] as Obj)['target'] as Obj;
     t.equal(target['url'], 'http://webhooks.invalid/hook', 'URL unchanged');
     t.equal(job['version'], 1, 'version unchanged');
@@ -161,11 +163,11 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
       }),
     );
     const triggered = await retryUnavailable(() =>
-      c.call<Obj>('JobService', 'TriggerJob', { jobId: 'lh' }),
+      c.call<Obj>('JobService', 'TriggerJob', { jobId: 'lh', tenant: TENANT }),
     );
     deadFireId = String((triggered['run'] as Obj)['fireId']);
     const run = await eventually(async () => {
-      const got = await c.call<Obj>('RunService', 'GetRun', { fireId: deadFireId });
+      const got = await c.call<Obj>('RunService', 'GetRun', { fireId: deadFireId, tenant: TENANT });
       const status = String(got['status']);
       if (!status.endsWith('DEAD')) throw new Error(`run is ${status}`);
       return got;
@@ -199,7 +201,9 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
       'fires arrive signed',
     );
     // The run refused before is delivered once replayed: localhost → 127.0.0.1 is allowed now.
-    await retryUnavailable(() => c.call('RunService', 'ReplayRun', { fireId: deadFireId }));
+    await retryUnavailable(() =>
+      c.call('RunService', 'ReplayRun', { fireId: deadFireId, tenant: TENANT }),
+    );
     await eventually(
       () =>
         ac.sink.of('lh').length > 0
@@ -208,6 +212,6 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
       30_000,
     );
     t.equal(ac.sink.of('lh')[0]?.fireId, deadFireId, 'the replayed run arrived');
-    await c.call('JobService', 'DeleteJob', { jobId: 'loop' });
+    await c.call('JobService', 'DeleteJob', { jobId: 'loop', tenant: TENANT });
   });
 });

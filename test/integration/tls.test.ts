@@ -50,9 +50,21 @@ t.test('bad TLS flags exit 2 naming the flag; a plaintext node says so', async (
   const junk = join(dir, 'junk.pem');
   writeFileSync(junk, 'not PEM\n');
   const serve = (...flags: string[]) =>
-    runBin(TICKRAFT, ['serve', '--id', 'n1', '--data-dir', join(dir, 'flags-data'), ...flags], {
-      t,
-    });
+    runBin(
+      TICKRAFT,
+      [
+        'serve',
+        '--id',
+        'n1',
+        '--data-dir',
+        join(dir, 'flags-data'),
+        '--insecure-no-auth',
+        ...flags,
+      ],
+      {
+        t,
+      },
+    );
   const cases: [string[], RegExp][] = [
     [['--peer-tls-cert', leaf.cert], /--peer-tls-key: is required.*\n.*--peer-tls-ca: is required/],
     [

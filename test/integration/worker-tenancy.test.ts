@@ -27,6 +27,7 @@ t.test("a worker token leases only its tenant's runs", async (t) => {
     });
 
   const leased: LeasedRun[] = [];
+  const warnings: string[] = [];
   const start = (token: string): Worker =>
     new Worker({
       endpoints: ac.cluster.nodes.map(endpointOf),
@@ -35,6 +36,7 @@ t.test("a worker token leases only its tenant's runs", async (t) => {
       pool: 'shared',
       capacity: 4,
       discoverEveryMs: 500,
+      log: { info: () => undefined, warn: (f) => warnings.push(JSON.stringify(f)) },
       handle: (run) => {
         leased.push(run);
         return Promise.resolve({ output: 'ok' });
@@ -64,6 +66,23 @@ t.test("a worker token leases only its tenant's runs", async (t) => {
     (runs['runs'] as Obj[]).some((r) => r['status'] === 'RUN_STATUS_SUCCEEDED'),
     "no globex run succeeded: acme's worker never took one",
   );
+
+  // Revoking the worker's token ends its open streams: no lease after the bound.
+  const listed = await admin.call<Obj>('TokenService', 'ListTokens', { tenant: TENANT });
+  const workerInfo = (listed['tokens'] as Obj[]).find((i) => i['role'] === 'worker');
+  const workerId = typeof workerInfo?.['id'] === 'string' ? workerInfo['id'] : '';
+  await admin.call('TokenService', 'RevokeToken', { tokenId: workerId });
+  const revokedAt = Date.now();
+  await eventually(() => {
+    if (!warnings.some((w) => w.includes('revoked')))
+      throw new Error(`streams not ended yet: ${warnings.join(' | ')}`);
+    return Promise.resolve();
+  }, 10_000);
+  const endedAfter = Date.now() - revokedAt;
+  t.ok(endedAfter <= 5000, `the open streams ended ${endedAfter} ms after the revocation`);
+  const before = leased.length;
+  await sleep(3000);
+  t.equal(leased.length, before, 'and no run was leased to the revoked token after that');
 
   // A writer token is no worker token.
   const refused: string[] = [];

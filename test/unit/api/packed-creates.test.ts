@@ -281,8 +281,9 @@ t.test('the leader checks targets again with its own policy', (t) => {
     schedule: '0 3 * * *',
     target: { url: 'http://127.0.0.1:8080/hook' },
   });
-  let jobId = 'loop-0';
-  for (let i = 1; lookupRange(ranges, hashShardKey(jobId)).groupId !== 1; i++) jobId = `loop-${i}`;
+  let jobId = 'acme/loop-0';
+  for (let i = 1; lookupRange(ranges, hashShardKey(jobId)).groupId !== 1; i++)
+    jobId = `acme/loop-${i}`;
   const bytes = entryOf([
     {
       op: 'create-job',

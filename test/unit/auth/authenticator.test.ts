@@ -8,6 +8,13 @@ import type { Clock } from '../../../src/base/clock.js';
 
 const ADMIN = 'a'.repeat(64);
 
+/** A live view by id of the tokens by hash, as the meta state keeps both. */
+function byId(tokens: Map<string, TokenRecord>): ReadonlyMap<string, TokenRecord> {
+  return {
+    has: (id: string) => [...tokens.values()].some((t) => t.id === id),
+  } as unknown as ReadonlyMap<string, TokenRecord>;
+}
+
 function setup(): {
   auth: Authenticator;
   tokens: Map<string, TokenRecord>;
@@ -20,6 +27,7 @@ function setup(): {
   const auth = new Authenticator({
     adminTokenHash: hashToken(ADMIN),
     tokensByHash: tokens,
+    tokensById: byId(tokens),
     confirmMeta: () => {
       confirms.n++;
       return confirms.fail ? Promise.reject(new Error('no meta leader')) : Promise.resolve();
@@ -117,6 +125,7 @@ t.test('without an admin token every call is the no-auth admin', async (t) => {
   const auth = new Authenticator({
     adminTokenHash: undefined,
     tokensByHash: new Map(),
+    tokensById: new Map(),
     confirmMeta: () => Promise.resolve(),
     clock: { nowMs: () => 0, monotonicMs: () => 0 },
   });

@@ -18,7 +18,7 @@ import {
 import { TestCa } from '../../helpers/certs.js';
 import { tempDir } from '../../helpers/temp-dir.js';
 
-const base: NodeOptions = { id: 'n1', dataDir: '/tmp/d' };
+const base: NodeOptions = { id: 'n1', dataDir: '/tmp/d', insecureNoAuth: true };
 
 /** The violations compileNodeOptions (or `fn`) reports, as "flag: reason" lines. */
 function refused(fn: () => unknown): string[] {

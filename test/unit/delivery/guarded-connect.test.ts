@@ -25,13 +25,13 @@ const SECRET = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
 function attemptFor(url: string): WebhookAttempt {
   return {
     job: {
-      id: 'j',
+      id: 'acme/j',
       tenant: 'acme',
       target: { url, headers: {} },
       payload: '{}',
       attemptDeadlineMs: 5000,
     },
-    fireId: 'j:1000',
+    fireId: 'acme/j:1000',
     slotMs: 1000,
     attempt: 1,
     token: 1,

@@ -131,6 +131,7 @@ t.test('targets refused at create, at connect, and allowed by --allow-target', a
     const err = await refusal(
       c.call('JobService', 'UpdateJob', {
         jobId: 'named',
+        tenant: TENANT,
         spec: spec('http://169.254.169.254/latest/meta-data/'),
       }),
     );

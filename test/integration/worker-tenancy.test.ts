@@ -103,7 +103,12 @@ t.test("a worker token leases only its tenant's runs", async (t) => {
     return Promise.resolve();
   }, 10_000);
   t.pass('the Work stream refuses a writer token');
-  const direct = new ApiClient(endpointOf(ac.cluster.nodes[0]!), 5000, {}, { token: acmeWorker });
+  const direct = new ApiClient(
+    endpointOf(ac.cluster.nodes[0]!),
+    5000,
+    {},
+    { token: await tokenFor(TENANT, 'worker') },
+  );
   t.teardown(() => direct.close());
   const read = await direct.call('JobService', 'GetJob', { jobId: 'w-acme' }).then(
     () => 'OK',

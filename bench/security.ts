@@ -15,6 +15,11 @@ export interface SecurityOptions {
   readonly jobs: number;
   readonly spikeJobs: number;
   readonly groups: number;
+  /**
+   * Rounds of every mode, interleaved (off, auth, auth+tls, off, …) so that the machine's drift
+   * falls on every mode alike; the figures are each mode's medians.
+   */
+  readonly trials: number;
   readonly log: (line: string) => void;
 }
 
@@ -31,50 +36,73 @@ export interface SecurityFigures {
 }
 
 export async function runSecurity(opts: SecurityOptions): Promise<SecurityFigures[]> {
-  const out: SecurityFigures[] = [];
-  const quiet = (): void => undefined;
-  for (const mode of SECURITY_MODES) {
-    opts.log(
-      `  ${mode}: registering ${fmt(opts.jobs)} jobs, then a spike of ${fmt(opts.spikeJobs)}`,
-    );
-    const r = await runRegistration({
-      jobs: opts.jobs,
-      groups: opts.groups,
-      batch: 1000,
-      inflight: 8,
-      warmupJobs: Math.min(20_000, opts.jobs),
-      settleMs: 0,
-      security: mode,
-      log: quiet,
-    });
-    const s = await runSpike({
-      jobs: opts.spikeJobs,
-      groups: opts.groups,
-      warmup: Math.min(5000, opts.spikeJobs),
-      security: mode,
-      log: quiet,
-    });
-    const f: SecurityFigures = {
-      mode,
-      jobsPerSec: r.jobsPerSec,
-      cpuUsPerJob: r.clusterCpuUsPerJob,
-      spikeDrainRatio: s.drainRatio,
-      spikeP99Ratio: s.p99Ratio,
-      spikeDrainMs: s.tickraft.drainMs,
-      created: r.created,
-      received: s.tickraft.received,
-    };
-    opts.log(
-      `    ${fmt(f.jobsPerSec)} jobs/s, ${fmt(f.cpuUsPerJob)} µs cluster CPU per job; spike drained in ` +
-        `${fmt(f.spikeDrainMs)} ms = ${f.spikeDrainRatio.toFixed(2)}× the bare client, p99 ${f.spikeP99Ratio.toFixed(2)}×`,
-    );
-    out.push(f);
-  }
-  return out;
+  const trials = new Map<ClusterSecurity, SecurityFigures[]>(SECURITY_MODES.map((m) => [m, []]));
+  for (let round = 0; round < opts.trials; round++)
+    for (const mode of SECURITY_MODES) trials.get(mode)!.push(await runMode(mode, opts));
+  return SECURITY_MODES.map((mode) => medianOf(mode, trials.get(mode)!));
 }
 
-/** `+3.1 %` of `value` against `base` (positive: worse when `higherIsBetter` is false). */
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1
+    ? s[(s.length - 1) / 2]!
+    : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/** Each figure's median over the trials; created and received: the fewest of any trial. */
+function medianOf(mode: ClusterSecurity, runs: readonly SecurityFigures[]): SecurityFigures {
+  const m = (f: (x: SecurityFigures) => number): number => median(runs.map(f));
+  return {
+    mode,
+    jobsPerSec: m((x) => x.jobsPerSec),
+    cpuUsPerJob: m((x) => x.cpuUsPerJob),
+    spikeDrainRatio: m((x) => x.spikeDrainRatio),
+    spikeP99Ratio: m((x) => x.spikeP99Ratio),
+    spikeDrainMs: m((x) => x.spikeDrainMs),
+    created: Math.min(...runs.map((x) => x.created)),
+    received: Math.min(...runs.map((x) => x.received)),
+  };
+}
+
+async function runMode(mode: ClusterSecurity, opts: SecurityOptions): Promise<SecurityFigures> {
+  const quiet = (): void => undefined;
+  opts.log(`  ${mode}: registering ${fmt(opts.jobs)} jobs, then a spike of ${fmt(opts.spikeJobs)}`);
+  const r = await runRegistration({
+    jobs: opts.jobs,
+    groups: opts.groups,
+    batch: 1000,
+    inflight: 8,
+    warmupJobs: Math.min(20_000, opts.jobs),
+    settleMs: 0,
+    security: mode,
+    log: quiet,
+  });
+  const s = await runSpike({
+    jobs: opts.spikeJobs,
+    groups: opts.groups,
+    warmup: Math.min(5000, opts.spikeJobs),
+    security: mode,
+    log: quiet,
+  });
+  const f: SecurityFigures = {
+    mode,
+    jobsPerSec: r.jobsPerSec,
+    cpuUsPerJob: r.clusterCpuUsPerJob,
+    spikeDrainRatio: s.drainRatio,
+    spikeP99Ratio: s.p99Ratio,
+    spikeDrainMs: s.tickraft.drainMs,
+    created: r.created,
+    received: s.tickraft.received,
+  };
+  opts.log(
+    `    ${fmt(f.jobsPerSec)} jobs/s, ${fmt(f.cpuUsPerJob)} µs cluster CPU per job; spike drained in ` +
+      `${fmt(f.spikeDrainMs)} ms = ${f.spikeDrainRatio.toFixed(2)}× the bare client, p99 ${f.spikeP99Ratio.toFixed(2)}×`,
+  );
+  return f;
+}
+
+/** How much worse `value` is than `base`, in words: `3.1 % worse`, `2.0 % better`. */
 export function overhead(value: number, base: number, higherIsBetter: boolean): string {
   const pct = higherIsBetter ? ((base - value) / base) * 100 : ((value - base) / base) * 100;
-  return `${pct >= 0 ? '+' : ''}${pct.toFixed(1)} %`;
+  return pct >= 0 ? `${pct.toFixed(1)} % worse` : `${(-pct).toFixed(1)} % better`;
 }

@@ -294,7 +294,7 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
       spec: { tenant: 'acme', schedule: '* * * * * *', target: { url: 'worker:tls' } },
     });
     await until(
-      () => /lease {2}job w-tls/.test(out) && /done {3}fire w-tls:/.test(out),
+      () => /lease {2}job w-tls/.test(out) && /done {3}fire acme\/w-tls:/.test(out),
       () => `no lease yet: ${out.slice(-300)}`,
       20_000,
     );

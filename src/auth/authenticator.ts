@@ -64,10 +64,6 @@ export class Authenticator {
 
   constructor(private readonly o: AuthenticatorOptions) {}
 
-  get enabled(): boolean {
-    return this.o.adminTokenHash !== undefined;
-  }
-
   /** The principal of a call given its `authorization` metadata values. */
   async authenticate(headers: readonly string[]): Promise<Principal> {
     if (this.o.adminTokenHash === undefined) return NO_AUTH_PRINCIPAL;

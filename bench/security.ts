@@ -4,6 +4,10 @@
  * plaintext), with bearer tokens, and with tokens plus TLS on the client API and mutual TLS
  * between nodes. Figures only; the overhead is each mode's figure against the first's.
  */
+import { Authenticator } from '../src/auth/authenticator.js';
+import { hashToken, newTokenSecret, tokenHint } from '../src/auth/token-secret.js';
+import type { TokenRecord } from '../src/auth/token-state.js';
+import { SystemClock } from '../src/base/clock.js';
 import type { ClusterSecurity } from '../test/helpers/cluster.js';
 import { fmt } from './figures.js';
 import { runRegistration } from './registration.js';
@@ -35,11 +39,17 @@ export interface SecurityFigures {
   readonly received: number;
 }
 
-export async function runSecurity(opts: SecurityOptions): Promise<SecurityFigures[]> {
+export async function runSecurity(
+  opts: SecurityOptions,
+): Promise<{ modes: SecurityFigures[]; check: { bootstrapUs: number; storedUs: number } }> {
+  const check = await tokenCheckCost();
+  opts.log(
+    `  the token check in-process: ${check.bootstrapUs.toFixed(2)} µs (bootstrap token), ${check.storedUs.toFixed(2)} µs (a stored token) per call`,
+  );
   const trials = new Map<ClusterSecurity, SecurityFigures[]>(SECURITY_MODES.map((m) => [m, []]));
   for (let round = 0; round < opts.trials; round++)
     for (const mode of SECURITY_MODES) trials.get(mode)!.push(await runMode(mode, opts));
-  return SECURITY_MODES.map((mode) => medianOf(mode, trials.get(mode)!));
+  return { modes: SECURITY_MODES.map((mode) => medianOf(mode, trials.get(mode)!)), check };
 }
 
 function median(xs: readonly number[]): number {
@@ -99,6 +109,42 @@ async function runMode(mode: ClusterSecurity, opts: SecurityOptions): Promise<Se
       `${fmt(f.spikeDrainMs)} ms = ${f.spikeDrainRatio.toFixed(2)}× the bare client, p99 ${f.spikeP99Ratio.toFixed(2)}×`,
   );
   return f;
+}
+
+/**
+ * The token check itself, in this process: µs per `authenticate` of the bootstrap token and of a
+ * stored tenant token (on a fresh meta state), over `calls` calls. This is what authentication
+ * adds to every RPC; the cluster figures above are too noisy on a shared machine to show it.
+ */
+export async function tokenCheckCost(
+  calls = 200_000,
+): Promise<{ bootstrapUs: number; storedUs: number }> {
+  const admin = newTokenSecret();
+  const stored = newTokenSecret();
+  const record: TokenRecord = {
+    id: 'tok_0000000000000001',
+    hash: hashToken(stored),
+    hint: tokenHint(stored),
+    tenant: 'bench',
+    role: 'writer',
+    description: '',
+    createdAtMs: 0,
+    createdBy: 'bench',
+  };
+  const auth = new Authenticator({
+    adminTokenHash: hashToken(admin),
+    tokensByHash: new Map([[record.hash, record]]),
+    tokensById: new Map([[record.id, record]]),
+    confirmMeta: () => Promise.resolve(),
+    clock: SystemClock,
+  });
+  const time = async (header: string): Promise<number> => {
+    for (let i = 0; i < 1000; i++) await auth.authenticate([header]);
+    const t0 = performance.now();
+    for (let i = 0; i < calls; i++) await auth.authenticate([header]);
+    return ((performance.now() - t0) * 1000) / calls;
+  };
+  return { bootstrapUs: await time(`Bearer ${admin}`), storedUs: await time(`Bearer ${stored}`) };
 }
 
 /** How much worse `value` is than `base`, in words: `3.1 % worse`, `2.0 % better`. */

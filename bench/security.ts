@@ -31,6 +31,8 @@ export interface SecurityFigures {
   readonly mode: ClusterSecurity;
   readonly jobsPerSec: number;
   readonly cpuUsPerJob: number;
+  /** One CreateJobs call (1,000 jobs), median. */
+  readonly batchP50Ms: number;
   readonly spikeDrainRatio: number;
   readonly spikeP99Ratio: number;
   readonly spikeDrainMs: number;
@@ -66,6 +68,7 @@ function medianOf(mode: ClusterSecurity, runs: readonly SecurityFigures[]): Secu
     mode,
     jobsPerSec: m((x) => x.jobsPerSec),
     cpuUsPerJob: m((x) => x.cpuUsPerJob),
+    batchP50Ms: m((x) => x.batchP50Ms),
     spikeDrainRatio: m((x) => x.spikeDrainRatio),
     spikeP99Ratio: m((x) => x.spikeP99Ratio),
     spikeDrainMs: m((x) => x.spikeDrainMs),
@@ -98,6 +101,7 @@ async function runMode(mode: ClusterSecurity, opts: SecurityOptions): Promise<Se
     mode,
     jobsPerSec: r.jobsPerSec,
     cpuUsPerJob: r.clusterCpuUsPerJob,
+    batchP50Ms: r.batchP50Ms,
     spikeDrainRatio: s.drainRatio,
     spikeP99Ratio: s.p99Ratio,
     spikeDrainMs: s.tickraft.drainMs,

@@ -10,7 +10,7 @@
 // as timing is not a test's business on a shared machine). Tenant priority weights are checked
 // through the API and tickctl (range, default, update).
 import t from 'tap';
-import type { ApiCallError } from '../../src/api/client.js';
+import { ApiCallError } from '../../src/api/client.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import { runTickctl } from '../helpers/tickctl.js';
@@ -58,12 +58,23 @@ t.test('bulk pause, resume and cancel of one tenant across every group', async (
   await eventually(firedAfter([...ACME, ...BETA], Date.now()), 20_000);
 
   // BulkPause through a node, whichever groups it leads: one entry per group, all committed.
-  const pause = await ac.client('n2').call<Obj>('AdminService', 'BulkPause', { tenant: 'acme' });
+  // A group changing leader at that moment answers BULK_INCOMPLETE (UNAVAILABLE): the groups
+  // that committed keep the change and a retry is safe, as a careful operator does.
+  let retried = false;
+  const pause = await ac
+    .client('n2')
+    .call<Obj>('AdminService', 'BulkPause', { tenant: 'acme' })
+    .catch((err: unknown) => {
+      if (!(err instanceof ApiCallError) || err.code !== 'BULK_INCOMPLETE') throw err;
+      t.comment(`BulkPause incomplete, retried once: ${err.message}`);
+      retried = true;
+      return ac.client('n2').call<Obj>('AdminService', 'BulkPause', { tenant: 'acme' });
+    });
   const pausedAtMs = Date.now();
   const groups = pause['groups'] as Obj[];
   t.equal(groups.length, 4, 'every data group answered');
   t.equal(pause['jobsTotal'], ACME.length);
-  t.equal(pause['changedTotal'], ACME.length);
+  if (!retried) t.equal(pause['changedTotal'], ACME.length);
   t.same(
     new Set(groups.filter((g) => (g['jobs'] as number) > 0).map((g) => g['groupId'])),
     groupsOfAcme,

@@ -9,12 +9,11 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { authorize, requirementOf } from '../auth/method-policy.js';
 import { describePrincipal, type Principal } from '../auth/principal.js';
+import { AUTHORIZATION_METADATA } from '../auth/token-secret.js';
 import { bindPrincipal } from './call-principal.js';
 import { FORWARDED_HEADER } from './router.js';
 import type { ApiLogger } from './service-kit.js';
 import { toServiceError } from './status-map.js';
-
-export const AUTHORIZATION_HEADER = 'authorization';
 
 interface GuardedCall {
   readonly metadata: grpc.Metadata;
@@ -43,6 +42,8 @@ export function guardService(
       out[name] = ((call, cb) => {
         admit(call).then(
           (p) => {
+            // Operators' admin calls are audited; the nodes' own calls to each other are not
+            // (one CreateJobs fans out to several), unless refused.
             const audited = requirementOf(method) === 'admin';
             inner(
               call,
@@ -80,12 +81,13 @@ async function admitCall(
   log: ApiLogger,
 ): Promise<Principal> {
   const need = requirementOf(method);
-  const headers = md.get(AUTHORIZATION_HEADER).map((v) => (typeof v === 'string' ? v : ''));
+  const headers = md.get(AUTHORIZATION_METADATA).map((v) => (typeof v === 'string' ? v : ''));
   let p: Principal;
   try {
     p = await auth.authenticate(headers);
   } catch (err) {
-    if (need === 'admin') auditOutcome(log, method, undefined, md, toServiceError(err).error);
+    if (need === 'admin' || need === 'node')
+      auditOutcome(log, method, undefined, md, toServiceError(err).error);
     throw err;
   }
   try {

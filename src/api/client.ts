@@ -4,6 +4,7 @@
  * stable tickraft code, field violations from google.rpc.BadRequest, a retry hint).
  */
 import * as grpc from '@grpc/grpc-js';
+import { AUTHORIZATION_METADATA, bearerHeader } from '../auth/token-secret.js';
 import type { FieldViolation } from '../base/errors.js';
 import { clientCredentials, type ClientTlsOptions } from '../transport/tls.js';
 import { clientServices } from './client-proto.js';
@@ -57,6 +58,13 @@ export class ApiCallError extends Error {
       first('tickraft-leader'),
     );
   }
+}
+
+/** Call metadata carrying `token` as a bearer token; empty when there is none. */
+export function bearerMetadata(token: string | undefined): grpc.Metadata {
+  const md = new grpc.Metadata();
+  if (token !== undefined) md.set(AUTHORIZATION_METADATA, bearerHeader(token));
+  return md;
 }
 
 export interface ApiClientOptions {
@@ -144,9 +152,7 @@ export class ApiClient {
 
   /** The metadata every call carries: the bearer token, when this client has one. */
   metadata(): grpc.Metadata {
-    const md = new grpc.Metadata();
-    if (this.options.token !== undefined) md.set('authorization', `Bearer ${this.options.token}`);
-    return md;
+    return bearerMetadata(this.options.token);
   }
 
   /**

@@ -14,6 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import { assertionFailed } from '../base/assert.js';
 import { TickraftError } from '../base/errors.js';
 import type { Principal } from '../auth/principal.js';
+import { AUTHORIZATION_METADATA, bearerHeader } from '../auth/token-secret.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ApiNode } from './api-node.js';
@@ -53,7 +54,7 @@ export function contextOf(call: grpc.ServerUnaryCall<unknown, unknown>): CallCon
   // Every served method is behind the guard; a call without a principal is a wiring bug, and
   // acting as the node itself (the admin) would fail open.
   if (principal === undefined) assertionFailed('a call reached its handler without a principal');
-  const authorization = call.metadata.get('authorization')[0];
+  const authorization = call.metadata.get(AUTHORIZATION_METADATA)[0];
   return {
     deadlineMs,
     forwarded: call.metadata.get(FORWARDED_HEADER).length > 0,
@@ -204,9 +205,10 @@ export class Router {
     // the caller, naming the tenant in the request) and the node's own calls carry the admin
     // token.
     const internal = def.path.startsWith('/tickraft.internal.');
-    const nodeAuthorization = this.nodeToken === undefined ? undefined : `Bearer ${this.nodeToken}`;
+    const nodeAuthorization =
+      this.nodeToken === undefined ? undefined : bearerHeader(this.nodeToken);
     const authorization = internal ? nodeAuthorization : (ctx.authorization ?? nodeAuthorization);
-    if (authorization !== undefined) md.set('authorization', authorization);
+    if (authorization !== undefined) md.set(AUTHORIZATION_METADATA, authorization);
     if (groupId !== undefined) md.set(ROUTE_HEADER, `${groupId}:${this.epochOf(groupId)}`);
     const deadline = Math.min(ctx.deadlineMs, Date.now() + FORWARD_TIMEOUT_MS);
     const client = this.client(address);

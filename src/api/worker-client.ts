@@ -14,7 +14,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { clientCredentials, type ClientTlsOptions } from '../transport/tls.js';
-import { ApiClient } from './client.js';
+import { ApiClient, bearerMetadata } from './client.js';
 import { clientServices } from './client-proto.js';
 
 /** One leased run, as the handler sees it. */
@@ -80,12 +80,6 @@ export interface WorkerOptions {
   readonly tls?: ClientTlsOptions;
 }
 
-function workerMetadata(token: string | undefined): grpc.Metadata {
-  const md = new grpc.Metadata();
-  if (token !== undefined) md.set('authorization', `Bearer ${token}`);
-  return md;
-}
-
 const RECONNECT_MIN_MS = 200;
 const RECONNECT_MAX_MS = 5000;
 
@@ -124,7 +118,7 @@ class NodeStream {
       def.path,
       def.requestSerialize,
       def.responseDeserialize,
-      workerMetadata(this.opts.token),
+      bearerMetadata(this.opts.token),
       {},
     ) as grpc.ClientDuplexStream<Msg, Msg>;
     this.call = call;

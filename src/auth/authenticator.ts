@@ -14,7 +14,7 @@
 import type { Clock } from '../base/clock.js';
 import { AuthUnavailableError, UnauthenticatedError } from './auth-errors.js';
 import { BOOTSTRAP_PRINCIPAL, NO_AUTH_PRINCIPAL, type Principal } from './principal.js';
-import { bearerOf, hashToken, sameHash } from './token-secret.js';
+import { bearerOf, hashToken, hasIssuedShape, sameHash } from './token-secret.js';
 import type { TokenRecord } from './token-state.js';
 
 /** A revoked token is refused by every node at most this long after the revocation commits. */
@@ -23,8 +23,6 @@ export const REVOCATION_BOUND_MS = 5000;
 export const TOKEN_FRESH_MS = 3000;
 /** A confirmation that takes longer fails (the calls waiting on it get UNAVAILABLE). */
 export const CONFIRM_TIMEOUT_MS = 2000;
-/** What newTokenSecret makes (token-secret.ts). */
-const TOKEN_SHAPE = /^tkr_[A-Za-z0-9_-]{43}$/;
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -84,7 +82,7 @@ export class Authenticator {
     if (record === undefined) {
       // Only a token of the issued shape can be one created a moment ago through another node,
       // not yet on this replica: anything else is refused without asking the meta group.
-      if (!TOKEN_SHAPE.test(token))
+      if (!hasIssuedShape(token))
         throw new UnauthenticatedError('AUTH_UNKNOWN_TOKEN', 'unknown or revoked token');
       await this.fresh(true);
       record = this.o.tokensByHash.get(hash);

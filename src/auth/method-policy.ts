@@ -12,10 +12,12 @@ import { describePrincipal, type Principal } from './principal.js';
  * - `writer`: a tenant's writer token;
  * - `worker`: a tenant's worker token (the Work stream, its own tenant's runs);
  * - `member`: any valid token (cluster topology that workers need to find the nodes);
- * - `admin`: admin tokens only.
+ * - `admin`: admin tokens only (an operator's call: audited);
+ * - `node`: admin tokens only, for the node-to-node methods nodes call on each other with the
+ *   bootstrap token (not an operator's call: audited only when refused).
  * An admin token passes every requirement.
  */
-export type Requirement = 'reader' | 'writer' | 'worker' | 'member' | 'admin';
+export type Requirement = 'reader' | 'writer' | 'worker' | 'member' | 'admin' | 'node';
 
 export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'JobService.CreateJob': 'writer',
@@ -55,17 +57,17 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'AdminService.RemoveNode': 'admin',
   'WorkerService.Work': 'worker',
   // Node to node (proto/tickraft_internal.proto): nodes call each other with the admin token.
-  'NodeService.GroupListJobs': 'admin',
-  'NodeService.GroupListDeadRuns': 'admin',
-  'NodeService.LocalStatus': 'admin',
-  'NodeService.RegisterApiAddress': 'admin',
-  'NodeService.SetPreferredLeader': 'admin',
-  'NodeService.GroupMembership': 'admin',
-  'NodeService.ChangeGroupMembership': 'admin',
-  'NodeService.GroupTenantJobs': 'admin',
-  'NodeService.SplitGroup': 'admin',
-  'NodeService.GroupCreateJobs': 'admin',
-  'NodeService.NodeCreateJobs': 'admin',
+  'NodeService.GroupListJobs': 'node',
+  'NodeService.GroupListDeadRuns': 'node',
+  'NodeService.LocalStatus': 'node',
+  'NodeService.RegisterApiAddress': 'node',
+  'NodeService.SetPreferredLeader': 'node',
+  'NodeService.GroupMembership': 'node',
+  'NodeService.ChangeGroupMembership': 'node',
+  'NodeService.GroupTenantJobs': 'node',
+  'NodeService.SplitGroup': 'node',
+  'NodeService.GroupCreateJobs': 'node',
+  'NodeService.NodeCreateJobs': 'node',
 };
 
 export function requirementOf(method: string): Requirement {
@@ -83,6 +85,6 @@ export function authorize(p: Principal, need: Requirement, method: string): void
   if (!ok)
     throw new PermissionDeniedError(
       'PERMISSION_DENIED',
-      `${method} needs ${need === 'admin' ? 'an admin token' : `a ${need} token`}; the caller is ${describePrincipal(p)}`,
+      `${method} needs ${need === 'admin' || need === 'node' ? 'an admin token' : `a ${need} token`}; the caller is ${describePrincipal(p)}`,
     );
 }

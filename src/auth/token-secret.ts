@@ -11,6 +11,11 @@ const TOKEN_BYTES = 32;
 /** Characters of a token shown in listings, after its prefix: enough to tell tokens apart. */
 const HINT_CHARS = 6;
 
+/** Whether `token` has the shape newTokenSecret gives (any other cannot be a stored token). */
+export function hasIssuedShape(token: string): boolean {
+  return /^tkr_[A-Za-z0-9_-]{43}$/.test(token);
+}
+
 export function newTokenSecret(): string {
   return TOKEN_PREFIX + randomBytes(TOKEN_BYTES).toString('base64url');
 }
@@ -34,6 +39,14 @@ export function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'utf8');
   const y = Buffer.from(b, 'utf8');
   return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** The gRPC metadata key every call carries its credentials in. */
+export const AUTHORIZATION_METADATA = 'authorization';
+
+/** The `authorization` value for a bearer token. */
+export function bearerHeader(token: string): string {
+  return `Bearer ${token}`;
 }
 
 /**

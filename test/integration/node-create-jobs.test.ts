@@ -6,7 +6,7 @@
 // node in turn, creates every job exactly once whichever way its parts went.
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
-import { ApiCallError } from '../../src/api/client.js';
+import { ApiCallError, bearerMetadata } from '../../src/api/client.js';
 import { JobSpecCompiler, requireFirstSlot } from '../../src/api/job-spec.js';
 import { loadApiServices } from '../../src/api/proto.js';
 import { decode, encode } from '../../src/base/codec.js';
@@ -78,12 +78,6 @@ function createsIn(
   return out;
 }
 
-function adminMetadata(): grpc.Metadata {
-  const md = new grpc.Metadata();
-  md.set('authorization', `Bearer ${TEST_ADMIN_TOKEN}`);
-  return md;
-}
-
 function nodeCreateJobs(endpoint: string, parts: Obj[]): Promise<Obj[]> {
   const ctor = loadApiServices().NodeService;
   const client = new ctor(endpoint, grpc.credentials.createInsecure());
@@ -94,7 +88,7 @@ function nodeCreateJobs(endpoint: string, parts: Obj[]): Promise<Obj[]> {
       def.requestSerialize,
       def.responseDeserialize,
       { parts },
-      adminMetadata(),
+      bearerMetadata(TEST_ADMIN_TOKEN),
       { deadline: Date.now() + 10_000 },
       (err, res) => {
         client.close();

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { ApiCallError } from '../../src/api/client.js';
+import { ApiCallError, bearerMetadata } from '../../src/api/client.js';
 import { loadApiServices } from '../../src/api/proto.js';
 import {
   PermanentRunError,
@@ -172,11 +172,6 @@ function rawStream(address: string): {
   ended: Promise<grpc.ServiceError | undefined>;
   client: grpc.Client;
 } {
-  const adminMetadata = (): grpc.Metadata => {
-    const md = new grpc.Metadata();
-    md.set('authorization', `Bearer ${TEST_ADMIN_TOKEN}`);
-    return md;
-  };
   const ctor = loadApiServices().WorkerService;
   const client = new ctor(address, grpc.credentials.createInsecure());
   const def = ctor.service['Work']!;
@@ -184,7 +179,7 @@ function rawStream(address: string): {
     def.path,
     def.requestSerialize,
     def.responseDeserialize,
-    adminMetadata(),
+    bearerMetadata(TEST_ADMIN_TOKEN),
     {},
   ) as grpc.ClientDuplexStream<Record<string, unknown>, Record<string, unknown>>;
   const messages: Array<Record<string, unknown>> = [];

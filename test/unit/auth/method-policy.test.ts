@@ -41,7 +41,15 @@ t.test('roles', (t) => {
   t.ok(passes(tenant('worker'), 'WorkerService.Work'));
   t.notOk(passes(tenant('worker'), 'JobService.GetJob'), 'a worker reads nothing');
   t.ok(passes(tenant('worker'), 'AdminService.ClusterStatus'), 'workers find the nodes');
-  for (const method of Object.keys(METHOD_POLICY).filter((m) => METHOD_POLICY[m] === 'admin'))
+  for (const method of Object.keys(METHOD_POLICY).filter(
+    (m) => METHOD_POLICY[m] === 'admin' || METHOD_POLICY[m] === 'node',
+  ))
     t.notOk(passes(tenant('writer'), method), `no tenant token passes ${method}`);
+  t.ok(
+    Object.entries(METHOD_POLICY).every(
+      ([m, need]) => m.startsWith('NodeService.') === (need === 'node'),
+    ),
+    'exactly the node-to-node methods are node-only',
+  );
   t.end();
 });

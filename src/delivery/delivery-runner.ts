@@ -158,19 +158,30 @@ export class DeliveryRunner {
     return this.queue.queuedCount + this.waiting.length + this.options.pools.waitingCount;
   }
 
+  /**
+   * Attempts that wait for this node only: queued below their tenant's and origin's caps, or
+   * told to wait for a fresh lease. Those behind a cap wait for their endpoint's answers and are
+   * left out: the hand-out from the groups and the result hold are paced on this figure, and a
+   * dead endpoint must not slow either for anybody else.
+   */
+  get startableCount(): number {
+    return this.queue.startableCount + this.waiting.length;
+  }
+
+  /**
+   * Whether an attempt of this tenant to this origin (deliveryOriginOf) should be handed out now
+   * (FairQueue.hasRoomFor): no while enough of its kind already wait behind a full cap.
+   */
+  hasRoomFor(tenant: string, origin: string): boolean {
+    return this.queue.hasRoomFor(tenant, origin);
+  }
+
   /** Queues one attempt; `onDone` is called exactly once, asynchronously or at once. */
   submit(owner: string, request: DeliveryRequest, onDone: DeliveryCallback): void {
     this.stats.submitted++;
-    const url = request.job.target.url;
-    // A worker pool is one origin whatever tags its jobs ask for (docs/API.md, "Workers").
-    const worker = isWorkerUrl(url) ? parseWorkerUrl(url) : undefined;
-    const origin =
-      worker !== undefined && typeof worker !== 'string'
-        ? `worker:${worker.pool}`
-        : (originOf(url) ?? url);
     const task: Task = {
       tenant: request.job.tenant,
-      origin,
+      origin: deliveryOriginOf(request.job.target.url),
       priority: request.job.priority,
       weight: this.options.weightOf?.(request.job.tenant) ?? 1,
       request,
@@ -446,6 +457,19 @@ export class DeliveryRunner {
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];
   }
+}
+
+/**
+ * What an attempt to `url` counts against: the origin of a webhook URL, or `worker:<pool>` for a
+ * worker pool, which is one origin whatever tags its jobs ask for (docs/API.md, "Workers"). An
+ * invalid URL is its own origin (its attempt fails at once).
+ */
+export function deliveryOriginOf(url: string): string {
+  if (isWorkerUrl(url)) {
+    const worker = parseWorkerUrl(url);
+    if (typeof worker !== 'string') return `worker:${worker.pool}`;
+  }
+  return originOf(url) ?? url;
 }
 
 /** An attempt that never started: its owner's leadership ended, or its job was paused, deleted or updated. */

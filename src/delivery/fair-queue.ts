@@ -12,8 +12,11 @@
  *   origins take turns, so a tenant's dead origin does not hold up its healthy ones. Items of
  *   one tenant to one origin start in push order.
  * The queue is work-conserving: take() returns an item whenever some queued item is within both
- * of its caps. Pure and deterministic: no clock, no I/O, iteration only over insertion-ordered
- * Sets and Maps.
+ * of its caps. Items waiting behind a cap are not work for this node's CPU: `startableCount`
+ * leaves them out (what the groups hand out is paced on it), and `hasRoomFor` refuses a tenant's
+ * items to an origin once `blockedQueuedMax` of them wait behind a cap, so a dead endpoint's
+ * backlog stays with its group instead of filling this queue. Pure and deterministic: no clock,
+ * no I/O, iteration only over insertion-ordered Sets and Maps.
  *
  * Structure. Items sit in lanes, one FIFO per (priority, tenant, origin). A tenant's lanes of one
  * priority form a level. Rings hold only what can start: a level's `runnable` set holds its
@@ -60,6 +63,12 @@ export interface FairQueueOptions {
   readonly originInflightMax: number;
   /** Priorities 0 … priorityCount − 1. @default 4 (P0–P3, as jobs have) */
   readonly priorityCount?: number;
+  /**
+   * Items of one tenant to one origin that hasRoomFor lets wait while that origin (or the
+   * tenant) is at its in-flight cap: enough to refill the slots as they free up, no more.
+   * @default originInflightMax
+   */
+  readonly blockedQueuedMax?: number;
 }
 
 export type CompiledFairQueueOptions = Readonly<Required<FairQueueOptions>>;
@@ -86,6 +95,10 @@ export function compileFairQueueOptions(options: FairQueueOptions): CompiledFair
     tenantInflightMax: positiveInt('tenantInflightMax', options.tenantInflightMax, 1_000_000),
     originInflightMax: positiveInt('originInflightMax', options.originInflightMax, 1_000_000),
     priorityCount: positiveInt('priorityCount', options.priorityCount ?? 4, 16),
+    blockedQueuedMax:
+      options.blockedQueuedMax === undefined
+        ? options.originInflightMax
+        : positiveInt('blockedQueuedMax', options.blockedQueuedMax, 10_000_000),
   };
   if (violations.length > 0) throw new ValidationError(INVALID_OPTIONS, violations);
   return Object.freeze(compiled);
@@ -106,6 +119,8 @@ interface Level<T> {
   readonly lanes: Map<string, Lane<T>>;
   /** Invariant: exactly the lanes whose origin is below its cap, in round-robin order. */
   readonly runnable: Set<Lane<T>>;
+  /** Invariant: the items queued in the `runnable` lanes. */
+  runnableQueued: number;
   /** Stride scheduling: the ring serves the level with the lowest pass. */
   pass: number;
   /** In its priority's ring. */
@@ -139,6 +154,8 @@ export class FairQueue<T extends FairItem> {
   private readonly states = new Map<T, 'queued' | 'inflight'>();
   private queued = 0;
   private inflight = 0;
+  /** Invariant: the items queued in runnable lanes of levels in a ring (startableCount). */
+  private startable = 0;
 
   constructor(options: FairQueueOptions) {
     this.options = compileFairQueueOptions(options);
@@ -151,6 +168,36 @@ export class FairQueue<T extends FairItem> {
 
   get inflightCount(): number {
     return this.inflight;
+  }
+
+  /**
+   * Queued items below both of their caps: what take() can start as fast as the CPU allows.
+   * The rest wait for an answer from their origin (or for their tenant's), not for this node.
+   */
+  get startableCount(): number {
+    return this.startable;
+  }
+
+  /**
+   * Whether an item of this tenant to this origin should be queued now. Yes while it could start
+   * (both caps have room) and while fewer than `blockedQueuedMax` of the tenant's items (to this
+   * origin, for the origin's cap) wait behind a cap; no otherwise: it would only wait here,
+   * holding room that other tenants' and origins' items need. Not a promise: push() still
+   * applies queuedMax and tenantQueuedMax.
+   */
+  hasRoomFor(tenant: string, origin: string): boolean {
+    const t = this.tenants.get(tenant);
+    if (t === undefined) return true;
+    const max = this.options.blockedQueuedMax;
+    if (t.inflightCount >= this.options.tenantInflightMax && t.queuedCount >= max) return false;
+    if ((this.origins.get(origin)?.inflightCount ?? 0) < this.options.originInflightMax)
+      return true;
+    let waiting = 0;
+    for (const level of t.levels) {
+      const lane = level?.lanes.get(origin);
+      if (lane !== undefined) waiting += lane.items.length - lane.head;
+    }
+    return waiting < max;
   }
 
   tenantCounts(tenant: string): { queuedCount: number; inflightCount: number } {
@@ -190,12 +237,13 @@ export class FairQueue<T extends FairItem> {
       lane = { level, origin, items: [], head: 0 };
       level.lanes.set(item.origin, lane);
       origin.lanes.add(lane);
-      if (origin.inflightCount < this.options.originInflightMax) level.runnable.add(lane);
+      if (origin.inflightCount < this.options.originInflightMax) this.setRunnable(lane, true);
       this.refreshLevel(level);
     }
     lane.items.push(item);
     tenant.queuedCount++;
     this.queued++;
+    if (level.runnable.has(lane)) this.countRunnable(level, 1);
     this.states.set(item, 'queued');
     return 'queued';
   }
@@ -210,6 +258,7 @@ export class FairQueue<T extends FairItem> {
       const item = lane.items[lane.head];
       assert(item !== undefined, 'a runnable lane is empty');
       lane.head++;
+      this.countRunnable(level, -1);
       this.compact(lane);
       // The level's turn moves on by its stride; the lane goes to the back of its level's ring.
       ring.served(level, level.tenant.weight);
@@ -227,7 +276,7 @@ export class FairQueue<T extends FairItem> {
       if (lane.head === lane.items.length) this.dropLane(lane);
       if (lane.origin.inflightCount === this.options.originInflightMax) {
         for (const l of lane.origin.lanes) {
-          l.level.runnable.delete(l);
+          this.setRunnable(l, false);
           this.refreshLevel(l.level);
         }
       }
@@ -253,7 +302,7 @@ export class FairQueue<T extends FairItem> {
     tenant.inflightCount--;
     if (wasOriginFull) {
       for (const lane of origin.lanes) {
-        lane.level.runnable.add(lane);
+        this.setRunnable(lane, true);
         this.refreshLevel(lane.level);
       }
     }
@@ -279,6 +328,7 @@ export class FairQueue<T extends FairItem> {
             else kept.push(item);
           }
           const removedHere = lane.items.length - lane.head - kept.length;
+          if (level.runnable.has(lane)) this.countRunnable(level, -removedHere);
           lane.items = kept;
           lane.head = 0;
           tenant.queuedCount -= removedHere;
@@ -316,6 +366,7 @@ export class FairQueue<T extends FairItem> {
       }
     }
     assert(originInflight === this.inflight, 'origin in-flight counts disagree');
+    let startable = 0;
     let tenantInflight = 0;
     for (const tenant of this.tenants.values()) {
       assert(tenant.inflightCount <= this.options.tenantInflightMax, 'tenant over its cap');
@@ -328,10 +379,15 @@ export class FairQueue<T extends FairItem> {
         const shouldBe =
           level.runnable.size > 0 && tenant.inflightCount < this.options.tenantInflightMax;
         assert(inRing === shouldBe, 'priority ring is stale');
+        let runnableQueued = 0;
+        for (const lane of level.runnable) runnableQueued += lane.items.length - lane.head;
+        assert(runnableQueued === level.runnableQueued, 'level runnable count disagrees');
+        if (inRing) startable += runnableQueued;
       }
       assert(tenantQueued === tenant.queuedCount, 'tenant queued count disagrees');
     }
     assert(tenantInflight === this.inflight, 'tenant in-flight counts disagree');
+    assert(startable === this.startable, 'startable count disagrees');
   }
 
   private tenantState(name: string): TenantState<T> {
@@ -360,6 +416,7 @@ export class FairQueue<T extends FairItem> {
         priority,
         lanes: new Map(),
         runnable: new Set(),
+        runnableQueued: 0,
         pass: 0,
         inRing: false,
         ringVersion: 0,
@@ -375,13 +432,30 @@ export class FairQueue<T extends FairItem> {
     assert(ring !== undefined, 'level priority out of range');
     const belongs =
       level.runnable.size > 0 && level.tenant.inflightCount < this.options.tenantInflightMax;
+    if (belongs === level.inRing) return;
     if (belongs) ring.add(level);
     else ring.delete(level);
+    this.startable += belongs ? level.runnableQueued : -level.runnableQueued;
+  }
+
+  /** Puts a lane in or out of its level's runnable set, keeping the counts. */
+  private setRunnable(lane: Lane<T>, runnable: boolean): void {
+    const level = lane.level;
+    if (level.runnable.has(lane) === runnable) return;
+    if (runnable) level.runnable.add(lane);
+    else level.runnable.delete(lane);
+    this.countRunnable(level, (runnable ? 1 : -1) * (lane.items.length - lane.head));
+  }
+
+  /** `n` items joined (or, negative, left) the runnable lanes of `level`. */
+  private countRunnable(level: Level<T>, n: number): void {
+    level.runnableQueued += n;
+    if (level.inRing) this.startable += n;
   }
 
   private dropLane(lane: Lane<T>): void {
     lane.level.lanes.delete(lane.origin.name);
-    lane.level.runnable.delete(lane);
+    this.setRunnable(lane, false);
     lane.origin.lanes.delete(lane);
     this.forgetOriginIfUnused(lane.origin);
   }
@@ -397,6 +471,7 @@ export class FairQueue<T extends FairItem> {
   /** Tenants and origins with nothing queued or in flight are forgotten: memory stays bounded. */
   private forgetIfUnused(tenant: TenantState<T>): void {
     if (tenant.inflightCount > 0 || tenant.queuedCount > 0) return;
+    // Nothing queued: leaving the rings changes no count.
     for (const level of tenant.levels) {
       if (level !== undefined) this.rings[level.priority]?.delete(level);
     }

@@ -25,6 +25,12 @@ import { assertionFailed } from '../base/assert.js';
 import { parseSchedule, type Schedule } from '../schedule/parse.js';
 import type { AttemptResultCommand, FireIntent, SchedulerCommand } from './commands.js';
 import { DueIndex } from './due-index.js';
+import {
+  ADMIT_ALL,
+  HandOutQueue,
+  type HandOutAdmission,
+  type HandOutLane,
+} from './hand-out-queue.js';
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents, planOverdue } from './intent-planner.js';
 import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
@@ -95,6 +101,11 @@ export interface DispatcherOptions {
   /** Resolution of the wheels. @default 10 */
   readonly tickMs?: number;
   /**
+   * The delivery origin of a target URL, which the hand-out's admission is asked about (the
+   * runtime passes delivery-runner.ts deliveryOriginOf). @default the URL itself
+   */
+  readonly originOf?: (url: string) => string;
+  /**
    * Offsets this group's scans of the job table for the planning index (PlanningIndex
    * scanPhaseMs), so that the groups of a node do not all scan in the same step. @default 0
    */
@@ -161,16 +172,22 @@ interface TermState {
   readonly planQueue: Set<string>;
   /** Jobs whose intent is proposed and not settled. */
   readonly pendingIntents: Set<string>;
-  /** Runs popped from the dispatch wheel, waiting for a delivery slot (lease, step cap). */
-  readonly dispatchQueue: Set<string>;
+  /**
+   * Runs popped from the dispatch wheel, waiting for a delivery slot (lease, step cap, room in
+   * the delivery queue for their tenant and origin), in hand-out order (hand-out-queue.ts).
+   */
+  readonly dispatchQueue: HandOutQueue;
   /**
    * Since when runs have been waiting in dispatchQueue only because a step's hand-out cap was
-   * reached (the lease held throughout); undefined when the last step handed out all it could.
-   * Such a wait is this leader's own pace, not an outage: lateness for the misfire policy is
-   * measured up to this moment, so a spike larger than one step's cap never turns into MISSED
-   * runs however long it takes to hand out.
+   * reached or the delivery queue had no room for them (the lease held throughout); undefined
+   * when the last step handed out all it could. Such a wait is this leader's own pace, or its
+   * tenant's endpoint's, not an outage: lateness for the misfire policy is measured up to this
+   * moment, so a spike larger than one step's cap, or a backlog behind an endpoint that does
+   * not answer, never turns into MISSED runs however long it takes to hand out.
    */
   cappedSinceMs: number | undefined;
+  /** The last step stopped at its hand-out cap with runs it could have handed out. */
+  stoppedAtCap: boolean;
   /** Runs held back by a buffer_* overlap policy, per job, in slot order. */
   readonly held: Map<string, string[]>;
   readonly inFlight: Map<string, InFlight>;
@@ -212,6 +229,7 @@ export class GroupDispatcher {
   private readonly resultHoldMs: number;
   private readonly heldResultsMax: number;
   private readonly retryAt: RetryPlanner;
+  private readonly originOf: (url: string) => string;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
   /** at-most-once runs whose attempt started and has no result (derived, every replica). */
@@ -233,6 +251,7 @@ export class GroupDispatcher {
     this.resultHoldMs = options.resultHoldMs ?? 0;
     this.heldResultsMax = options.heldResultsMax ?? 16 * this.resultsPerEntry;
     this.retryAt = options.retryAt;
+    this.originOf = options.originOf ?? ((url) => url);
     this.index = new DueIndex(
       {
         lookAheadMs: this.lookAheadMs,
@@ -372,7 +391,9 @@ export class GroupDispatcher {
    * One turn of the protocol at `nowMs`. `leadership` undefined means this replica is not the
    * leader: any leader state of an earlier term is dropped and its ids go back to the wheels.
    * `maxDeliveries` caps this step's at-least-once hand-outs (never above `deliveriesPerStep`):
-   * the runtime hands a spike out in chunks, the rest stays queued for the next step.
+   * the runtime hands a spike out in chunks, the rest stays queued for the next step. `admits`
+   * says whether the node's delivery queue has room for one more run of a tenant to an origin;
+   * a run refused stays queued here (hand-out-queue.ts), and so do the rest of its origin's.
    * `results.hold` says the runtime still has deliveries waiting to be sent: attempt results
    * are then held back (at most `resultHoldMs`, at most `heldResultsMax` of them) and
    * proposed together once the backlog is gone; while draining they go out without waiting.
@@ -383,21 +404,28 @@ export class GroupDispatcher {
     leadership: Leadership | undefined,
     maxDeliveries: number = this.deliveriesPerStep,
     results: ResultRelease = RELEASE_ALL,
+    admits: HandOutAdmission = ADMIT_ALL,
   ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
     if (!leadership || !leadership.caughtUp) return out;
-    if (!this.leader) this.leader = newTermState(leadership.term);
+    if (!this.leader) this.leader = newTermState(leadership.term, (id) => this.laneOf(id));
     const ls = this.leader;
     if (!ls.recovered) this.recover(ls, nowMs);
     if (!this.draining) {
       for (const { key } of this.index.planning.advance(nowMs)) ls.planQueue.add(key);
       this.plan(ls, nowMs);
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
-      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries);
-      // Runs held back by a lapsed lease wait for a reason outside this leader's pace.
-      else ls.cappedSinceMs = undefined;
-    } else ls.cappedSinceMs = undefined;
+      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits);
+      else {
+        // Runs held back by a lapsed lease wait for a reason outside this leader's pace.
+        ls.cappedSinceMs = undefined;
+        ls.stoppedAtCap = false;
+      }
+    } else {
+      ls.cappedSinceMs = undefined;
+      ls.stoppedAtCap = false;
+    }
     // Orders whose at-most-once start applied go out even while draining: the start is
     // committed, and not sending would only turn the run UNKNOWN under the next leader.
     if (leadership.leaseValid && ls.readyOrders.length > 0) {
@@ -644,6 +672,7 @@ export class GroupDispatcher {
     nowMs: number,
     deliveries: DeliveryOrder[],
     maxDeliveries: number,
+    admits: HandOutAdmission,
   ): void {
     let handed = 0;
     const missed: { fireId: string; reason: string }[] = [];
@@ -651,8 +680,14 @@ export class GroupDispatcher {
     const limit = Math.min(maxDeliveries, this.deliveriesPerStep);
     // Lateness is judged as of the moment the cap first held runs back (see cappedSinceMs).
     const judgedAtMs = Math.min(nowMs, ls.cappedSinceMs ?? nowMs);
+    let refused = false;
+    const admitsHere: HandOutAdmission = (tenant, origin) => {
+      if (admits(tenant, origin)) return true;
+      refused = true;
+      return false;
+    };
     let capped = false;
-    for (const fireId of ls.dispatchQueue) {
+    for (const fireId of ls.dispatchQueue.order(admitsHere)) {
       if (handed >= limit) {
         capped = true;
         break;
@@ -707,12 +742,22 @@ export class GroupDispatcher {
     }
     if (missed.length > 0) ls.outbox.push({ op: 'miss-runs', atMs: nowMs, runs: missed });
     for (const fireId of deferred) ls.dispatchQueue.add(fireId);
-    ls.cappedSinceMs = capped ? judgedAtMs : undefined;
+    ls.cappedSinceMs = capped || refused ? judgedAtMs : undefined;
+    ls.stoppedAtCap = capped;
   }
 
-  /** Runs waiting for a hand-out (due, lease permitting): more follow at the next step. */
+  /** Runs waiting for a hand-out (due, lease permitting, room in the delivery queue). */
   get dispatchBacklog(): number {
     return this.leader?.dispatchQueue.size ?? 0;
+  }
+
+  /**
+   * The last step stopped at its hand-out cap: runs the delivery queue has room for wait, and
+   * another step soon hands them out. Runs waiting for room (their endpoint is slow) do not
+   * count: they wait for answers, not for this node.
+   */
+  get handOutCapped(): boolean {
+    return this.leader?.stoppedAtCap ?? false;
   }
 
   /**
@@ -900,6 +945,14 @@ export class GroupDispatcher {
     );
   }
 
+  /** Where a run waits for its hand-out: its job's priority, tenant and delivery origin. */
+  private laneOf(fireId: string): HandOutLane | undefined {
+    const run = this.sm.runs.get(fireId);
+    const job = run && this.sm.jobs.get(run.jobId);
+    if (!job) return undefined;
+    return { priority: job.priority, tenant: job.tenant, origin: this.originOf(job.target.url) };
+  }
+
   /** Drops the leader's memory; every id it held goes back to the wheels from applied state. */
   private endTerm(): void {
     const ls = this.leader;
@@ -907,19 +960,23 @@ export class GroupDispatcher {
     if (!ls) return;
     this.leader = undefined;
     this.index.syncJobs(this.sm, [...ls.planQueue, ...ls.pendingIntents]);
-    const runs = new Set<string>([...ls.dispatchQueue, ...ls.inFlight.keys()]);
+    const runs = new Set<string>([...ls.dispatchQueue.ids(), ...ls.inFlight.keys()]);
     for (const held of ls.held.values()) for (const id of held) runs.add(id);
     this.index.syncRuns(this.sm, [...runs]);
   }
 }
 
-function newTermState(term: number): TermState {
+function newTermState(
+  term: number,
+  laneOf: (fireId: string) => HandOutLane | undefined,
+): TermState {
   return {
     term,
     planQueue: new Set(),
     pendingIntents: new Set(),
-    dispatchQueue: new Set(),
+    dispatchQueue: new HandOutQueue(laneOf),
     cappedSinceMs: undefined,
+    stoppedAtCap: false,
     held: new Map(),
     inFlight: new Map(),
     issued: new Map(),

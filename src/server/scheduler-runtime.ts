@@ -12,7 +12,14 @@
 import type { Clock } from '../base/clock.js';
 import type { Rand } from '../base/rand.js';
 import { planRetry } from '../delivery/backoff.js';
-import type { DeliveryRequest, DeliveryRunner, StartVerdict } from '../delivery/delivery-runner.js';
+import {
+  deliveryOriginOf,
+  type DeliveryRequest,
+  type DeliveryRunner,
+  type StartVerdict,
+} from '../delivery/delivery-runner.js';
+import { admissionOf, handOutBudget } from '../delivery/hand-out-pace.js';
+import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
 import type { AttemptReport } from '../delivery/webhook.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
@@ -96,14 +103,6 @@ export interface SchedulerRuntimeStats {
 }
 
 /**
- * Hand-outs per node and step are capped so that the delivery queue (attempts handed out and
- * not yet started) holds about this many: at a spike's slot the first webhooks leave within a
- * few ms instead of after the whole hand-out (about 35 µs of CPU per run on a busy node, 170 ms
- * for 5,000), and the rest follows at the next loop turns while the runner sends.
- */
-export const DELIVERY_QUEUE_TARGET = 512;
-
-/**
  * Attempt results a node proposes per step, over all its groups. Results held during a spike
  * are released together (the backlog ends, or their time is up); without a cap a dozen groups
  * would each log a full entry at once, and every replica would apply them all in one loop
@@ -137,7 +136,12 @@ export class SchedulerRuntime {
   private stepping = false;
   readonly stats: SchedulerRuntimeStats = { steps: 0, proposed: 0, delivered: 0, results: 0 };
 
-  constructor(private readonly opts: SchedulerRuntimeOptions) {}
+  /** Whether the delivery queue has room for a tenant's run to an origin (hand-out-pace.ts). */
+  private readonly admits: HandOutAdmission;
+
+  constructor(private readonly opts: SchedulerRuntimeOptions) {
+    this.admits = admissionOf(opts.runner);
+  }
 
   /** Starts dispatching for a data group hosted here (every replica keeps its indexes). */
   attach(groupId: number, sm: DataGroupStateMachine): GroupDispatcher {
@@ -148,6 +152,7 @@ export class SchedulerRuntime {
       // The groups' scans of their job tables for the planning index spread over ~20 s.
       planningScanPhaseMs: (groupId * PLANNING_SCAN_PHASE_STEP_MS) % 20_000,
       startMs: clock.nowMs(),
+      originOf: deliveryOriginOf,
       retryAt: (job, attempt, slotMs, nowMs, retryAfterMs) =>
         planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),
     });
@@ -213,9 +218,11 @@ export class SchedulerRuntime {
   /**
    * Steps every group's dispatcher once. Safe to call at any time between loop turns. The
    * groups share one hand-out budget: what the delivery queue lacks to hold
-   * DELIVERY_QUEUE_TARGET attempts. A group left with due runs gets the first share at a later
-   * step (the order rotates), and when the budget ran out while the queue had room another step
-   * follows at the next loop turn, after the runner has started sending.
+   * DELIVERY_QUEUE_TARGET attempts that could start (hand-out-pace.ts), and each run is handed
+   * out only if the queue has room for its tenant and origin. A group left with due runs gets
+   * the first share at a later step (the order rotates), and when the budget ran out while the
+   * queue had room another step follows at the next loop turn, after the runner has started
+   * sending.
    */
   stepAll(): void {
     if (this.stepping) return;
@@ -223,11 +230,13 @@ export class SchedulerRuntime {
     this.stepping = true;
     try {
       const nowMs = this.opts.clock.nowMs();
-      const queued = this.opts.runner.queuedCount;
-      const budget = Math.max(0, DELIVERY_QUEUE_TARGET - queued);
-      // Deliveries wait to be sent (in the runner, in a pool waiting for a socket, or due and
-      // not handed out yet at the last step): the groups hold their results back meanwhile.
-      const sending = this.backlogAtLastStep || this.opts.runner.waitingCount > 0;
+      const runner = this.opts.runner;
+      const budget = handOutBudget(runner);
+      // Deliveries wait for this node to send them (in the runner below their caps, or due and
+      // not handed out at the last step for want of budget): the groups hold their results back
+      // meanwhile. Attempts behind a slow endpoint's cap do not count: they wait for answers,
+      // and a result held for them would be held for everybody.
+      const sending = this.backlogAtLastStep || runner.startableCount > 0;
       let left = budget;
       let resultsLeft = RESULTS_PER_STEP;
       let backlog = false;
@@ -239,7 +248,7 @@ export class SchedulerRuntime {
         const stepped = this.stepGroup(g, nowMs, left, { hold: sending, max: resultsLeft });
         left -= stepped.handedOut;
         resultsLeft -= stepped.results;
-        if (g.ledTerm !== 0 && g.dispatcher.dispatchBacklog > 0) backlog = true;
+        if (g.ledTerm !== 0 && g.dispatcher.handOutCapped) backlog = true;
       }
       this.backlogAtLastStep = backlog;
       if (!sending && !backlog) this.renderAhead(nowMs);
@@ -322,7 +331,7 @@ export class SchedulerRuntime {
     if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
     g.children = children;
     g.ledTerm = term;
-    const step = g.dispatcher.step(nowMs, leadership, budget, results);
+    const step = g.dispatcher.step(nowMs, leadership, budget, results, this.admits);
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);

@@ -267,6 +267,18 @@ class Model {
   readonly tenantInflight = new Map<string, number>();
   readonly originInflight = new Map<string, number>();
   constructor(readonly options: Required<FairQueueOptions>) {}
+  /** Room unless the tenant's items to the origin (or the tenant's, at its cap) wait behind a full cap. */
+  hasRoomFor(tenant: string, origin: string): boolean {
+    const max = this.options.blockedQueuedMax;
+    const ofTenant = this.queued.filter((x) => x.tenant === tenant);
+    if (
+      (this.tenantInflight.get(tenant) ?? 0) >= this.options.tenantInflightMax &&
+      ofTenant.length >= max
+    )
+      return false;
+    if ((this.originInflight.get(origin) ?? 0) < this.options.originInflightMax) return true;
+    return ofTenant.filter((x) => x.origin === origin).length < max;
+  }
   canStart(it: Item): boolean {
     return (
       (this.tenantInflight.get(it.tenant) ?? 0) < this.options.tenantInflightMax &&
@@ -290,6 +302,7 @@ t.test('seeded random operations keep every promise of the queue', (t) => {
       tenantInflightMax: 1 + r.int(4),
       originInflightMax: 1 + r.int(4),
       priorityCount: 1 + r.int(4),
+      blockedQueuedMax: 1 + r.int(6),
     };
     const q = new FairQueue<Item>(options);
     const model = new Model(options);
@@ -361,6 +374,13 @@ t.test('seeded random operations keep every promise of the queue', (t) => {
       if (q.queuedCount !== model.queued.length || q.inflightCount !== inflight.length) {
         bad(`step ${step}: counts`);
       }
+      const startable = model.queued.filter((x) => model.canStart(x)).length;
+      if (q.startableCount !== startable)
+        bad(`step ${step}: startable ${q.startableCount}, model says ${startable}`);
+      for (const tenant of tenants)
+        for (const origin of origins)
+          if (q.hasRoomFor(tenant, origin) !== model.hasRoomFor(tenant, origin))
+            bad(`step ${step}: hasRoomFor(${tenant}, ${origin}) disagrees with the model`);
     }
     if (problem !== undefined) problems.push(problem);
   }
@@ -391,5 +411,30 @@ t.test('deterministic: the same pushes and releases give the same order', (t) =>
   const a = run();
   t.equal(a.length, 60);
   t.strictSame(run(), a);
+  t.end();
+});
+
+t.test('items behind a full origin are not startable, and the origin stops taking more', (t) => {
+  const q = new FairQueue<Item>({
+    queuedMax: 1000,
+    tenantInflightMax: 100,
+    originInflightMax: 2,
+    blockedQueuedMax: 3,
+  });
+  for (let i = 0; i < 5; i++) q.push(item('noisy', 'https://dead', 1, `d${i}`));
+  t.equal(q.startableCount, 5, 'below the cap every queued item can start');
+  const started = [q.take(), q.take()];
+  t.equal(q.startableCount, 0, 'the origin is at its cap: the 3 left wait for its answers');
+  t.equal(q.queuedCount, 3);
+  t.notOk(q.hasRoomFor('noisy', 'https://dead'), '3 already wait behind the cap: no room');
+  t.ok(q.hasRoomFor('noisy', 'https://alive'), 'the same tenant’s other origin has room');
+  t.ok(q.hasRoomFor('quiet', 'https://dead'), 'another tenant may queue for the same origin');
+  q.push(item('quiet', 'https://ok', 0, 'q0'));
+  t.equal(q.startableCount, 1, 'only the quiet item is work for this node');
+  t.equal(q.take()?.name, 'q0');
+  q.done(started[0]!);
+  t.equal(q.startableCount, 3, 'a freed slot makes the waiting items startable again');
+  t.ok(q.hasRoomFor('noisy', 'https://dead'));
+  q.checkInvariants();
   t.end();
 });

@@ -52,7 +52,15 @@ export interface AttemptResultCommand {
 }
 
 /** What a bulk command does to each of a tenant's jobs (AdminService BulkPause / Resume / Cancel). */
-export type TenantJobsAction = 'pause' | 'resume' | 'delete';
+export type TenantJobsAction = 'pause' | 'resume' | 'delete' | 'purge-dead';
+
+/** Which of a tenant's DEAD runs a `purge-dead` tenant-jobs entry drops. */
+export interface DeadRunFilter {
+  /** Only this job's (its key, tenant/job); undefined: every job of the tenant. */
+  readonly jobId?: string | undefined;
+  /** Only runs that died before this instant; undefined: whenever they died. */
+  readonly diedBeforeMs?: number | undefined;
+}
 
 /** A paused job to resume and its next slot from the resume time, computed by the leader. */
 export interface JobResume {
@@ -75,6 +83,8 @@ export interface TenantJobsCommand {
   readonly action: TenantJobsAction;
   /** `resume` only; empty otherwise. */
   readonly resumes: readonly JobResume[];
+  /** `purge-dead` only. */
+  readonly deadRuns?: DeadRunFilter | undefined;
 }
 
 /** A job's definition without what bulk-registered jobs usually differ in: name, schedule, anchor. */
@@ -179,7 +189,15 @@ export type SchedulerCommand =
     }
   | TenantJobsCommand
   | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
-  | { readonly op: 'purge-dead'; readonly atMs: number; readonly fireIds: readonly string[] };
+  | {
+      /**
+       * Finished runs the leader's retention sweep drops (GroupDispatcher: the tenant's history
+       * and DLQ retention); a listed run that is not finished (replayed meanwhile) stays.
+       */
+      readonly op: 'purge-runs';
+      readonly atMs: number;
+      readonly fireIds: readonly string[];
+    };
 
 export type SchedulerCommandOp = SchedulerCommand['op'];
 

@@ -33,7 +33,14 @@ import {
 } from './hand-out-queue.js';
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents, planOverdue } from './intent-planner.js';
-import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
+import {
+  DEFAULT_RUN_RETENTION,
+  isTerminal,
+  type AttemptOutcome,
+  type Job,
+  type Run,
+  type RunRetention,
+} from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
 /** What the runtime knows of this replica's Raft role at the moment it calls step(). */
@@ -105,6 +112,11 @@ export interface DispatcherOptions {
    * runtime passes delivery-runner.ts deliveryOriginOf). @default the URL itself
    */
   readonly originOf?: (url: string) => string;
+  /**
+   * The tenant's run retention (from the meta group on the leader's node): its leader proposes
+   * purge-runs for finished runs beyond it. @default DEFAULT_RUN_RETENTION for every tenant
+   */
+  readonly retentionOf?: (tenant: string) => RunRetention;
   /**
    * Offsets this group's scans of the job table for the planning index (PlanningIndex
    * scanPhaseMs), so that the groups of a node do not all scan in the same step. @default 0
@@ -188,6 +200,10 @@ interface TermState {
   cappedSinceMs: number | undefined;
   /** The last step stopped at its hand-out cap with runs it could have handed out. */
   stoppedAtCap: boolean;
+  /** A purge-runs of the retention sweep is proposed and not settled. */
+  purgeInFlight: boolean;
+  /** When the retention sweep goes on next. */
+  nextSweepMs: number;
   /** Runs held back by a buffer_* overlap policy, per job, in slot order. */
   readonly held: Map<string, string[]>;
   readonly inFlight: Map<string, InFlight>;
@@ -230,6 +246,9 @@ export class GroupDispatcher {
   private readonly heldResultsMax: number;
   private readonly retryAt: RetryPlanner;
   private readonly originOf: (url: string) => string;
+  private readonly retentionOf: (tenant: string) => RunRetention;
+  /** Where the retention sweep goes on: the jobs with runs, a few hundred per sweep. */
+  private retentionCursor: Iterator<string> | undefined;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
   /** at-most-once runs whose attempt started and has no result (derived, every replica). */
@@ -252,6 +271,7 @@ export class GroupDispatcher {
     this.heldResultsMax = options.heldResultsMax ?? 16 * this.resultsPerEntry;
     this.retryAt = options.retryAt;
     this.originOf = options.originOf ?? ((url) => url);
+    this.retentionOf = options.retentionOf ?? (() => DEFAULT_RUN_RETENTION);
     this.index = new DueIndex(
       {
         lookAheadMs: this.lookAheadMs,
@@ -274,6 +294,7 @@ export class GroupDispatcher {
     this.index.syncJobs(this.sm, this.sm.jobs.keys());
     this.index.syncRuns(this.sm, this.sm.runs.keys());
     for (const [fireId, run] of this.sm.runs) this.trackRun(fireId, run);
+    this.retentionCursor = undefined;
   }
 
   /** The term this replica holds leader state for (until its next step sees it ended). */
@@ -416,6 +437,7 @@ export class GroupDispatcher {
       for (const { key } of this.index.planning.advance(nowMs)) ls.planQueue.add(key);
       this.plan(ls, nowMs);
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
+      this.sweepRetention(ls, nowMs);
       if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits);
       else {
         // Runs held back by a lapsed lease wait for a reason outside this leader's pace.
@@ -746,6 +768,55 @@ export class GroupDispatcher {
     ls.stoppedAtCap = capped;
   }
 
+  /**
+   * The retention sweep: once a second, RETENTION_JOBS_PER_SWEEP more jobs with runs are
+   * checked against their tenant's retention, and the finished runs beyond it (oldest first,
+   * by count, or finished longer ago than its age) are proposed as one purge-runs entry. One
+   * entry at a time; a pass over all jobs takes (jobs / 256) s, so a run outlives its age by
+   * at most that. The state machine's own caps bound the state even when no sweep runs.
+   */
+  private sweepRetention(ls: TermState, nowMs: number): void {
+    if (ls.purgeInFlight || nowMs < ls.nextSweepMs) return;
+    ls.nextSweepMs = nowMs + RETENTION_SWEEP_EVERY_MS;
+    const purge: string[] = [];
+    this.retentionCursor ??= this.sm.jobsWithRuns();
+    for (let n = 0; n < RETENTION_JOBS_PER_SWEEP && purge.length < PURGES_PER_ENTRY; n++) {
+      const next = this.retentionCursor.next();
+      if (next.done === true) {
+        this.retentionCursor = undefined;
+        break;
+      }
+      this.beyondRetention(next.value, nowMs, purge);
+    }
+    if (purge.length === 0) return;
+    ls.outbox.push({ op: 'purge-runs', atMs: nowMs, fireIds: purge });
+    ls.purgeInFlight = true;
+  }
+
+  /** Adds the job's finished runs beyond its tenant's retention to `out`. */
+  private beyondRetention(jobId: string, nowMs: number, out: string[]): void {
+    // A key without a tenant (the scheduler's own tests) has the default retention.
+    const slash = jobId.indexOf('/');
+    const r = this.retentionOf(slash > 0 ? jobId.slice(0, slash) : '');
+    const history: Run[] = [];
+    const dead: Run[] = [];
+    for (const run of this.sm.runsOf(jobId)) {
+      if (run.status === 'DEAD') dead.push(run);
+      else if (isTerminal(run.status)) history.push(run);
+    }
+    const pick = (runs: Run[], keep: number, maxAgeMs: number): void => {
+      // Oldest first (runs are listed as they were created): beyond the count, then by age.
+      let excess = runs.length - keep;
+      for (const run of runs) {
+        const old = run.finishedAtMs !== undefined && run.finishedAtMs + maxAgeMs <= nowMs;
+        if (excess > 0 || old) out.push(run.fireId);
+        excess--;
+      }
+    };
+    pick(history, r.historyPerJob, r.historyMaxAgeMs);
+    pick(dead, r.deadPerJob, r.deadMaxAgeMs);
+  }
+
   /** Runs waiting for a hand-out (due, lease permitting, room in the delivery queue). */
   get dispatchBacklog(): number {
     return this.leader?.dispatchQueue.size ?? 0;
@@ -889,6 +960,11 @@ export class GroupDispatcher {
       }
       return;
     }
+    if (c.op === 'purge-runs') {
+      // Dropped or unknown: the runs are found again by a later pass of the sweep.
+      ls.purgeInFlight = false;
+      return;
+    }
     if (fate === 'committed') return;
     switch (c.op) {
       case 'attempt-result':
@@ -966,6 +1042,11 @@ export class GroupDispatcher {
   }
 }
 
+/** How often the retention sweep goes on, and how far. */
+const RETENTION_SWEEP_EVERY_MS = 1000;
+const RETENTION_JOBS_PER_SWEEP = 256;
+const PURGES_PER_ENTRY = 1024;
+
 function newTermState(
   term: number,
   laneOf: (fireId: string) => HandOutLane | undefined,
@@ -977,6 +1058,8 @@ function newTermState(
     dispatchQueue: new HandOutQueue(laneOf),
     cappedSinceMs: undefined,
     stoppedAtCap: false,
+    purgeInFlight: false,
+    nextSweepMs: 0,
     held: new Map(),
     inFlight: new Map(),
     issued: new Map(),

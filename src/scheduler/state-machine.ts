@@ -71,8 +71,17 @@ export interface Touched {
 }
 
 export interface SchedulerLimits {
-  /** Terminal runs kept per job (DEAD runs are kept until replayed or purged). */
+  /**
+   * Finished runs kept per job, DEAD ones aside (those are kept until replayed, purged, or
+   * beyond deadRunsPerJobMax). A tenant's retention may keep fewer: its leader's sweep proposes
+   * purge-runs (GroupDispatcher).
+   */
   readonly runsPerJobMax: number;
+  /**
+   * DEAD runs kept per job at most, whatever the tenant's retention: the oldest beyond it leave
+   * the DLQ, so that a job that always fails cannot grow the state even with no sweep.
+   */
+  readonly deadRunsPerJobMax: number;
   /** Terminal runs older than this (by finish time) are dropped. */
   readonly runRetentionMs: number;
   /** Finished jobs (one-off done, end reached) are kept this long. */
@@ -84,6 +93,7 @@ export interface SchedulerLimits {
 
 export const DEFAULT_SCHEDULER_LIMITS: SchedulerLimits = Object.freeze({
   runsPerJobMax: 100,
+  deadRunsPerJobMax: 1000,
   runRetentionMs: 7 * 24 * 3600_000,
   finishedJobRetentionMs: 24 * 3600_000,
   requestIdsMax: 100_000,
@@ -202,11 +212,15 @@ export class SchedulerStateMachine {
         for (const r of c.runs) run(r.fireId);
         break;
       case 'mark-unknown':
-      case 'purge-dead':
+      case 'purge-runs':
         for (const id of c.fireIds) run(id);
         break;
       case 'tenant-jobs':
         for (const job of this.jobsOfTenant(c.tenant)) wholeJob(job.id);
+        // A purge also reaches the DEAD runs of the tenant's deleted jobs.
+        if (c.action === 'purge-dead')
+          for (const id of this.dead)
+            if (this.runs.get(id)?.jobId.startsWith(`${c.tenant}/`)) run(id);
         break;
       default:
         assertNever(c, 'scheduler command');
@@ -346,12 +360,13 @@ export class SchedulerStateMachine {
         return this.replayRun(c.fireId, c.atMs);
       case 'tenant-jobs':
         return this.tenantJobs(c);
-      case 'purge-dead':
-        for (const id of c.fireIds) {
-          if (!this.dead.has(id)) continue;
-          this.dead.delete(id);
-          this.dropRun(id);
-        }
+      case 'purge-runs':
+        this.dropRuns(
+          c.fireIds.filter((id) => {
+            const run = this.runs.get(id);
+            return run !== undefined && isTerminal(run.status);
+          }),
+        );
         return { ok: true };
       default:
         return assertNever(c, 'scheduler command');
@@ -588,6 +603,21 @@ export class SchedulerStateMachine {
         }
         break;
       }
+      case 'purge-dead': {
+        const f = c.deadRuns ?? {};
+        const prefix = `${c.tenant}/`;
+        const purged: string[] = [];
+        for (const id of this.dead) {
+          const run = this.runs.get(id);
+          if (run === undefined || !run.jobId.startsWith(prefix)) continue;
+          if (f.jobId !== undefined && run.jobId !== f.jobId) continue;
+          if (f.diedBeforeMs !== undefined && !((run.finishedAtMs ?? 0) < f.diedBeforeMs)) continue;
+          purged.push(id);
+        }
+        this.dropRuns(purged);
+        changedCount = purged.length;
+        break;
+      }
       default:
         return assertNever(c.action, 'tenant-jobs action');
     }
@@ -817,24 +847,37 @@ export class SchedulerStateMachine {
     const list = this.runsByJob.get(jobId);
     if (!list) return;
     let terminal = 0;
+    let dead = 0;
     for (const id of list) {
       const r = this.runs.get(id)!;
-      if (isTerminal(r.status) && r.status !== 'DEAD') terminal++;
+      if (r.status === 'DEAD') dead++;
+      else if (isTerminal(r.status)) terminal++;
     }
-    if (terminal <= this.limits.runsPerJobMax && list.length <= this.limits.runsPerJobMax * 2) {
+    const limits = this.limits;
+    if (
+      terminal <= limits.runsPerJobMax &&
+      dead <= limits.deadRunsPerJobMax &&
+      list.length <= limits.runsPerJobMax * 2 + limits.deadRunsPerJobMax
+    ) {
       const oldest = this.runs.get(list[0] ?? '');
       if (!oldest || oldest.finishedAtMs === undefined) return;
-      if (oldest.finishedAtMs + this.limits.runRetentionMs > atMs) return;
+      if (oldest.finishedAtMs + limits.runRetentionMs > atMs) return;
     }
     const keep: string[] = [];
-    let excess = terminal - this.limits.runsPerJobMax;
+    let excess = terminal - limits.runsPerJobMax;
+    let deadExcess = dead - limits.deadRunsPerJobMax;
     for (const id of list) {
       const r = this.runs.get(id)!;
+      if (r.status === 'DEAD' && deadExcess > 0) {
+        // The oldest first: runs die in about the order they were created.
+        this.runs.delete(id);
+        this.dead.delete(id);
+        deadExcess--;
+        continue;
+      }
       const droppable = isTerminal(r.status) && r.status !== 'DEAD';
       const expired =
-        droppable &&
-        r.finishedAtMs !== undefined &&
-        r.finishedAtMs + this.limits.runRetentionMs <= atMs;
+        droppable && r.finishedAtMs !== undefined && r.finishedAtMs + limits.runRetentionMs <= atMs;
       if (droppable && (excess > 0 || expired)) {
         this.runs.delete(id);
         if (excess > 0) excess--;
@@ -845,16 +888,23 @@ export class SchedulerStateMachine {
     this.runsByJob.set(jobId, keep);
   }
 
-  private dropRun(fireId: string): void {
-    const run = this.runs.get(fireId);
-    if (!run) return;
-    this.runs.delete(fireId);
-    const list = this.runsByJob.get(run.jobId);
-    if (list)
-      this.runsByJob.set(
-        run.jobId,
-        list.filter((id) => id !== fireId),
-      );
+  /** Drops these runs (and their DLQ entries), each job's history rewritten once. */
+  private dropRuns(fireIds: readonly string[]): void {
+    const byJob = new Map<string, Set<string>>();
+    for (const id of fireIds) {
+      const run = this.runs.get(id);
+      if (!run) continue;
+      this.runs.delete(id);
+      this.dead.delete(id);
+      let set = byJob.get(run.jobId);
+      if (!set) byJob.set(run.jobId, (set = new Set()));
+      set.add(id);
+    }
+    for (const [jobId, ids] of byJob) {
+      const kept = (this.runsByJob.get(jobId) ?? []).filter((id) => !ids.has(id));
+      if (kept.length > 0) this.runsByJob.set(jobId, kept);
+      else this.runsByJob.delete(jobId);
+    }
   }
 
   private rememberRequest(requestId: string, jobId: string, atMs: number): void {
@@ -890,6 +940,11 @@ export class SchedulerStateMachine {
 
   // -------------------------------------------------------------------------------------
   // Reads
+
+  /** The jobs (deleted ones too, while DEAD runs remain) with runs kept, in no promised order. */
+  jobsWithRuns(): IterableIterator<string> {
+    return this.runsByJob.keys();
+  }
 
   runsOf(jobId: string): Run[] {
     return (this.runsByJob.get(jobId) ?? []).map((id) => this.runs.get(id)!);

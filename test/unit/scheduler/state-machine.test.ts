@@ -269,7 +269,7 @@ t.test('results: success, retry with its time, exhaustion into the DLQ, replay a
   t.notOk(sm.dead.has(fireId));
   t.same(result(3, 'fail', undefined, 404), { ok: true, status: 'DEAD' }, 'a 4xx fails at once');
   t.match(sm.runs.get(fireId)?.reason, /non-retryable: 404/);
-  sm.applyCommand({ op: 'purge-dead', atMs: slot + 10_000, fireIds: [fireId] });
+  sm.applyCommand({ op: 'purge-runs', atMs: slot + 10_000, fireIds: [fireId] });
   t.notOk(sm.runs.has(fireId), 'purged');
   t.match(sm.applyCommand({ op: 'replay-run', atMs: 0, fireId }), {
     ok: false,

@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the headline figures in one table, with the machine they were measured on.
  * Figures only, never assertions on speed; the process exits 1 when something is functionally
- * wrong (a registration call failed, a spike fire or a failover slot never arrived) and says so.
+ * wrong (a registration call failed, a spike fire, a failover slot or a healthy P0 fire of the
+ * noisy part never arrived) and says so.
  *
  *   registration  jobs/s through the public CreateJobs RPC into a real 3-process cluster
  *   memory        RSS and V8 heap per job per replica after that registration (forced GC)
@@ -10,25 +11,39 @@
  *   cli           tickctl's wall time for --help and one RPC, next to `node -e 0` (bench/cli.ts)
  *   security      registration and a spike with no authentication, with tokens, and with tokens
  *                 and TLS (client API and between nodes), in the same run (bench/security.ts)
+ *   noisy         a healthy tenant's P0 webhook lag alone, and while a noisy tenant floods a
+ *                 hanging endpoint (then a closed port), on one node (bench/noisy.ts)
  *
  * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
  * --spike N (default 20,000), --failover-jobs N (default 2,000), --inflight N (CreateJobs calls
  * in flight, default 8), --warmup N (jobs registered before the measure, default 20,000; 0 measures
  * fresh nodes), --spike-warmup N (jobs of a spike fired before the measured one, default 5,000; 0
- * measures fresh nodes), --only registration,memory,spike,failover,cli,security, --cli-runs N (default 7),
- * --security-jobs N, --security-spike N and --security-trials N (default 50,000, 10,000 and 3
- * rounds of the three modes, interleaved; medians), --json.
+ * measures fresh nodes), --only registration,memory,spike,failover,cli,security,noisy, --cli-runs N
+ * (default 7), --security-jobs N, --security-spike N and --security-trials N (default 50,000,
+ * 10,000 and 3 rounds of the three modes, interleaved; medians), --noisy-healthy N and
+ * --noisy-flood N (healthy P0 jobs per phase and noisy jobs per flood, default 300 and 2,000),
+ * --noisy-floods (the flood phases after `alone`, of hang, slow, refused; default hang,refused),
+ * --json.
  * docs/BENCH.md says how to read the table.
  */
 import { parseArgs } from 'node:util';
 import { runCli, type CliResult } from './cli.js';
 import { runFailover, type FailoverResult } from './failover.js';
 import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
+import {
+  DEFAULT_FLOODS,
+  FLOODS,
+  isFlood,
+  lagText,
+  runNoisy,
+  type Flood,
+  type NoisyResult,
+} from './noisy.js';
 import { runRegistration, type RegistrationResult } from './registration.js';
 import { overhead, runSecurity, type SecurityFigures } from './security.js';
 import { runSpike, type SpikeResult } from './spike.js';
 
-const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli', 'security'] as const;
+const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli', 'security', 'noisy'] as const;
 type Part = (typeof PARTS)[number];
 
 const { values } = parseArgs({
@@ -44,6 +59,9 @@ const { values } = parseArgs({
     'security-jobs': { type: 'string', default: '50000' },
     'security-spike': { type: 'string', default: '10000' },
     'security-trials': { type: 'string', default: '3' },
+    'noisy-healthy': { type: 'string', default: '300' },
+    'noisy-flood': { type: 'string', default: '2000' },
+    'noisy-floods': { type: 'string', default: DEFAULT_FLOODS.join(',') },
     only: { type: 'string', default: PARTS.join(',') },
     json: { type: 'boolean', default: false },
   },
@@ -69,6 +87,15 @@ const CLI_RUNS = positive('cli-runs', values['cli-runs']);
 const SECURITY_JOBS = positive('security-jobs', values['security-jobs']);
 const SECURITY_SPIKE = positive('security-spike', values['security-spike']);
 const SECURITY_TRIALS = positive('security-trials', values['security-trials']);
+const NOISY_HEALTHY = positive('noisy-healthy', values['noisy-healthy']);
+const NOISY_FLOOD = positive('noisy-flood', values['noisy-flood']);
+const NOISY_FLOODS: Flood[] = [];
+for (const f of values['noisy-floods'].split(',').map((s) => s.trim()))
+  if (isFlood(f)) NOISY_FLOODS.push(f);
+  else if (f !== '') {
+    console.error(`bench: --noisy-floods takes ${FLOODS.join(', ')}; got ${f}`);
+    process.exit(2);
+  }
 const only = new Set(values.only.split(',').map((s) => s.trim()));
 for (const p of only)
   if (!(PARTS as readonly string[]).includes(p)) {
@@ -106,6 +133,7 @@ let failover: FailoverResult | undefined;
 let cli: CliResult | undefined;
 let security: SecurityFigures[] | undefined;
 let tokenCheck: { bootstrapUs: number; storedUs: number } | undefined;
+let noisy: NoisyResult | undefined;
 
 if (runs('registration') || runs('memory')) {
   log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
@@ -166,6 +194,24 @@ if (runs('security')) {
         `security (${f.mode}): ${fmt(f.received)} of ${fmt(SECURITY_SPIKE)} spike fires arrived`,
       );
   }
+}
+if (runs('noisy')) {
+  log(
+    `\nnoisy neighbour: a healthy tenant's P0 lag alone, then under floods of ${NOISY_FLOODS.join(', ')}`,
+  );
+  noisy = await runNoisy({
+    healthyJobs: NOISY_HEALTHY,
+    floodJobs: NOISY_FLOOD,
+    floods: NOISY_FLOODS,
+    groups: GROUPS,
+    log,
+  });
+  for (const e of noisy.errors) problems.push(`noisy: ${e}`);
+  for (const p of noisy.phases)
+    if (p.received < p.expected)
+      problems.push(
+        `noisy (${p.phase}): ${fmt(p.received)} of ${fmt(p.expected)} healthy P0 fires reached the sink within ${fmt(noisy.waitMs / 1000)} s of their window's end`,
+      );
 }
 const machineAfter = machineContext();
 
@@ -390,6 +436,21 @@ if (security && tokenCheck) {
   }
 }
 
+if (noisy) {
+  for (const p of noisy.phases) {
+    const lag = (ms: number): string => lagText(ms, p.waitedMs);
+    const flood = p.phase !== 'alone';
+    rows.push({
+      figure: flood
+        ? `  under a flood of ${fmt(p.floodJobs)} jobs at ${p.what}`
+        : `noisy neighbour: healthy P0 lag p50 / p99 / max, alone (${fmt(p.expected)} jobs over ${fmt(noisy.windowMs / 1000)} s, 1 node)`,
+      measured: `${lag(p.lagP50Ms)} / ${lag(p.lagP99Ms)} / ${lag(p.lagMaxMs)} ms, ${fmt(p.received)}/${fmt(p.expected)} received`,
+      target: flood ? 'healthy P0 lag p99 < 1 s under a flood' : '',
+      met: flood ? met(p.lagP99Ms < 1000) : '',
+    });
+  }
+}
+
 log('');
 printTable(machineBefore, machineAfter, rows);
 for (const p of problems) console.log(`FUNCTIONAL FAILURE: ${p}`);
@@ -405,6 +466,7 @@ if (values.json)
       cli,
       security,
       tokenCheck,
+      noisy,
       problems,
     }),
   );

@@ -22,7 +22,7 @@
  * (default 7), --security-jobs N, --security-spike N and --security-trials N (default 50,000,
  * 10,000 and 3 rounds of the three modes, interleaved; medians), --noisy-healthy N and
  * --noisy-flood N (healthy P0 jobs per phase and noisy jobs per flood, default 300 and 2,000),
- * --noisy-floods (the flood phases after `alone`, of hang, slow, refused; default hang,refused),
+ * --noisy-floods (the flood phases after `alone`, of hang, slow, refused; default hang,slow,refused),
  * --json.
  * docs/BENCH.md says how to read the table.
  */

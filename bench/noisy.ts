@@ -37,12 +37,8 @@ import { startSinkProcess } from './sink-process.js';
 export const FLOODS = ['hang', 'slow', 'refused'] as const;
 export type Flood = (typeof FLOODS)[number];
 export type NoisyPhaseName = 'alone' | Flood;
-/**
- * The floods `npm run bench` runs by default. `slow` is left out: on a node whose hand-out stops
- * behind a blocked origin it costs the full wait (60 s) as `hang` does, and the part would take
- * about 3 minutes instead of under 2.
- */
-export const DEFAULT_FLOODS: readonly Flood[] = ['hang', 'refused'];
+/** The floods `npm run bench` runs by default: all of them. */
+export const DEFAULT_FLOODS: readonly Flood[] = ['hang', 'slow', 'refused'];
 
 export function isFlood(s: string): s is Flood {
   return (FLOODS as readonly string[]).includes(s);

@@ -6,6 +6,7 @@
  * for the validator to name. Records name jobs by their key (src/scheduler/job-key.ts); messages
  * name them by the job id their tenant knows, and the tenant beside it.
  */
+import { DEFAULT_RUN_RETENTION } from '../placement/run-retention.js';
 import type { JobSpecInput } from './job-spec.js';
 import type { TenantRecord } from '../placement/meta-state.js';
 import { jobIdOfKey, splitJobKey } from '../scheduler/job-key.js';
@@ -165,5 +166,6 @@ export function tenantOut(t: TenantRecord): Msg {
     updatedAt: isoOf(t.updatedAtMs),
     previousSecretUntilMs: t.previousSecretUntilMs,
     priorityWeight: t.priorityWeight,
+    retention: t.retention ?? DEFAULT_RUN_RETENTION,
   };
 }

@@ -4,6 +4,11 @@
  * after a ReadIndex. Every change is computed from the state this leader read and carries that
  * version, so two concurrent rotations cannot silently lose one (TENANT_CONFLICT → ABORTED).
  */
+import {
+  DEFAULT_RUN_RETENTION,
+  RUN_RETENTION_BOUNDS,
+  type RunRetention,
+} from '../placement/run-retention.js';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../base/clock.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
@@ -56,6 +61,7 @@ export class TenantAdmin {
     secret: string;
     inflightMax: number | undefined;
     priorityWeight?: number | undefined;
+    retention?: RetentionChange | undefined;
   }): Promise<{ tenant: TenantRecord; secret: string }> {
     const violations: FieldViolation[] = [];
     checkId(req.id, violations);
@@ -65,6 +71,7 @@ export class TenantAdmin {
     checkInflight(inflightMax, violations);
     const priorityWeight = req.priorityWeight ?? DEFAULT_PRIORITY_WEIGHT;
     checkWeight(priorityWeight, violations);
+    const retention = withRetention(DEFAULT_RUN_RETENTION, req.retention, violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const tenant: TenantRecord = {
       id: req.id,
@@ -72,6 +79,7 @@ export class TenantAdmin {
       inflightMax,
       updatedAtMs: this.clock.nowMs(),
       priorityWeight,
+      ...(retention === DEFAULT_RUN_RETENTION ? {} : { retention }),
     };
     await this.propose({ op: 'create-tenant', tenant });
     return { tenant, secret };
@@ -95,17 +103,29 @@ export class TenantAdmin {
   /** Changes the fields given; absent ones keep their value. */
   async update(
     id: string,
-    change: { inflightMax?: number | undefined; priorityWeight?: number | undefined },
+    change: {
+      inflightMax?: number | undefined;
+      priorityWeight?: number | undefined;
+      retention?: RetentionChange | undefined;
+    },
   ): Promise<TenantRecord> {
     const violations: FieldViolation[] = [];
     if (change.inflightMax !== undefined) checkInflight(change.inflightMax, violations);
     if (change.priorityWeight !== undefined) checkWeight(change.priorityWeight, violations);
+    // Checked before the tenant is looked up, so that bad input is named whether it exists or not.
+    withRetention(DEFAULT_RUN_RETENTION, change.retention, violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const current = this.current(id);
+    const retention = withRetention(
+      current.retention ?? DEFAULT_RUN_RETENTION,
+      change.retention,
+      violations,
+    );
     const tenant: TenantRecord = {
       ...current,
       inflightMax: change.inflightMax ?? current.inflightMax,
       priorityWeight: change.priorityWeight ?? current.priorityWeight,
+      retention,
       updatedAtMs: this.nextStamp(current),
     };
     await this.propose({ op: 'update-tenant', tenant, expectedUpdatedAtMs: current.updatedAtMs });
@@ -185,6 +205,35 @@ function checkId(id: string, out: FieldViolation[]): void {
       field: 'tenantId',
       reason: 'must be 1-63 lowercase letters, digits, _ or -, starting with a letter or digit',
     });
+}
+
+/** Retention fields a request sets; absent ones keep their value. */
+export type RetentionChange = { readonly [K in keyof RunRetention]?: number | undefined };
+
+/**
+ * `base` with the fields `change` sets, each checked against RUN_RETENTION_BOUNDS (a violation
+ * per bad field, named `retention.<field>`); `base` itself when nothing is set.
+ */
+function withRetention(
+  base: RunRetention,
+  change: RetentionChange | undefined,
+  out: FieldViolation[],
+): RunRetention {
+  if (change === undefined) return base;
+  const next: Record<keyof RunRetention, number> = { ...base };
+  let changed = false;
+  for (const key of Object.keys(RUN_RETENTION_BOUNDS) as (keyof RunRetention)[]) {
+    const v = change[key];
+    if (v === undefined) continue;
+    const [lo, hi] = RUN_RETENTION_BOUNDS[key];
+    if (!Number.isSafeInteger(v) || v < lo || v > hi) {
+      out.push({ field: `retention.${key}`, reason: `must be an integer from ${lo} to ${hi}` });
+      continue;
+    }
+    next[key] = v;
+    changed = true;
+  }
+  return changed ? next : base;
 }
 
 function checkInflight(n: number, out: FieldViolation[]): void {

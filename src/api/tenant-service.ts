@@ -9,8 +9,23 @@ import { tenantOut, type Msg } from './convert.js';
 import { requireTenantId } from './job-service.js';
 import { decodePageToken, encodePageToken, pageSizeOf } from './pagination.js';
 import { scopeTenant } from './tenant-scope.js';
+import type { RetentionChange } from './tenant-admin.js';
 import type { CallContext } from './router.js';
 import { num, optNum, str, unary, type Handler } from './service-kit.js';
+
+/** The request's `retention` fields that are set; undefined when it sets none. */
+function retentionChangeOf(req: Msg): RetentionChange | undefined {
+  const r = req['retention'];
+  if (r === null || typeof r !== 'object') return undefined;
+  const m = r as Msg;
+  const change: RetentionChange = {
+    historyPerJob: optNum(m, 'historyPerJob'),
+    historyMaxAgeMs: optNum(m, 'historyMaxAgeMs'),
+    deadPerJob: optNum(m, 'deadPerJob'),
+    deadMaxAgeMs: optNum(m, 'deadMaxAgeMs'),
+  };
+  return Object.values(change).some((v) => v !== undefined) ? change : undefined;
+}
 
 export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { tenants } = api;
@@ -30,6 +45,7 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
           secret: str(req, 'signingSecret'),
           inflightMax: optNum(req, 'inflightMax'),
           priorityWeight: optNum(req, 'priorityWeight'),
+          retention: retentionChangeOf(req),
         });
         return { tenant: tenantOut(r.tenant), signingSecret: r.secret };
       }),
@@ -43,6 +59,7 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
           await tenants.update(id(req), {
             inflightMax: optNum(req, 'inflightMax'),
             priorityWeight: optNum(req, 'priorityWeight'),
+            retention: retentionChangeOf(req),
           }),
         ),
       ),

@@ -3,6 +3,7 @@
  * range, replicas, epoch). Commands are JSON: rare, small, and readable in a log dump. Apply is
  * deterministic and rejects what does not fit the current state with a result, never a throw.
  */
+import type { RunRetention } from './run-retention.js';
 import type { Entry, NodeId } from '../raft/messages.js';
 import type { GroupStateMachine } from '../multiraft/group-replica.js';
 import {
@@ -86,6 +87,11 @@ export interface TenantRecord {
    * DEFAULT_PRIORITY_WEIGHT.
    */
   readonly priorityWeight: number;
+  /**
+   * How long the tenant's finished runs are kept (history and DLQ, per job); absent (records
+   * written before the field existed, or never set): DEFAULT_RUN_RETENTION.
+   */
+  readonly retention?: RunRetention | undefined;
 }
 
 export const DEFAULT_PRIORITY_WEIGHT = 1;

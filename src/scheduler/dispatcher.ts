@@ -33,14 +33,8 @@ import {
 } from './hand-out-queue.js';
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents, planOverdue } from './intent-planner.js';
-import {
-  DEFAULT_RUN_RETENTION,
-  isTerminal,
-  type AttemptOutcome,
-  type Job,
-  type Run,
-  type RunRetention,
-} from './model.js';
+import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-retention.js';
+import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
 /** What the runtime knows of this replica's Raft role at the moment it calls step(). */

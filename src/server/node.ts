@@ -4,6 +4,7 @@
  * starts the peer transport and the loop, initializes the meta group, nudges each group's
  * preferred leader to campaign, and on shutdown hands leaderships over before it stops.
  */
+import { DEFAULT_RUN_RETENTION } from '../placement/run-retention.js';
 import { SystemClock } from '../base/clock.js';
 import { SeededRand } from '../base/rand.js';
 import type { CompiledNodeConfig } from '../config/node-config.js';
@@ -277,6 +278,7 @@ export class TickraftNode {
         lookAheadMs: cfg.scheduler.lookAheadMs,
         misfireThresholdMs: cfg.scheduler.misfireThresholdMs,
         resultHoldMs: cfg.scheduler.resultHoldMs,
+        retentionOf: (tenant) => this.meta.tenants.get(tenant)?.retention ?? DEFAULT_RUN_RETENTION,
       },
       onError: (err) => this.die(err),
       observer: this.metrics,

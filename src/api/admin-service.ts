@@ -16,7 +16,7 @@ import {
   proposeMeta,
 } from './membership-admin.js';
 import type { ApiContext } from './api-context.js';
-import { bulkTenantJobs, tenantJobsActionOf } from './bulk-tenant-jobs.js';
+import { bulkTenantJobs, deadRunFilterOf, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
 import { groupCreateJobsLocal, localListJobs, nodeCreateJobsLocal } from './job-service.js';
 import { drainNode, rebalance, removeNode, undrainNode } from './rebalance-admin.js';
@@ -301,7 +301,7 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
       const tenant = str(req, 'tenant');
       const action = tenantJobsActionOf(req);
       return api.onGroup(ctx, groupId, 'NodeService', 'GroupTenantJobs', req, () =>
-        api.admin.tenantJobs(groupId, tenant, action),
+        api.admin.tenantJobs(groupId, tenant, action, deadRunFilterOf(req)),
       );
     },
     SplitGroup: (req, ctx) => {

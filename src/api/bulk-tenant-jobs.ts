@@ -10,7 +10,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { TickraftError, ValidationError } from '../base/errors.js';
-import type { TenantJobsAction } from '../scheduler/commands.js';
+import type { DeadRunFilter, TenantJobsAction } from '../scheduler/commands.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
 import type { CallContext } from './router.js';
@@ -21,7 +21,12 @@ import { TenantAdminError } from './tenant-admin.js';
 /** How long a bulk call waits for every group when the caller set no (or a longer) deadline. */
 export const BULK_WAIT_MS = 10_000;
 
-export const TENANT_JOBS_ACTIONS: readonly TenantJobsAction[] = ['pause', 'resume', 'delete'];
+export const TENANT_JOBS_ACTIONS: readonly TenantJobsAction[] = [
+  'pause',
+  'resume',
+  'delete',
+  'purge-dead',
+];
 
 /** Some groups did not commit (no leader, unreachable): the others did. UNAVAILABLE. */
 export class BulkIncompleteError extends TickraftError {
@@ -40,6 +45,7 @@ export async function bulkTenantJobs(
   ctx: CallContext,
   req: Msg,
   action: TenantJobsAction,
+  deadRuns?: DeadRunFilter,
 ): Promise<Msg> {
   const startMs = Date.now();
   const tenant = resolveTenant(
@@ -62,8 +68,14 @@ export async function bulkTenantJobs(
         groupId,
         'NodeService',
         'GroupTenantJobs',
-        { groupId, tenant, action },
-        () => api.admin.tenantJobs(groupId, tenant, action),
+        {
+          groupId,
+          tenant,
+          action,
+          jobKey: deadRuns?.jobId ?? '',
+          ...(deadRuns?.diedBeforeMs !== undefined ? { diedBeforeMs: deadRuns.diedBeforeMs } : {}),
+        },
+        () => api.admin.tenantJobs(groupId, tenant, action, deadRuns),
       );
       return { groupId, jobs: r.jobs, changed: r.changed, committedAfterMs: Date.now() - startMs };
     }),
@@ -124,6 +136,16 @@ function isTransient(err: unknown): boolean {
     isServiceError(err) &&
     (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED)
   );
+}
+
+/** The DEAD-run filter of a GroupTenantJobs request (purge-dead). */
+export function deadRunFilterOf(req: Msg): DeadRunFilter {
+  const jobKey = req['jobKey'];
+  const before = req['diedBeforeMs'];
+  return {
+    jobId: typeof jobKey === 'string' && jobKey !== '' ? jobKey : undefined,
+    diedBeforeMs: typeof before === 'number' ? before : undefined,
+  };
 }
 
 /** The action of a GroupTenantJobs request, checked. */

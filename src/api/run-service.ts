@@ -24,6 +24,7 @@ import {
   type GroupPage,
 } from './pagination.js';
 import type { CallContext } from './router.js';
+import { bulkTenantJobs } from './bulk-tenant-jobs.js';
 import { jobNotFound, runNotFound } from './scheduler-admin.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 
@@ -115,6 +116,28 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
 
     ReplayRun: (req, ctx) =>
       onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId))),
+
+    PurgeDeadRuns: async (req, ctx) => {
+      const jobId = str(req, 'jobId');
+      const before = req['diedBeforeMs'];
+      const violations: FieldViolation[] = [];
+      if (typeof before === 'number' && !(Number.isSafeInteger(before) && before >= 0))
+        violations.push({ field: 'diedBeforeMs', reason: 'must be ms since the epoch, ≥ 0' });
+      const { tenant, key } =
+        jobId === ''
+          ? { tenant: resolveTenant(ctx, str(req, 'tenant'), 'tenant'), key: undefined }
+          : resolveJobKey(ctx, str(req, 'tenant'), jobId);
+      if (violations.length > 0) throw new ValidationError('REQUEST_INVALID', violations);
+      const res = await bulkTenantJobs(api, ctx, { tenant }, 'purge-dead', {
+        jobId: key,
+        diedBeforeMs: typeof before === 'number' ? before : undefined,
+      });
+      return {
+        purged: res['changedTotal'],
+        groups: (res['groups'] as unknown[]).length,
+        elapsedMs: res['elapsedMs'],
+      };
+    },
 
     ListDeadRuns: async (req, ctx) => {
       const tenant = resolveTenant(ctx, str(req, 'tenant'), 'tenant');

@@ -44,6 +44,7 @@ import {
   type CreateJobsCommand,
   type FireIntent,
   type SchedulerCommand,
+  type DeadRunFilter,
   type TenantJobsAction,
 } from '../scheduler/commands.js';
 import { fireIdOf, type Job, type Run } from '../scheduler/model.js';
@@ -545,6 +546,7 @@ export class SchedulerAdmin {
     groupId: number,
     tenant: string,
     action: TenantJobsAction,
+    deadRuns?: DeadRunFilter,
   ): Promise<{ jobs: number; changed: number }> {
     this.requireLeader(groupId);
     const sm = this.node.data.get(groupId)!.scheduler;
@@ -563,10 +565,14 @@ export class SchedulerAdmin {
       const datas: Uint8Array[] = [];
       // As for one job: overdue slots are recorded by the old state first (propose()); a
       // cancel then cancels them.
-      const intents = sm.jobs
-        .idsOfTenant(tenant)
-        .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
-        .filter((i) => i !== undefined);
+      // A purge changes no job: nothing to settle first.
+      const intents =
+        action === 'purge-dead'
+          ? []
+          : sm.jobs
+              .idsOfTenant(tenant)
+              .map((id) => this.node.scheduler.overdueIntent(groupId, id, nowMs))
+              .filter((i) => i !== undefined);
       datas.push(...this.settleEntries(groupId, intents, nowMs));
       for (let i = 0; i === 0 || i < resumes.length; i += TENANT_RESUMES_PER_ENTRY_MAX) {
         const c: SchedulerCommand = {
@@ -575,6 +581,7 @@ export class SchedulerAdmin {
           tenant,
           action,
           resumes: resumes.slice(i, i + TENANT_RESUMES_PER_ENTRY_MAX),
+          ...(action === 'purge-dead' ? { deadRuns: deadRuns ?? {} } : {}),
         };
         datas.push(encodeSchedulerCommand(c));
       }

@@ -35,6 +35,7 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'RunService.GetRun': 'reader',
   'RunService.ListDeadRuns': 'reader',
   'RunService.ReplayRun': 'writer',
+  'RunService.PurgeDeadRuns': 'writer',
   'TenantService.CreateTenant': 'admin',
   'TenantService.GetTenant': 'reader',
   'TenantService.UpdateTenant': 'admin',

@@ -473,6 +473,25 @@ export function wholeNumber(option: string, text: string, min = 0): number {
   return n;
 }
 
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/** A duration such as `90s`, `36h` or `14d` (units ms, s, m, h, d), in ms. */
+export function durationMs(option: string, text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  const n = m ? Number(m[1]) * (DURATION_UNITS_MS[m[2]!] ?? NaN) : NaN;
+  if (!Number.isSafeInteger(n))
+    throw new UsageError(
+      `${option}: '${text}' is not a duration: a whole number with a unit, ms, s, m, h or d (e.g. 36h, 14d)`,
+    );
+  return n;
+}
+
 /** Repeatable option values collected into a list. */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];

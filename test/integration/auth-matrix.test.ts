@@ -35,6 +35,7 @@ function requestFor(method: string, sinkUrl: string, tokenId: string): Obj {
     'RunService.GetRun': fire,
     'RunService.ListDeadRuns': { tenant: TENANT },
     'RunService.ReplayRun': fire,
+    'RunService.PurgeDeadRuns': { tenant: TENANT },
     'TenantService.CreateTenant': { tenantId: 'm-tenant' },
     'TenantService.GetTenant': { tenantId: TENANT },
     'TenantService.UpdateTenant': { tenantId: TENANT, inflightMax: 7 },

@@ -8,9 +8,11 @@ import type { CliRun } from '../io.js';
 import { RUN_STATUSES } from '../../scheduler/model.js';
 import {
   choiceOption,
+  durationMs,
   enumText,
   enumValue,
   EXIT_CODES_HELP,
+  instant,
   iso,
   text,
   printJson,
@@ -18,6 +20,7 @@ import {
   table,
   tenantOf,
   tenantOption,
+  UsageError,
   wholeNumber,
   withClient,
   type RemoteOptions,
@@ -127,6 +130,44 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
         });
         printRuns(run, o, res);
       }),
+    );
+
+  remote(tenantOption(dlq.command('purge'), 'tenant whose dead runs to drop'))
+    .description(
+      "drop a tenant's DEAD runs from the DLQ in every group (all of them, one job's, or those that died before an instant or longer ago than a duration); needs --yes",
+    )
+    .option('--job <job-id>', "only this job's dead runs (also of a deleted job)")
+    .option('--died-before <instant>', 'only runs that died before this ISO instant')
+    .option('--older-than <duration>', 'only runs that died longer ago than this (e.g. 36h, 14d)')
+    .option('--yes', 'confirm: the runs are dropped and cannot be replayed')
+    .action(
+      async (
+        o: RemoteOptions & {
+          tenant?: string;
+          job?: string;
+          diedBefore?: string;
+          olderThan?: string;
+          yes?: boolean;
+        },
+      ) =>
+        withClient(run, o, async (c) => {
+          if (o.diedBefore !== undefined && o.olderThan !== undefined)
+            throw new UsageError('give --died-before or --older-than, not both');
+          const req: Obj = { tenant: tenantOf(o), jobId: o.job ?? '' };
+          if (o.diedBefore !== undefined)
+            req['diedBeforeMs'] = instant('--died-before', o.diedBefore);
+          if (o.olderThan !== undefined)
+            req['diedBeforeMs'] = Date.now() - durationMs('--older-than', o.olderThan);
+          if (o.yes !== true)
+            throw new UsageError('purge drops dead runs for good; add --yes to confirm');
+          const res = await c.call<Obj>('RunService', 'PurgeDeadRuns', req);
+          if (o.json === true) return printJson(run, res);
+          run.io.writeOut(
+            `purged ${text(res['purged'])} dead runs of tenant ${text(req['tenant'])} in ` +
+              `${text(res['groups'])} groups; every group committed within ` +
+              `${text(res['elapsedMs'])} ms\n`,
+          );
+        }),
     );
 
   remote(tenantOption(dlq.command('replay'), "the run's tenant"))

@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import {
   EXIT_CODES_HELP,
+  durationMs,
   iso,
   text,
   printJson,
@@ -19,29 +20,84 @@ import {
 
 type Obj = Record<string, unknown>;
 
-const HEADER = ['ID', 'SECRETS', 'INFLIGHT MAX', 'WEIGHT', 'PREVIOUS SECRET UNTIL', 'UPDATED'];
+const HEADER = [
+  'ID',
+  'SECRETS',
+  'INFLIGHT MAX',
+  'WEIGHT',
+  'HISTORY KEPT',
+  'DLQ KEPT',
+  'PREVIOUS SECRET UNTIL',
+  'UPDATED',
+];
+
+/** `100 runs / 7d`: what a retention keeps per job. */
+function kept(count: unknown, ageMs: unknown): string {
+  if (typeof count !== 'number' || typeof ageMs !== 'number') return '-';
+  const units: [number, string][] = [
+    [86_400_000, 'd'],
+    [3_600_000, 'h'],
+    [60_000, 'm'],
+    [1000, 's'],
+  ];
+  const unit = units.find(([ms]) => ageMs % ms === 0) ?? [1, 'ms'];
+  return `${count} / ${ageMs / unit[0]}${unit[1]}`;
+}
 
 function rows(tenants: Obj[]): string[][] {
-  return tenants.map((t) => [
-    text(t['id']),
-    ((t['secretHints'] as string[] | undefined) ?? []).join(' '),
-    text(t['inflightMax']),
-    text(t['priorityWeight']),
-    t['previousSecretUntilMs'] === undefined ? '-' : iso(t['previousSecretUntilMs']),
-    iso(t['updatedAtMs']),
-  ]);
+  return tenants.map((t) => {
+    const r = (t['retention'] as Obj | null | undefined) ?? {};
+    return [
+      text(t['id']),
+      ((t['secretHints'] as string[] | undefined) ?? []).join(' '),
+      text(t['inflightMax']),
+      text(t['priorityWeight']),
+      kept(r['historyPerJob'], r['historyMaxAgeMs']),
+      kept(r['deadPerJob'], r['deadMaxAgeMs']),
+      t['previousSecretUntilMs'] === undefined ? '-' : iso(t['previousSecretUntilMs']),
+      iso(t['updatedAtMs']),
+    ];
+  });
+}
+
+interface TenantFlags {
+  inflightMax?: string;
+  priorityWeight?: string;
+  historyPerJob?: string;
+  historyMaxAge?: string;
+  deadPerJob?: string;
+  deadMaxAge?: string;
+}
+
+/** The run-retention options, on `tenants create` and `tenants update`. */
+function retentionOptions(cmd: Command): Command {
+  return cmd
+    .option('--history-per-job <n>', 'finished runs (DEAD aside) kept per job, 1-100 (default 100)')
+    .option('--history-max-age <duration>', 'and for how long, 1m-7d (default 7d)')
+    .option('--dead-per-job <n>', 'DEAD runs (the DLQ) kept per job, 1-1000 (default 100)')
+    .option('--dead-max-age <duration>', 'and for how long, 1m-90d (default 14d)');
 }
 
 const WEIGHT_HELP =
   'share of delivery starts against other tenants with queued work, 1-100 (default 1)';
 
 /** The optional tenant fields given on the command line, checked. */
-function changes(o: { inflightMax?: string; priorityWeight?: string }): Obj {
+function changes(o: TenantFlags): Obj {
   const out: Obj = {};
   if (o.inflightMax !== undefined)
     out['inflightMax'] = wholeNumber('--inflight-max', o.inflightMax, 1);
   if (o.priorityWeight !== undefined)
     out['priorityWeight'] = wholeNumber('--priority-weight', o.priorityWeight, 1);
+  const retention: Obj = {};
+  if (o.historyPerJob !== undefined)
+    retention['historyPerJob'] = wholeNumber('--history-per-job', o.historyPerJob, 1);
+  if (o.historyMaxAge !== undefined)
+    retention['historyMaxAgeMs'] = durationMs('--history-max-age', o.historyMaxAge);
+  if (o.deadPerJob !== undefined)
+    retention['deadPerJob'] = wholeNumber('--dead-per-job', o.deadPerJob, 1);
+  if (o.deadMaxAge !== undefined)
+    retention['deadMaxAgeMs'] = durationMs('--dead-max-age', o.deadMaxAge);
+  if (Object.keys(retention).length > 0) out['retention'] = retention;
   return out;
 }
 
@@ -54,25 +110,22 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
   const tenants = new Command('tenants').description('create and manage tenants');
   tenants.addHelpText('after', EXIT_CODES_HELP);
 
-  remote(tenants.command('create'))
-    .description('create a tenant; prints its signing secret (generated unless --secret)')
-    .argument('<tenant-id>', '1-63 of a-z 0-9 _ -')
-    .option('--secret <whsec>', 'signing secret: whsec_ + base64 of 24-64 bytes')
-    .option('--inflight-max <n>', 'deliveries of this tenant in flight per node (default 1000)')
-    .option('--priority-weight <n>', WEIGHT_HELP)
-    .action(
-      async (
-        tenantId: string,
-        o: RemoteOptions & { secret?: string; inflightMax?: string; priorityWeight?: string },
-      ) =>
-        withClient(run, o, async (c) => {
-          const req: Obj = { tenantId, signingSecret: o.secret ?? '', ...changes(o) };
-          const res = await c.call<Obj>('TenantService', 'CreateTenant', req);
-          if (o.json === true) return printJson(run, res);
-          table(run, HEADER, rows([res['tenant'] as Obj]));
-          run.io.writeOut(`signing secret (shown once): ${text(res['signingSecret'])}\n`);
-        }),
-    );
+  retentionOptions(
+    remote(tenants.command('create'))
+      .description('create a tenant; prints its signing secret (generated unless --secret)')
+      .argument('<tenant-id>', '1-63 of a-z 0-9 _ -')
+      .option('--secret <whsec>', 'signing secret: whsec_ + base64 of 24-64 bytes')
+      .option('--inflight-max <n>', 'deliveries of this tenant in flight per node (default 1000)')
+      .option('--priority-weight <n>', WEIGHT_HELP),
+  ).action(async (tenantId: string, o: RemoteOptions & TenantFlags & { secret?: string }) =>
+    withClient(run, o, async (c) => {
+      const req: Obj = { tenantId, signingSecret: o.secret ?? '', ...changes(o) };
+      const res = await c.call<Obj>('TenantService', 'CreateTenant', req);
+      if (o.json === true) return printJson(run, res);
+      table(run, HEADER, rows([res['tenant'] as Obj]));
+      run.io.writeOut(`signing secret (shown once): ${text(res['signingSecret'])}\n`);
+    }),
+  );
 
   remote(tenants.command('get'))
     .description('show a tenant')
@@ -83,23 +136,22 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
       ),
     );
 
-  remote(tenants.command('update'))
-    .description("change a tenant's cap or priority weight (at least one option)")
-    .argument('<tenant-id>')
-    .option('--inflight-max <n>', 'deliveries of this tenant in flight per node')
-    .option('--priority-weight <n>', WEIGHT_HELP)
-    .action(
-      async (
-        tenantId: string,
-        o: RemoteOptions & { inflightMax?: string; priorityWeight?: string },
-      ) =>
-        withClient(run, o, async (c) => {
-          const change = changes(o);
-          if (Object.keys(change).length === 0)
-            throw new UsageError('give --inflight-max, --priority-weight or both');
-          show(run, o, await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }));
-        }),
-    );
+  retentionOptions(
+    remote(tenants.command('update'))
+      .description("change a tenant's cap, priority weight or run retention (at least one option)")
+      .argument('<tenant-id>')
+      .option('--inflight-max <n>', 'deliveries of this tenant in flight per node')
+      .option('--priority-weight <n>', WEIGHT_HELP),
+  ).action(async (tenantId: string, o: RemoteOptions & TenantFlags) =>
+    withClient(run, o, async (c) => {
+      const change = changes(o);
+      if (Object.keys(change).length === 0)
+        throw new UsageError(
+          'give at least one of --inflight-max, --priority-weight, --history-per-job, --history-max-age, --dead-per-job, --dead-max-age',
+        );
+      show(run, o, await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }));
+    }),
+  );
 
   remote(tenants.command('rotate-secret'))
     .description('make a new signing secret current; the old one also signs during the grace')

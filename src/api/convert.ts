@@ -7,6 +7,7 @@
  * name them by the job id their tenant knows, and the tenant beside it.
  */
 import { DEFAULT_RUN_RETENTION } from '../placement/run-retention.js';
+import { DEFAULT_TENANT_LIMITS } from '../placement/tenant-limits.js';
 import type { JobSpecInput } from './job-spec.js';
 import type { TenantRecord } from '../placement/meta-state.js';
 import { jobIdOfKey, splitJobKey } from '../scheduler/job-key.js';
@@ -167,5 +168,6 @@ export function tenantOut(t: TenantRecord): Msg {
     previousSecretUntilMs: t.previousSecretUntilMs,
     priorityWeight: t.priorityWeight,
     retention: t.retention ?? DEFAULT_RUN_RETENTION,
+    limits: t.limits ?? DEFAULT_TENANT_LIMITS,
   };
 }

@@ -9,6 +9,11 @@ import {
   RUN_RETENTION_BOUNDS,
   type RunRetention,
 } from '../placement/run-retention.js';
+import {
+  DEFAULT_TENANT_LIMITS,
+  TENANT_LIMIT_BOUNDS,
+  type TenantLimits,
+} from '../placement/tenant-limits.js';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../base/clock.js';
 import { TickraftError, ValidationError, type FieldViolation } from '../base/errors.js';
@@ -25,7 +30,7 @@ import { NotLeaderError } from '../raft/errors.js';
 import type { ApiNode } from './api-node.js';
 import { TENANT_ID_PATTERN } from './job-spec.js';
 
-export const DEFAULT_TENANT_INFLIGHT_MAX = 1000;
+export const DEFAULT_TENANT_INFLIGHT_MAX = 10_000;
 export const TENANT_INFLIGHT_MAX = 1_000_000;
 export const DEFAULT_ROTATION_GRACE_MS = 24 * 3600_000;
 export const PRIORITY_WEIGHT_MAX = 100;
@@ -62,6 +67,7 @@ export class TenantAdmin {
     inflightMax: number | undefined;
     priorityWeight?: number | undefined;
     retention?: RetentionChange | undefined;
+    limits?: LimitsChange | undefined;
   }): Promise<{ tenant: TenantRecord; secret: string }> {
     const violations: FieldViolation[] = [];
     checkId(req.id, violations);
@@ -71,7 +77,21 @@ export class TenantAdmin {
     checkInflight(inflightMax, violations);
     const priorityWeight = req.priorityWeight ?? DEFAULT_PRIORITY_WEIGHT;
     checkWeight(priorityWeight, violations);
-    const retention = withRetention(DEFAULT_RUN_RETENTION, req.retention, violations);
+    const retention = withBounded(
+      DEFAULT_RUN_RETENTION,
+      req.retention,
+      RUN_RETENTION_BOUNDS,
+      'retention',
+      violations,
+    );
+    const limits = withBounded(
+      DEFAULT_TENANT_LIMITS,
+      req.limits,
+      TENANT_LIMIT_BOUNDS,
+      'limits',
+      violations,
+    );
+    checkBurst(limits, violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const tenant: TenantRecord = {
       id: req.id,
@@ -80,6 +100,7 @@ export class TenantAdmin {
       updatedAtMs: this.clock.nowMs(),
       priorityWeight,
       ...(retention === DEFAULT_RUN_RETENTION ? {} : { retention }),
+      ...(limits === DEFAULT_TENANT_LIMITS ? {} : { limits }),
     };
     await this.propose({ op: 'create-tenant', tenant });
     return { tenant, secret };
@@ -107,25 +128,40 @@ export class TenantAdmin {
       inflightMax?: number | undefined;
       priorityWeight?: number | undefined;
       retention?: RetentionChange | undefined;
+      limits?: LimitsChange | undefined;
     },
   ): Promise<TenantRecord> {
     const violations: FieldViolation[] = [];
     if (change.inflightMax !== undefined) checkInflight(change.inflightMax, violations);
     if (change.priorityWeight !== undefined) checkWeight(change.priorityWeight, violations);
     // Checked before the tenant is looked up, so that bad input is named whether it exists or not.
-    withRetention(DEFAULT_RUN_RETENTION, change.retention, violations);
+    checkBounded(change.retention, RUN_RETENTION_BOUNDS, 'retention', violations);
+    checkBounded(change.limits, TENANT_LIMIT_BOUNDS, 'limits', violations);
     if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const current = this.current(id);
-    const retention = withRetention(
+    const retention = withBounded(
       current.retention ?? DEFAULT_RUN_RETENTION,
       change.retention,
+      RUN_RETENTION_BOUNDS,
+      'retention',
       violations,
     );
+    const limits = withBounded(
+      current.limits ?? DEFAULT_TENANT_LIMITS,
+      change.limits,
+      TENANT_LIMIT_BOUNDS,
+      'limits',
+      violations,
+    );
+    // The burst is judged with the rate it would run with: the one sent, or the one stored.
+    checkBurst(limits, violations);
+    if (violations.length > 0) throw new ValidationError('TENANT_INVALID', violations);
     const tenant: TenantRecord = {
       ...current,
       inflightMax: change.inflightMax ?? current.inflightMax,
       priorityWeight: change.priorityWeight ?? current.priorityWeight,
       retention,
+      limits,
       updatedAtMs: this.nextStamp(current),
     };
     await this.propose({ op: 'update-tenant', tenant, expectedUpdatedAtMs: current.updatedAtMs });
@@ -209,31 +245,56 @@ function checkId(id: string, out: FieldViolation[]): void {
 
 /** Retention fields a request sets; absent ones keep their value. */
 export type RetentionChange = { readonly [K in keyof RunRetention]?: number | undefined };
+/** Limits a request sets; absent ones keep their value. */
+export type LimitsChange = { readonly [K in keyof TenantLimits]?: number | undefined };
 
-/**
- * `base` with the fields `change` sets, each checked against RUN_RETENTION_BOUNDS (a violation
- * per bad field, named `retention.<field>`); `base` itself when nothing is set.
- */
-function withRetention(
-  base: RunRetention,
-  change: RetentionChange | undefined,
+/** A violation, named `<prefix>.<field>`, per field of `change` outside its bounds. */
+function checkBounded<K extends string>(
+  change: { readonly [F in K]?: number | undefined } | undefined,
+  bounds: Readonly<Record<K, readonly [number, number]>>,
+  prefix: string,
   out: FieldViolation[],
-): RunRetention {
-  if (change === undefined) return base;
-  const next: Record<keyof RunRetention, number> = { ...base };
-  let changed = false;
-  for (const key of Object.keys(RUN_RETENTION_BOUNDS) as (keyof RunRetention)[]) {
+): void {
+  if (change === undefined) return;
+  for (const key of Object.keys(bounds) as K[]) {
     const v = change[key];
     if (v === undefined) continue;
-    const [lo, hi] = RUN_RETENTION_BOUNDS[key];
-    if (!Number.isSafeInteger(v) || v < lo || v > hi) {
-      out.push({ field: `retention.${key}`, reason: `must be an integer from ${lo} to ${hi}` });
-      continue;
-    }
+    const [lo, hi] = bounds[key];
+    if (!Number.isSafeInteger(v) || v < lo || v > hi)
+      out.push({ field: `${prefix}.${key}`, reason: `must be an integer from ${lo} to ${hi}` });
+  }
+}
+
+/** `base` with the fields `change` sets (checked as checkBounded does); `base` itself if none. */
+function withBounded<K extends string>(
+  base: Readonly<Record<K, number>>,
+  change: { readonly [F in K]?: number | undefined } | undefined,
+  bounds: Readonly<Record<K, readonly [number, number]>>,
+  prefix: string,
+  out: FieldViolation[],
+): Readonly<Record<K, number>> {
+  if (change === undefined) return base;
+  const before = out.length;
+  checkBounded(change, bounds, prefix, out);
+  if (out.length > before) return base;
+  const next: Record<K, number> = { ...base };
+  let changed = false;
+  for (const key of Object.keys(bounds) as K[]) {
+    const v = change[key];
+    if (v === undefined) continue;
     next[key] = v;
     changed = true;
   }
   return changed ? next : base;
+}
+
+/** A bucket smaller than one second of its rate would refuse a steady caller at the rate. */
+function checkBurst(limits: TenantLimits, out: FieldViolation[]): void {
+  if (limits.writeBurst < limits.writesPerSecond)
+    out.push({
+      field: 'limits.writeBurst',
+      reason: `must be at least limits.writes_per_second (${limits.writesPerSecond})`,
+    });
 }
 
 function checkInflight(n: number, out: FieldViolation[]): void {

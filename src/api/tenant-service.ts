@@ -9,23 +9,35 @@ import { tenantOut, type Msg } from './convert.js';
 import { requireTenantId } from './job-service.js';
 import { decodePageToken, encodePageToken, pageSizeOf } from './pagination.js';
 import { scopeTenant } from './tenant-scope.js';
-import type { RetentionChange } from './tenant-admin.js';
+import type { LimitsChange, RetentionChange } from './tenant-admin.js';
 import type { CallContext } from './router.js';
 import { num, optNum, str, unary, type Handler } from './service-kit.js';
 
-/** The request's `retention` fields that are set; undefined when it sets none. */
-function retentionChangeOf(req: Msg): RetentionChange | undefined {
-  const r = req['retention'];
-  if (r === null || typeof r !== 'object') return undefined;
-  const m = r as Msg;
-  const change: RetentionChange = {
-    historyPerJob: optNum(m, 'historyPerJob'),
-    historyMaxAgeMs: optNum(m, 'historyMaxAgeMs'),
-    deadPerJob: optNum(m, 'deadPerJob'),
-    deadMaxAgeMs: optNum(m, 'deadMaxAgeMs'),
-  };
+/** The fields of the request's sub-message `key` that are set; undefined when it sets none. */
+function changeOf<K extends string>(
+  req: Msg,
+  key: string,
+  fields: readonly K[],
+): { [F in K]?: number | undefined } | undefined {
+  const sub = req[key];
+  if (sub === null || typeof sub !== 'object') return undefined;
+  const change: { [F in K]?: number | undefined } = {};
+  for (const f of fields) change[f] = optNum(sub as Msg, f);
   return Object.values(change).some((v) => v !== undefined) ? change : undefined;
 }
+
+const RETENTION_FIELDS = [
+  'historyPerJob',
+  'historyMaxAgeMs',
+  'deadPerJob',
+  'deadMaxAgeMs',
+] as const;
+const LIMIT_FIELDS = ['maxJobs', 'writesPerSecond', 'writeBurst', 'firesPerSecond'] as const;
+
+const retentionChangeOf = (req: Msg): RetentionChange | undefined =>
+  changeOf(req, 'retention', RETENTION_FIELDS);
+const limitsChangeOf = (req: Msg): LimitsChange | undefined =>
+  changeOf(req, 'limits', LIMIT_FIELDS);
 
 export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { tenants } = api;
@@ -46,6 +58,7 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
           inflightMax: optNum(req, 'inflightMax'),
           priorityWeight: optNum(req, 'priorityWeight'),
           retention: retentionChangeOf(req),
+          limits: limitsChangeOf(req),
         });
         return { tenant: tenantOut(r.tenant), signingSecret: r.secret };
       }),
@@ -60,6 +73,7 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
             inflightMax: optNum(req, 'inflightMax'),
             priorityWeight: optNum(req, 'priorityWeight'),
             retention: retentionChangeOf(req),
+            limits: limitsChangeOf(req),
           }),
         ),
       ),

@@ -4,6 +4,7 @@
  * deterministic and rejects what does not fit the current state with a result, never a throw.
  */
 import type { RunRetention } from './run-retention.js';
+import type { TenantLimits } from './tenant-limits.js';
 import type { Entry, NodeId } from '../raft/messages.js';
 import type { GroupStateMachine } from '../multiraft/group-replica.js';
 import {
@@ -73,7 +74,10 @@ export interface TenantRecord {
   readonly id: string;
   /** `whsec_…` secrets, newest first; checked by the proposer (src/delivery/signing.ts). */
   readonly signingSecrets: readonly string[];
-  /** Deliveries of this tenant in flight at once on one node. */
+  /**
+   * Deliveries of this tenant in flight at once across the cluster; each node takes a share by
+   * the data groups it leads (src/server/scheduler-runtime.ts).
+   */
   readonly inflightMax: number;
   readonly updatedAtMs: number;
   /**
@@ -92,6 +96,8 @@ export interface TenantRecord {
    * written before the field existed, or never set): DEFAULT_RUN_RETENTION.
    */
   readonly retention?: RunRetention | undefined;
+  /** Quotas and rates; absent (older records, or never set): DEFAULT_TENANT_LIMITS. */
+  readonly limits?: TenantLimits | undefined;
 }
 
 export const DEFAULT_PRIORITY_WEIGHT = 1;

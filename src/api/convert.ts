@@ -64,6 +64,7 @@ export function jobSpecIn(m: Msg | null | undefined): JobSpecInput {
     overlap: overlap && {
       policy: enumIn(overlap['policy'], 'OVERLAP_POLICY_'),
       bufferCap: overlap['bufferCap'],
+      maxConcurrency: overlap['maxConcurrency'],
     },
     priority: m['priority'],
     startAtMs: m['startAtMs'],
@@ -89,6 +90,8 @@ export function jobSpecOut(s: JobSpec): Msg {
     retry: { ...s.retry },
     attemptDeadlineMs: s.attemptDeadlineMs,
     misfire: { ...s.misfire, policy: enumOut(s.misfire.policy, 'MISFIRE_POLICY_') },
+    // maxConcurrency only when the definition has it: absent means the policy's default (1, or
+    // no limit for allow), and a reply read, changed to allow and sent back stays valid.
     overlap: { ...s.overlap, policy: enumOut(s.overlap.policy, 'OVERLAP_POLICY_') },
     priority: s.priority,
     startAtMs: s.startAtMs,

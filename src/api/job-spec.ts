@@ -6,7 +6,8 @@
  *
  * Defaults: timezone UTC; delivery at_least_once; retry 5 attempts, 1 s initial backoff ×2 up to
  * 5 min, max age 24 h; attempt deadline 30 s; misfire fire_once within a 1 h catch-up window
- * (fire_all cap 100); overlap allow (buffer_all cap 10); priority 2; payload `{}`. An `every`
+ * (fire_all cap 100); overlap allow (buffer_all cap 10; no maxConcurrency written: absent means
+ * 1 for skip and buffer_*, no limit for allow); priority 2; payload `{}`. An `every`
  * schedule without an anchor is anchored at the creation time, written into the spec so every
  * replica counts from the same instant.
  */
@@ -21,6 +22,7 @@ import type {
   JobSpec,
   MisfirePolicyName,
   OverlapPolicyName,
+  OverlapSettings,
   RetryPolicy,
 } from '../scheduler/model.js';
 
@@ -31,6 +33,10 @@ export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 export const PRIORITY_MAX = 3;
 export const FIRE_ALL_CAP_MAX = 10_000;
 export const BUFFER_CAP_MAX = 1_000;
+export const MAX_CONCURRENCY_MAX = 1_000;
+/** The policies `overlap.maxConcurrency` applies to, as the API spells them. */
+const LIMITED_OVERLAP_POLICIES =
+  'OVERLAP_POLICY_SKIP, OVERLAP_POLICY_BUFFER_ONE and OVERLAP_POLICY_BUFFER_ALL';
 export const CATCH_UP_WINDOW_MS_MAX = 7 * 86_400_000;
 
 export const DEFAULT_RETRY: RetryPolicy = Object.freeze({
@@ -163,20 +169,7 @@ export function compileJobSpec(
   if (misfire.catchUpWindowMs < 0 || misfire.catchUpWindowMs > CATCH_UP_WINDOW_MS_MAX)
     add('misfire.catchUpWindowMs', `must be in [0, ${CATCH_UP_WINDOW_MS_MAX}]`);
 
-  const overlapIn = obj(input.overlap, 'overlap', add, true) ?? {};
-  const overlap = {
-    policy: oneOf<OverlapPolicyName>(
-      overlapIn['policy'],
-      'overlap.policy',
-      'OVERLAP_POLICY_',
-      ['allow', 'skip', 'buffer_one', 'buffer_all'],
-      'allow',
-      add,
-    ),
-    bufferCap: int(overlapIn['bufferCap'], 'overlap.bufferCap', add, 10),
-  };
-  if (overlap.bufferCap < 1 || overlap.bufferCap > BUFFER_CAP_MAX)
-    add('overlap.bufferCap', `must be in [1, ${BUFFER_CAP_MAX}]`);
+  const overlap = compileOverlap(input.overlap, add);
 
   const priority = int(input.priority, 'priority', add, 2);
   if (priority < 0 || priority > PRIORITY_MAX) add('priority', `must be in [0, ${PRIORITY_MAX}]`);
@@ -519,6 +512,58 @@ function int(value: unknown, field: string, add: Add, dflt: number): number {
     return dflt;
   }
   return n;
+}
+
+/**
+ * The overlap settings: policy (default allow), buffer_all's cap (default 10) and the limit on
+ * runs in flight. The limit is written only when given (not as `undefined`): a definition
+ * without it is stored, logged and compared exactly as before the field existed, reads back
+ * without it, and means 1 for skip and buffer_*, no limit for allow.
+ */
+function compileOverlap(value: unknown, add: Add): OverlapSettings {
+  const overlapIn = obj(value, 'overlap', add, true) ?? {};
+  const policy = oneOf<OverlapPolicyName>(
+    overlapIn['policy'],
+    'overlap.policy',
+    'OVERLAP_POLICY_',
+    ['allow', 'skip', 'buffer_one', 'buffer_all'],
+    'allow',
+    add,
+  );
+  const bufferCap = int(overlapIn['bufferCap'], 'overlap.bufferCap', add, 10);
+  if (bufferCap < 1 || bufferCap > BUFFER_CAP_MAX)
+    add('overlap.bufferCap', `must be in [1, ${BUFFER_CAP_MAX}]`);
+  const limitIn = overlapIn['maxConcurrency'];
+  const maxConcurrency = optCount(limitIn, 'overlap.maxConcurrency', 1, MAX_CONCURRENCY_MAX, add);
+  // Refused rather than dropped: a caller who set a limit expects one, and allow has none.
+  if (limitIn !== undefined && limitIn !== null && policy === 'allow')
+    add(
+      'overlap.maxConcurrency',
+      `OVERLAP_POLICY_ALLOW (the default policy) places no limit on runs in flight: max_concurrency applies only to ${LIMITED_OVERLAP_POLICIES}`,
+    );
+  return maxConcurrency === undefined
+    ? { policy, bufferCap }
+    : { policy, bufferCap, maxConcurrency };
+}
+
+/** An optional count in [min, max]: absent stays absent, anything else is checked. */
+function optCount(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+  add: Add,
+): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    add(field, `must be an integer in [${min}, ${max}]`);
+    return undefined;
+  }
+  if (value < min || value > max) {
+    add(field, `must be in [${min}, ${max}]`);
+    return undefined;
+  }
+  return value;
 }
 
 function optInt(value: unknown, field: string, add: Add): number | undefined {

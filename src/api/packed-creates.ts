@@ -309,9 +309,11 @@ function samePart(s: JobSpec, p: Record<string, unknown>): boolean {
     s.misfire.policy === m['policy'] &&
     s.misfire.fireAllCap === m['fireAllCap'] &&
     s.misfire.catchUpWindowMs === m['catchUpWindowMs'] &&
-    Object.keys(o).length === 2 &&
+    // maxConcurrency is a key only when set (compileJobSpec leaves it out otherwise).
+    Object.keys(o).length === (s.overlap.maxConcurrency === undefined ? 2 : 3) &&
     s.overlap.policy === o['policy'] &&
     s.overlap.bufferCap === o['bufferCap'] &&
+    s.overlap.maxConcurrency === o['maxConcurrency'] &&
     s.priority === p['priority'] &&
     s.startAtMs === p['startAtMs'] &&
     s.endAtMs === p['endAtMs'] &&

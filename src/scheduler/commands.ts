@@ -36,6 +36,17 @@ export interface FireIntent {
   readonly version?: number;
 }
 
+/** A run the leader did not send, with why (a miss-runs entry). */
+export interface MissedRun {
+  readonly fireId: string;
+  readonly reason: string;
+  /**
+   * What the run becomes: SKIPPED for a job that had its maxConcurrency runs in flight. Absent
+   * for MISSED, as in every entry written before SKIPPED could be given here.
+   */
+  readonly status?: 'SKIPPED';
+}
+
 export interface AttemptResultCommand {
   readonly op: 'attempt-result';
   readonly atMs: number;
@@ -180,12 +191,14 @@ export type SchedulerCommand =
     }
   | {
       /**
-       * Runs planned before an outage whose slot passed while no leader could deliver them:
-       * the job's misfire policy says they do not fire (skip, coalesced, outside the window).
+       * Runs planned that the leader, when their turn came, did not send: their slot passed
+       * while no leader could deliver them and the job's misfire policy says they do not fire
+       * (MISSED: skip, coalesced, outside the window), or their job already had its overlap
+       * policy's maxConcurrency runs in flight (SKIPPED: run_in_flight).
        */
       readonly op: 'miss-runs';
       readonly atMs: number;
-      readonly runs: readonly { readonly fireId: string; readonly reason: string }[];
+      readonly runs: readonly MissedRun[];
     }
   | TenantJobsCommand
   | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
@@ -224,6 +237,7 @@ export function specPartKey(s: SpecPart): string {
     s.misfire.catchUpWindowMs,
     s.overlap.policy,
     s.overlap.bufferCap,
+    s.overlap.maxConcurrency ?? null,
     s.priority,
     s.startAtMs ?? null,
     s.endAtMs ?? null,

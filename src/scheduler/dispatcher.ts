@@ -23,7 +23,7 @@
  */
 import { assertionFailed } from '../base/assert.js';
 import { parseSchedule, type Schedule } from '../schedule/parse.js';
-import type { AttemptResultCommand, FireIntent, SchedulerCommand } from './commands.js';
+import type { AttemptResultCommand, FireIntent, MissedRun, SchedulerCommand } from './commands.js';
 import { DueIndex } from './due-index.js';
 import {
   ADMIT_ALL,
@@ -34,7 +34,7 @@ import {
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents, planOverdue } from './intent-planner.js';
 import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-retention.js';
-import { isTerminal, type AttemptOutcome, type Job, type Run } from './model.js';
+import { isTerminal, maxConcurrencyOf, type AttemptOutcome, type Job, type Run } from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
 /** What the runtime knows of this replica's Raft role at the moment it calls step(). */
@@ -162,7 +162,10 @@ type InFlight =
   | { readonly phase: 'starting'; readonly attempt: number }
   /** Handed to delivery; waiting for attemptDone(). */
   | { readonly phase: 'delivering'; readonly attempt: number }
-  /** miss-runs proposed (a stale first attempt its misfire policy drops); waiting to apply. */
+  /**
+   * miss-runs proposed (a stale first attempt its misfire policy drops, or a skip policy's run
+   * whose job is full); waiting to apply.
+   */
   | { readonly phase: 'missing'; readonly attempt: number }
   /** attempt-result proposed; waiting for it to apply. */
   | {
@@ -198,7 +201,7 @@ interface TermState {
   purgeInFlight: boolean;
   /** When the retention sweep goes on next. */
   nextSweepMs: number;
-  /** Runs held back by a buffer_* overlap policy, per job, in slot order. */
+  /** Runs held back by a buffer_* overlap policy (the job is full), per job, in slot order. */
   readonly held: Map<string, string[]>;
   readonly inFlight: Map<string, InFlight>;
   /** Highest token this term handed out per job (at-least-once tokens are not in the log yet). */
@@ -668,17 +671,30 @@ export class GroupDispatcher {
     return schedule;
   }
 
-  /** Runs of the job started and not finished: in flight here, DISPATCHED, or awaiting retry. */
-  private activeRuns(ls: TermState, jobId: string): number {
+  /**
+   * Runs of the job started and not finished: in flight here, DISPATCHED, or awaiting retry
+   * (what the overlap policy's `maxConcurrency` counts). `except` is left out of the count, and
+   * counting stops at `max`.
+   */
+  private activeRuns(
+    ls: TermState,
+    jobId: string,
+    except?: string,
+    max = Number.POSITIVE_INFINITY,
+  ): number {
     let n = 0;
     for (const fireId of this.liveRuns.get(jobId) ?? []) {
-      if (this.isActive(ls, fireId)) n++;
+      if (n >= max) break;
+      if (fireId !== except && this.isActive(ls, fireId)) n++;
     }
     return n;
   }
 
   private isActive(ls: TermState, fireId: string): boolean {
-    if (ls.inFlight.has(fireId)) return true;
+    const f = ls.inFlight.get(fireId);
+    // A run being recorded MISSED or SKIPPED (miss-runs proposed) never went out: counting it
+    // would make its job look full, and skip or hold the runs after it for nothing.
+    if (f !== undefined) return f.phase !== 'missing';
     const run = this.sm.runs.get(fireId);
     return run !== undefined && (run.status === 'DISPATCHED' || run.attempts.length > 0);
   }
@@ -691,7 +707,7 @@ export class GroupDispatcher {
     admits: HandOutAdmission,
   ): void {
     let handed = 0;
-    const missed: { fireId: string; reason: string }[] = [];
+    const missed: MissedRun[] = [];
     const deferred: string[] = [];
     const limit = Math.min(maxDeliveries, this.deliveriesPerStep);
     // Lateness is judged as of the moment the cap first held runs back (see cappedSinceMs).
@@ -738,6 +754,11 @@ export class GroupDispatcher {
       if (stale !== undefined) {
         ls.inFlight.set(fireId, { phase: 'missing', attempt: 1 });
         missed.push({ fireId, reason: stale });
+        continue;
+      }
+      if (this.mustSkip(ls, job, run)) {
+        ls.inFlight.set(fireId, { phase: 'missing', attempt: 1 });
+        missed.push({ fireId, reason: 'run_in_flight', status: 'SKIPPED' });
         continue;
       }
       if (this.mustWait(ls, job, fireId)) {
@@ -858,20 +879,33 @@ export class GroupDispatcher {
     }
   }
 
-  /** buffer_one / buffer_all: a run waits while another run of its job is active. */
+  /**
+   * overlap skip: a slot's first attempt whose job already has `maxConcurrency` other runs
+   * active is SKIPPED (`run_in_flight`) instead of going out. Planning checked the count a
+   * look-ahead before the slot, when the runs planned before it had not started yet (a schedule
+   * faster than the look-ahead plans several slots at once, a misfire policy fires several late
+   * ones): this is where the limit holds. Retries are active already, and manual runs (trigger,
+   * backfill) are asked for by a caller, so neither is skipped; both count for the others.
+   */
+  private mustSkip(ls: TermState, job: Job, run: Run): boolean {
+    if (job.overlap.policy !== 'skip' || run.manual || run.attempts.length > 0) return false;
+    const max = maxConcurrencyOf(job.overlap);
+    return this.activeRuns(ls, job.id, run.fireId, max) >= max;
+  }
+
+  /** buffer_one / buffer_all: a run waits while its job has `maxConcurrency` other runs active. */
   private mustWait(ls: TermState, job: Job, fireId: string): boolean {
     if (job.overlap.policy !== 'buffer_one' && job.overlap.policy !== 'buffer_all') return false;
-    for (const other of this.liveRuns.get(job.id) ?? []) {
-      if (other !== fireId && this.isActive(ls, other)) return true;
-    }
-    return false;
+    const max = maxConcurrencyOf(job.overlap);
+    return this.activeRuns(ls, job.id, fireId, max) >= max;
   }
 
   private releaseHeld(ls: TermState, jobId: string): void {
     const held = ls.held.get(jobId);
     if (!held) return;
     ls.held.delete(jobId);
-    // Back to the queue in slot order; dispatch() holds all but the first again.
+    // Back to the queue in slot order; dispatch() lets the oldest go while the job has room
+    // (maxConcurrency) and holds the rest again.
     for (const fireId of held) ls.dispatchQueue.add(fireId);
   }
 

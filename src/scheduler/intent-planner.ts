@@ -8,14 +8,17 @@
  * recorded SKIPPED ('paused'); a slot late by more than the misfire threshold goes through the
  * job's misfire policy (fire_all capped, fire_once, skip, all inside the catch-up window; the
  * rest MISSED with a reason); an on-time slot goes through the overlap policy (fire, buffer —
- * which fires and lets the dispatcher hold the run back — or SKIPPED with a reason).
+ * which fires and lets the dispatcher hold the run back — or SKIPPED with a reason), counting
+ * the job's runs in flight against its `maxConcurrency`. The count is taken when the slot is
+ * planned, a look-ahead before it; the dispatcher checks the limit again when the run's turn
+ * comes (dispatcher.ts, dispatch).
  */
 import { nextFire } from '../schedule/next-fire.js';
 import { planMisfire, type MisfirePolicy } from '../schedule/misfire.js';
 import { planOverlap, type OverlapPolicy } from '../schedule/overlap.js';
 import type { Schedule } from '../schedule/parse.js';
 import type { FireIntent, SlotNotFired } from './commands.js';
-import type { Job } from './model.js';
+import { maxConcurrencyOf, type Job } from './model.js';
 
 export interface PlanInput {
   /** Candidate jobs (typically those the due index says are due within the look-ahead). */
@@ -100,15 +103,17 @@ function toMisfirePolicy(job: Job): MisfirePolicy {
 }
 
 function toOverlapPolicy(job: Job): OverlapPolicy {
+  // A definition without the field (written before it existed, or not given) limits to 1.
+  const maxConcurrency = maxConcurrencyOf(job.overlap);
   switch (job.overlap.policy) {
     case 'allow':
       return { kind: 'allow' };
     case 'skip':
-      return { kind: 'skip' };
+      return { kind: 'skip', maxConcurrency };
     case 'buffer_one':
-      return { kind: 'buffer_one' };
+      return { kind: 'buffer_one', maxConcurrency };
     case 'buffer_all':
-      return { kind: 'buffer_all', bufferedCountMax: job.overlap.bufferCap };
+      return { kind: 'buffer_all', bufferedCountMax: job.overlap.bufferCap, maxConcurrency };
   }
 }
 

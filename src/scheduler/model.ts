@@ -28,11 +28,28 @@ export interface OverlapSettings {
   readonly policy: OverlapPolicyName;
   /** buffer_all: at most this many slots wait. */
   readonly bufferCap: number;
+  /**
+   * skip / buffer_one / buffer_all: at most this many runs of the job in flight, 1 to
+   * MAX_CONCURRENCY_MAX (src/api/job-spec.ts). Absent when the client did not set it: then 1,
+   * what these policies meant before the field existed (log entries and snapshots written
+   * before it have no such key, and a definition that does not use it stays byte for byte what
+   * it was). Never set with allow, which places no limit (maxConcurrencyOf).
+   */
+  readonly maxConcurrency?: number;
 }
 
 export interface WebhookTarget {
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
+}
+
+/**
+ * Most runs of a job in flight at once under its overlap settings: no limit (infinity) for
+ * allow, else the job's `maxConcurrency`, 1 when absent.
+ */
+export function maxConcurrencyOf(overlap: OverlapSettings): number {
+  if (overlap.policy === 'allow') return Number.POSITIVE_INFINITY;
+  return overlap.maxConcurrency ?? 1;
 }
 
 /** What a client defines; everything the state machine needs to decide, nothing derived. */

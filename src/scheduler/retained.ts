@@ -10,7 +10,7 @@
  * walks. None of these values is ever mutated, so sharing is safe.
  */
 import { specPartKey, type SpecPart } from './commands.js';
-import type { JobSpec } from './model.js';
+import type { JobSpec, OverlapSettings } from './model.js';
 
 /** A job's definition without what usually differs from job to job (name, anchor). */
 export type SharedSpec = Readonly<Omit<JobSpec, 'name' | 'anchorMs'>>;
@@ -140,10 +140,16 @@ export class Retained {
         fireAllCap: m.fireAllCap,
         catchUpWindowMs: m.catchUpWindowMs,
       })),
-      overlap: this.sharedObject(`o${o.policy}/${o.bufferCap}`, () => ({
-        policy: o.policy,
-        bufferCap: o.bufferCap,
-      })),
+      // The limit is part of the key: two definitions differing only in it must not share.
+      // Absent stays absent (not `undefined`), so a definition without it is stored, and
+      // snapshotted, exactly as before the field existed.
+      overlap: this.sharedObject(
+        `o${o.policy}/${o.bufferCap}/${o.maxConcurrency ?? ''}`,
+        (): OverlapSettings =>
+          o.maxConcurrency === undefined
+            ? { policy: o.policy, bufferCap: o.bufferCap }
+            : { policy: o.policy, bufferCap: o.bufferCap, maxConcurrency: o.maxConcurrency },
+      ),
       priority: spec.priority,
       startAtMs: spec.startAtMs,
       endAtMs: spec.endAtMs,

@@ -8,7 +8,8 @@ import type { RunStatus } from './model.js';
 
 const LEGAL: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   // Attempt started (at-most-once), succeeded, retried later, or ended without firing (MISSED:
-  // planned before an outage, its slot passed while nobody could deliver it).
+  // planned before an outage, its slot passed while nobody could deliver it; SKIPPED: paused,
+  // or its job had its overlap policy's maxConcurrency runs in flight when its turn came).
   SCHEDULED: ['DISPATCHED', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'CANCELLED', 'SKIPPED', 'MISSED'],
   DISPATCHED: ['SUCCEEDED', 'SCHEDULED', 'DEAD', 'UNKNOWN', 'SKIPPED'],
   // Only a replay leaves a terminal status.

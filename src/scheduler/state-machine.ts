@@ -349,11 +349,16 @@ export class SchedulerStateMachine {
         }
         return { ok: true };
       case 'miss-runs':
-        for (const { fireId, reason } of c.runs) {
+        for (const { fireId, reason, status } of c.runs) {
           const run = this.runs.get(fireId);
           // Only a run nobody has attempted yet; anything else moved on meanwhile.
           if (run?.status === 'SCHEDULED' && run.attempts.length === 0)
-            this.finish(run, 'MISSED', this.keep.shared(reason), c.atMs);
+            this.finish(
+              run,
+              status === 'SKIPPED' ? 'SKIPPED' : 'MISSED',
+              this.keep.shared(reason),
+              c.atMs,
+            );
         }
         return { ok: true };
       case 'replay-run':

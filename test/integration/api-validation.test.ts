@@ -45,6 +45,19 @@ const CASES: [string, Obj, Obj?][] = [
   ['spec.misfire.catch_up_window_ms', { misfire: { catchUpWindowMs: -1 } }],
   ['spec.overlap.policy', { overlap: { policy: 9 } }],
   ['spec.overlap.buffer_cap', { overlap: { bufferCap: 0 } }],
+  [
+    'spec.overlap.max_concurrency',
+    { overlap: { policy: 'OVERLAP_POLICY_SKIP', maxConcurrency: 0 } },
+  ],
+  [
+    'spec.overlap.max_concurrency',
+    { overlap: { policy: 'OVERLAP_POLICY_BUFFER_ALL', maxConcurrency: 1001 } },
+  ],
+  [
+    'spec.overlap.max_concurrency',
+    { overlap: { policy: 'OVERLAP_POLICY_ALLOW', maxConcurrency: 2 } },
+  ],
+  ['spec.overlap.max_concurrency', { overlap: { maxConcurrency: 1 } }],
   ['spec.priority', { priority: 9 }],
   ['spec.start_at_ms', { startAtMs: 2 ** 60 }],
   ['spec.end_at_ms', { startAtMs: 2_000_000_000_000, endAtMs: 1_000_000_000_000 }],
@@ -146,6 +159,60 @@ t.test(
     t.same([batchFirst.created, batchFirst.duplicates], [40, 0], 'the first call creates all');
     t.same([batchAgain.created, batchAgain.duplicates], [0, 40], 'the retry creates none');
 
+    // An overlap limit, set or not, reads back as it was sent: through CreateJob and through
+    // CreateJobs (whose entries the groups' leaders check again from their packed form).
+    const allowReason = (
+      (await c
+        .call('JobService', 'CreateJob', {
+          jobId: 'limit-allow',
+          spec: { ...ac.spec(), overlap: { maxConcurrency: 2 } },
+        })
+        .catch((e: unknown) => e)) as ApiCallError
+    ).violations[0]?.reason;
+    t.match(
+      allowReason,
+      /places no limit.*OVERLAP_POLICY_SKIP/,
+      'allow + limit: the reason says why',
+    );
+    const rangeReason = (
+      (await c
+        .call('JobService', 'CreateJob', {
+          jobId: 'limit-range',
+          spec: { ...ac.spec(), overlap: { policy: 'OVERLAP_POLICY_SKIP', maxConcurrency: 0 } },
+        })
+        .catch((e: unknown) => e)) as ApiCallError
+    ).violations[0]?.reason;
+    t.equal(rangeReason, 'must be in [1, 1000]', 'out of range: the range named');
+    await c.call('JobService', 'CreateJob', {
+      jobId: 'limit-one',
+      spec: { ...ac.spec(), overlap: { policy: 'OVERLAP_POLICY_SKIP', maxConcurrency: 3 } },
+    });
+    await c.call('JobService', 'CreateJobs', {
+      jobs: Array.from({ length: 6 }, (_, i) => ({
+        jobId: `limit-bulk-${i}`,
+        spec: {
+          ...ac.spec(),
+          overlap:
+            i % 2 === 0
+              ? { policy: 'OVERLAP_POLICY_BUFFER_ALL', maxConcurrency: 4 }
+              : { policy: 'OVERLAP_POLICY_BUFFER_ALL' },
+        },
+      })),
+    });
+    const overlapOf = async (jobId: string): Promise<Obj> =>
+      ((await c.call<Obj>('JobService', 'GetJob', { tenant: 'acme', jobId }))['spec'] as Obj)[
+        'overlap'
+      ] as Obj;
+    t.same(
+      await overlapOf('limit-one'),
+      { policy: 'OVERLAP_POLICY_SKIP', bufferCap: 10, maxConcurrency: 3 },
+      'CreateJob: the limit reads back',
+    );
+    for (let i = 0; i < 6; i++) {
+      const o = await overlapOf(`limit-bulk-${i}`);
+      t.equal(o['maxConcurrency'], i % 2 === 0 ? 4 : undefined, `limit-bulk-${i}: as sent`);
+    }
+
     // A job id names a job only with its tenant: a call without one is refused, naming it.
     for (const [service, method, req] of [
       ['JobService', 'GetJob', { jobId: 'batch-ok' }],
@@ -221,6 +288,47 @@ t.test(
       endpoint,
     );
     t.equal((JSON.parse(get.stdout) as Obj)['version'], 2);
+    const limit = await tickctl(
+      t,
+      [
+        'jobs',
+        'update',
+        'cli-job',
+        '--tenant',
+        'beta',
+        '--overlap',
+        'buffer_one',
+        '--max-concurrency',
+        '3',
+      ],
+      endpoint,
+    );
+    t.equal(limit.code, 0, `jobs update --max-concurrency: ${limit.stderr}`);
+    const shown = await tickctl(t, ['jobs', 'get', 'cli-job', '--tenant', 'beta'], endpoint);
+    t.match(shown.stdout, /overlap: +buffer_one \(max concurrency 3\)/);
+    const toAllow = await tickctl(
+      t,
+      ['jobs', 'update', 'cli-job', '--tenant', 'beta', '--overlap', 'allow'],
+      endpoint,
+    );
+    t.equal(toAllow.code, 0, `jobs update --overlap allow drops the limit: ${toAllow.stderr}`);
+    const afterAllow = await tickctl(
+      t,
+      ['jobs', 'get', 'cli-job', '--tenant', 'beta', '--json'],
+      endpoint,
+    );
+    t.same(
+      ((JSON.parse(afterAllow.stdout) as Obj)['spec'] as Obj)['overlap'],
+      { policy: 'OVERLAP_POLICY_ALLOW', bufferCap: 10 },
+      'allow, no limit',
+    );
+    const allowLimit = await tickctl(
+      t,
+      ['jobs', 'update', 'cli-job', '--tenant', 'beta', '--max-concurrency', '2'],
+      endpoint,
+    );
+    t.equal(allowLimit.code, 2, "a limit for the job's allow policy: usage error");
+    t.match(allowLimit.stderr, /--max-concurrency: overlap policy allow places no limit/);
     const bad = await tickctl(
       t,
       ['jobs', 'create', 'x y', '--tenant', 'beta', '--schedule', '61 * * * *', '--url', URL_OK],

@@ -157,3 +157,60 @@ t.test('a leader frozen past its lease (SIGSTOP) does not deliver when it wakes'
   const { runs } = await sc.getJob(jobId);
   t.ok(runs.filter((r) => r.status === 'SUCCEEDED').length >= 5);
 });
+
+t.test(
+  'maxConcurrency 2: never more than two deliveries of a job at a slow endpoint',
+  async (t) => {
+    const sc = await SchedulerCluster.start(t);
+    // Every second against an endpoint that answers after 2.5 s: without a limit, three runs of
+    // a job would always be in flight. Both jobs in one group, so that one leader's hand-out
+    // decides for both.
+    const delayMs = 2500;
+    const [skip, buffer] = sc.idsInOneGroup('limit', 2) as [string, string];
+    sc.sink.behaviour = () => ({ delayMs });
+    await sc.createJob(skip, {
+      schedule: '* * * * * *',
+      overlap: { policy: 'skip', maxConcurrency: 2 },
+    });
+    await sc.createJob(buffer, {
+      schedule: '* * * * * *',
+      overlap: { policy: 'buffer_all', maxConcurrency: 2 },
+    });
+    await sleep(10_000);
+    /** Most requests of the job the sink held at once (each is held delayMs from its receipt). */
+    const concurrentMax = (jobId: string): number => {
+      const got = sc.sink.of(jobId);
+      return Math.max(
+        0,
+        ...got.map((r) => got.filter((q) => q.atMs <= r.atMs && r.atMs < q.atMs + delayMs).length),
+      );
+    };
+    for (const jobId of [skip, buffer]) {
+      const got = sc.sink.of(jobId);
+      t.ok(got.length >= 5, `${jobId}: ${got.length} deliveries`);
+      t.equal(concurrentMax(jobId), 2, `${jobId}: two in flight at most, and two reached`);
+      const slots = got.map((r) => r.slotMs);
+      t.same(
+        slots,
+        [...slots].sort((a, b) => a - b),
+        `${jobId}: in slot order`,
+      );
+      t.equal(new Set(slots).size, slots.length, `${jobId}: each slot once`);
+    }
+    const { runs: skipRuns } = await sc.getJob(skip);
+    const skipped = skipRuns.filter((r) => r.status === 'SKIPPED');
+    t.ok(skipped.length >= 2, `skip: ${skipped.length} slots SKIPPED`);
+    t.ok(
+      skipped.every((r) => r.reason === 'run_in_flight'),
+      'skip: each with the reason run_in_flight',
+    );
+    const { runs: bufferRuns } = await sc.getJob(buffer);
+    t.same(
+      bufferRuns.filter((r) => r.status === 'SKIPPED' || r.status === 'MISSED'),
+      [],
+      'buffer_all: no slot dropped below its buffer cap',
+    );
+    const late = sc.sink.of(buffer).filter((r) => r.atMs - r.slotMs > 1000);
+    t.ok(late.length > 0, `buffer_all: ${late.length} slots waited for room and went late`);
+  },
+);

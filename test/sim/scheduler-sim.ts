@@ -57,7 +57,13 @@ import {
   type DeliveryOrder,
   type ProposalFate,
 } from '../../src/scheduler/dispatcher.js';
-import { isTerminal, type Job, type JobSpec, type Run } from '../../src/scheduler/model.js';
+import {
+  isTerminal,
+  type Job,
+  type JobSpec,
+  type OverlapPolicyName,
+  type Run,
+} from '../../src/scheduler/model.js';
 import {
   DEFAULT_SCHEDULER_LIMITS,
   SchedulerStateMachine,
@@ -1219,7 +1225,7 @@ export class SchedulerSim {
         fireAllCap: 1 + r.int(3),
         catchUpWindowMs: 10_000 + r.int(50_000),
       },
-      overlap: { policy: overlap, bufferCap: 2 },
+      overlap: { policy: overlap, bufferCap: 2, ...maxConcurrencyFor(id, overlap) },
       priority: r.int(4),
       startAtMs: undefined,
       endAtMs: undefined,
@@ -2038,6 +2044,17 @@ export class SchedulerSim {
       }
     }
   }
+}
+
+/**
+ * A limit on runs in flight for two jobs in three with a limiting policy (2 or 3; the third has
+ * none: 1). Taken from the job's number, not drawn, so that a seed's stream of draws, and with
+ * it the faults it gives, stays what it was before the field existed.
+ */
+function maxConcurrencyFor(id: string, policy: OverlapPolicyName): { maxConcurrency?: number } {
+  const n = Number(id.slice(1));
+  if (policy === 'allow' || !Number.isSafeInteger(n) || n % 3 === 0) return {};
+  return { maxConcurrency: 1 + (n % 3) };
 }
 
 function queueKey(n: SNode, o: DeliveryOrder): string {

@@ -4,7 +4,7 @@
  * so a concurrent change is reported (exit 4) instead of silently overwritten. Job ids are
  * unique per tenant: every command that names a job takes its `--tenant`.
  */
-import { Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import type { CliRun } from '../io.js';
 import {
   choiceOption,
@@ -42,6 +42,8 @@ interface SpecFlags {
   readonly deadlineMs?: string;
   readonly misfire?: string;
   readonly overlap?: string;
+  /** Parsed and range-checked by its option (maxConcurrencyOption). */
+  readonly maxConcurrency?: number;
   readonly priority?: string;
   readonly start?: string;
   readonly end?: string;
@@ -51,6 +53,22 @@ interface SpecFlags {
 export const DELIVERY_CHOICES = ['at_least_once', 'at_most_once'] as const;
 export const MISFIRE_CHOICES = ['fire_once', 'fire_all', 'skip'] as const;
 export const OVERLAP_CHOICES = ['allow', 'skip', 'buffer_one', 'buffer_all'] as const;
+/** The API's bound on `overlap.max_concurrency` (src/api/job-spec.ts MAX_CONCURRENCY_MAX). */
+export const MAX_CONCURRENCY_MAX = 1000;
+
+/**
+ * `--max-concurrency <n>`: a whole number in [1, MAX_CONCURRENCY_MAX], checked as the flags are
+ * read, so a bad value is a usage error naming the flag before anything is sent (also on update,
+ * which reads the job first).
+ */
+function maxConcurrencyOption(description: string): Option {
+  return new Option('--max-concurrency <n>', description).argParser((value: string) => {
+    const n = /^\d+$/.test(value.trim()) ? Number(value.trim()) : NaN;
+    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_CONCURRENCY_MAX)
+      throw new InvalidArgumentError(`must be a whole number from 1 to ${MAX_CONCURRENCY_MAX}.`);
+    return n;
+  });
+}
 
 /**
  * The definition flags. On create a flag left out takes the default its help names; on update
@@ -103,8 +121,16 @@ function specOptions(cmd: Command, mode: 'create' | 'update'): Command {
     .addOption(
       choiceOption(
         '--overlap <policy>',
-        `what a slot does while a run is in flight${dflt('allow')}`,
+        `what a slot does while the job has --max-concurrency runs in flight${dflt('allow')}` +
+          (create ? '' : "; allow drops the job's --max-concurrency"),
         OVERLAP_CHOICES,
+      ),
+    )
+    .addOption(
+      maxConcurrencyOption(
+        `most runs of the job in flight at once, 1-${MAX_CONCURRENCY_MAX}: under --overlap skip a ` +
+          'slot that finds that many is SKIPPED (run_in_flight), under buffer_one or buffer_all ' +
+          `it waits; not with allow, which places no limit${dflt('1 with skip and buffer_*')}`,
       ),
     )
     .option('--priority <0-3>', `0 is first${dflt('2')}`)
@@ -127,6 +153,7 @@ const SPEC_FLAG_KEYS: readonly (keyof SpecFlags)[] = [
   'deadlineMs',
   'misfire',
   'overlap',
+  'maxConcurrency',
   'priority',
   'start',
   'end',
@@ -176,11 +203,35 @@ export function specFrom(flags: SpecFlags, base: Obj = {}): Obj {
     sub('misfire')['policy'] = enumValue(flags.misfire, 'MISFIRE_POLICY_');
   if (flags.overlap !== undefined)
     sub('overlap')['policy'] = enumValue(flags.overlap, 'OVERLAP_POLICY_');
+  if (flags.maxConcurrency !== undefined) sub('overlap')['maxConcurrency'] = flags.maxConcurrency;
+  const overlap = spec['overlap'] as Obj | undefined;
+  const policy = overlap?.['policy'];
+  const unlimited = policy === undefined || policy === 'OVERLAP_POLICY_ALLOW';
+  if (unlimited && overlap?.['maxConcurrency'] !== undefined) {
+    // Said here, naming the flag, rather than sent for the API to refuse.
+    if (flags.maxConcurrency !== undefined)
+      throw new UsageError(
+        '--max-concurrency: overlap policy allow places no limit on runs in flight; give --overlap skip, buffer_one or buffer_all with it',
+      );
+    // `jobs update --overlap allow` of a job with a limit: the limit belonged to the policy
+    // being replaced, and allow takes none (the API would refuse the two together).
+    spec['overlap'] = Object.fromEntries(
+      Object.entries(overlap).filter(([key]) => key !== 'maxConcurrency'),
+    );
+  }
   if (flags.priority !== undefined) spec['priority'] = wholeNumber('--priority', flags.priority);
   if (flags.start !== undefined) spec['startAtMs'] = instant('--start', flags.start);
   if (flags.end !== undefined) spec['endAtMs'] = instant('--end', flags.end);
   if (flags.fires !== undefined) spec['remainingFires'] = wholeNumber('--fires', flags.fires, 1);
   return spec;
+}
+
+/** The overlap policy and its limit as `jobs get` prints them (absent: the policy's default). */
+function overlapText(overlap: Obj): string {
+  const policy = enumText(overlap['policy'], 'OVERLAP_POLICY_', true);
+  if (policy === 'allow') return policy;
+  const max = overlap['maxConcurrency'];
+  return `${policy} (max concurrency ${typeof max === 'number' ? max : 1})`;
 }
 
 function jobRows(jobs: Obj[]): string[][] {
@@ -241,7 +292,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
             `url:       ${text(target['url'])}`,
             `delivery:  ${enumText(spec['delivery'], 'DELIVERY_SEMANTICS_', true)}`,
             `misfire:   ${enumText((spec['misfire'] as Obj)['policy'], 'MISFIRE_POLICY_', true)}`,
-            `overlap:   ${enumText((spec['overlap'] as Obj)['policy'], 'OVERLAP_POLICY_', true)}`,
+            `overlap:   ${overlapText(spec['overlap'] as Obj)}`,
             `priority:  ${text(spec['priority'])}`,
             `group:     ${text(job['groupId'])}`,
           ].join('\n') + '\n',
@@ -290,7 +341,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
       withClient(run, o, async (c) => {
         if (!SPEC_FLAG_KEYS.some((k) => o[k] !== undefined))
           throw new UsageError(
-            'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --priority, --start, --end, --fires',
+            'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --max-concurrency, --priority, --start, --end, --fires',
           );
         const tenant = tenantOf(o);
         const current = await c.call<Obj>('JobService', 'GetJob', { jobId, tenant });

@@ -36,6 +36,10 @@ t.test('defaults are written out so every replica sees the same spec', (t) => {
   });
   t.equal(spec.misfire.policy, 'fire_once');
   t.equal(spec.overlap.policy, 'allow');
+  t.notOk(
+    'maxConcurrency' in spec.overlap,
+    'no limit written when none was given: absent means the policy default',
+  );
   t.equal(spec.priority, 2);
   t.equal(spec.payload, '{}');
   t.equal(spec.anchorMs, undefined, 'cron schedules have no anchor');
@@ -109,6 +113,66 @@ t.test('bad input names every offending field and changes nothing', (t) => {
   t.end();
 });
 
+t.test('overlap.maxConcurrency: kept as given, checked, refused with allow', (t) => {
+  const reasons = (overlap: unknown): { field: string; reason: string }[] => {
+    try {
+      compileJobSpec({ ...base, schedule: '* * * * *', overlap }, NOW);
+    } catch (err) {
+      if (err instanceof ValidationError)
+        return err.violations.map(({ field, reason }) => ({ field, reason }));
+      throw err;
+    }
+    return [];
+  };
+  for (const policy of ['skip', 'buffer_one', 'buffer_all'] as const) {
+    const { spec } = compileJobSpec(
+      { ...base, schedule: '* * * * *', overlap: { policy, maxConcurrency: 3 } },
+      NOW,
+    );
+    t.same(spec.overlap, { policy, bufferCap: 10, maxConcurrency: 3 }, `${policy}: kept`);
+    const without = compileJobSpec({ ...base, schedule: '* * * * *', overlap: { policy } }, NOW);
+    t.same(
+      without.spec.overlap,
+      { policy, bufferCap: 10 },
+      `${policy}: none given, none written (1 applies)`,
+    );
+    t.notOk('maxConcurrency' in without.spec.overlap, `${policy}: not even as undefined`);
+  }
+  t.same(reasons({ policy: 'skip', maxConcurrency: 1 }), [], '1 is the low end');
+  t.same(reasons({ policy: 'skip', maxConcurrency: 1000 }), [], '1000 the high end');
+  t.same(reasons({ policy: 'skip', maxConcurrency: null }), [], 'null is absent');
+  for (const bad of [0, -1, 1001, 1e9])
+    t.same(
+      reasons({ policy: 'buffer_all', maxConcurrency: bad }),
+      [{ field: 'overlap.maxConcurrency', reason: 'must be in [1, 1000]' }],
+      `${bad}: out of range, the range named`,
+    );
+  for (const bad of [1.5, '2', Number.NaN, true])
+    t.same(
+      reasons({ policy: 'skip', maxConcurrency: bad }),
+      [{ field: 'overlap.maxConcurrency', reason: 'must be an integer in [1, 1000]' }],
+      `${String(bad)}: not an integer`,
+    );
+  const allowReason =
+    'OVERLAP_POLICY_ALLOW (the default policy) places no limit on runs in flight: max_concurrency applies only to OVERLAP_POLICY_SKIP, OVERLAP_POLICY_BUFFER_ONE and OVERLAP_POLICY_BUFFER_ALL';
+  t.same(
+    reasons({ policy: 'allow', maxConcurrency: 2 }),
+    [{ field: 'overlap.maxConcurrency', reason: allowReason }],
+    'allow with a limit: refused, not dropped',
+  );
+  t.same(
+    reasons({ maxConcurrency: 1 }),
+    [{ field: 'overlap.maxConcurrency', reason: allowReason }],
+    'no policy is allow: refused too, even with the value the others default to',
+  );
+  t.same(
+    reasons({ policy: 'allow', maxConcurrency: 0 }).map((v) => v.reason),
+    ['must be in [1, 1000]', allowReason],
+    'both problems named',
+  );
+  t.end();
+});
+
 t.test('JobSpecCompiler gives what compileJobSpec gives, job by job', (t) => {
   const outcome = (f: () => unknown): unknown => {
     try {
@@ -154,6 +218,13 @@ t.test('JobSpecCompiler gives what compileJobSpec gives, job by job', (t) => {
     { ...shared, schedule: '0 3 * * *', endAtMs: null },
     { ...shared, schedule: '0 3 * * *', endAtMs: undefined },
     { ...shared, schedule: '0 3 * * *', endAtMs: NOW - 1 },
+    // The limit is a shared field: neighbours differing only in it get their own.
+    { ...shared, schedule: '0 3 * * *', overlap: { policy: 'skip', maxConcurrency: 2 } },
+    { ...shared, schedule: '1 3 * * *', overlap: { policy: 'skip', maxConcurrency: 3 } },
+    { ...shared, schedule: '2 3 * * *', overlap: { policy: 'skip' } },
+    { ...shared, schedule: '3 3 * * *', overlap: { policy: 'skip', maxConcurrency: 2 } },
+    { ...shared, schedule: '4 3 * * *', overlap: { policy: 'allow', maxConcurrency: 2 } },
+    { ...shared, schedule: '5 3 * * *', overlap: { policy: 'skip', maxConcurrency: 0 } },
   ];
   const compiler = new JobSpecCompiler(NOW);
   for (const [i, input] of inputs.entries())

@@ -115,6 +115,13 @@ t.test('what createCommand and packCreates produce passes as it is', (t) => {
     }),
   );
   t.same(fieldsRefused(custom), [], 'a definition with every kind of field set');
+  const limited = entryOf(creates(5, { overlap: { policy: 'buffer_all', maxConcurrency: 4 } }));
+  t.same(fieldsRefused(limited), [], 'an overlap limit');
+  t.same(
+    decodePackedCreates(limited, 'entries[0]').specs[0]?.overlap,
+    { policy: 'buffer_all', bufferCap: 10, maxConcurrency: 4 },
+    'the limit travels in the definition',
+  );
   t.end();
 });
 
@@ -268,6 +275,18 @@ t.test('a definition must be exactly what the full check writes out', (t) => {
   t.same(
     one((p) => ((p['target'] as Record<string, unknown>)['headers'] = { 'idempotency-key': 'x' })),
     ['entries[0].jobs[0].spec.target.headers.idempotency-key'],
+  );
+  const overlap = (p: Record<string, unknown>): Record<string, unknown> =>
+    p['overlap'] as Record<string, unknown>;
+  t.same(
+    one((p) => (overlap(p)['maxConcurrency'] = 2)),
+    ['entries[0].jobs[0].spec.overlap.maxConcurrency'],
+    'a limit added to an allow definition: the full check refuses it',
+  );
+  t.same(
+    one((p) => (overlap(p)['maxConcurrency'] = undefined)),
+    ['entries[0].specs[0]'],
+    'an absent limit written as undefined is not what the full check writes',
   );
   t.end();
 });

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command, Option } from 'commander';
 import t from 'tap';
+import { specFrom } from '../../../src/cli/commands/jobs.js';
 import { buildProgram } from '../../../src/cli/main.js';
 import {
   runBin,
@@ -210,6 +211,98 @@ t.test('enum flags take only the documented values', async (t) => {
     status.err,
     "option '--status <status>' argument 'BOGUS' is invalid. Allowed values are SCHEDULED, DISPATCHED, SUCCEEDED, DEAD, CANCELLED, SKIPPED, MISSED, UNKNOWN.",
   );
+});
+
+t.test(
+  '--max-concurrency: a whole number from 1 to 1000, with a policy that takes it',
+  async (t) => {
+    const create = [
+      'jobs',
+      'create',
+      'j1',
+      '--tenant',
+      'acme',
+      '--schedule',
+      'every 1m',
+      '--url',
+      'http://127.0.0.1:9/h',
+      '--overlap',
+      'skip',
+    ];
+    for (const value of ['0', '1001', '-1', '2.5', 'two', '']) {
+      for (const verb of [create, ['jobs', 'update', 'j1', '--tenant', 'acme']]) {
+        const r = await tickctl([...verb, '--max-concurrency', value]);
+        t.equal(r.code, 2, `${verb[1]} --max-concurrency '${value}': exit 2`);
+        t.match(
+          r.err,
+          `option '--max-concurrency <n>' argument '${value}' is invalid. must be a whole number from 1 to 1000.`,
+          `${verb[1]} '${value}': names the flag and the range`,
+        );
+        t.equal(r.out, '', 'nothing on stdout');
+      }
+    }
+    const withAllow = await tickctl([...create.slice(0, -2), '--max-concurrency', '2']);
+    t.equal(withAllow.code, 2, 'a limit with the default policy (allow): exit 2 before any call');
+    t.match(
+      withAllow.err,
+      '--max-concurrency: overlap policy allow places no limit on runs in flight; give --overlap skip, buffer_one or buffer_all with it',
+    );
+    const explicitAllow = await tickctl([
+      ...create.slice(0, -1),
+      'allow',
+      '--max-concurrency',
+      '2',
+    ]);
+    t.equal(explicitAllow.code, 2, 'with --overlap allow: exit 2');
+    t.match(explicitAllow.err, /--max-concurrency: overlap policy allow places no limit/);
+    for (const verb of ['create', 'update']) {
+      const help = (await tickctl(['jobs', verb, '--help'])).out.replace(/\s+/g, ' ');
+      t.match(help, /--max-concurrency <n> most runs of the job in flight at once, 1-1000/, verb);
+      t.match(help, /SKIPPED \(run_in_flight\)/, `${verb} --help names the reason recorded`);
+    }
+    t.match(
+      (await tickctl(['jobs', 'create', '--help'])).out.replace(/\s+/g, ' '),
+      '(default 1 with skip and buffer_*)',
+      'create --help names the default',
+    );
+  },
+);
+
+t.test('specFrom: --max-concurrency laid over a job read back, as jobs update does', (t) => {
+  const job = {
+    tenant: 'acme',
+    overlap: { policy: 'OVERLAP_POLICY_BUFFER_ALL', bufferCap: 5, maxConcurrency: 3 },
+  };
+  t.same(
+    specFrom({ maxConcurrency: 4 }, job)['overlap'],
+    { policy: 'OVERLAP_POLICY_BUFFER_ALL', bufferCap: 5, maxConcurrency: 4 },
+    'the limit replaced, the rest kept',
+  );
+  t.same(
+    specFrom({ overlap: 'skip' }, job)['overlap'],
+    { policy: 'OVERLAP_POLICY_SKIP', bufferCap: 5, maxConcurrency: 3 },
+    'another limited policy keeps the limit',
+  );
+  t.same(
+    specFrom({ overlap: 'allow' }, job)['overlap'],
+    { policy: 'OVERLAP_POLICY_ALLOW', bufferCap: 5 },
+    'allow drops the limit of the policy it replaces',
+  );
+  t.throws(
+    () => specFrom({ overlap: 'allow', maxConcurrency: 2 }, job),
+    /--max-concurrency: overlap policy allow places no limit/,
+  );
+  t.throws(
+    () => specFrom({ maxConcurrency: 2 }, { overlap: { policy: 'OVERLAP_POLICY_ALLOW' } }),
+    /--max-concurrency: overlap policy allow places no limit/,
+    "the job's own policy is allow",
+  );
+  t.same(
+    specFrom({ overlap: 'buffer_one', maxConcurrency: 2 })['overlap'],
+    { policy: 'OVERLAP_POLICY_BUFFER_ONE', maxConcurrency: 2 },
+    'create: sent as the API spells it',
+  );
+  t.end();
 });
 
 t.test(

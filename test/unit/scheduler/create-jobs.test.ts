@@ -171,6 +171,38 @@ t.test('snapshots keep jobs by column, restore them, and still read version 1', 
   t.end();
 });
 
+t.test('overlap limits: their own definitions, kept through packing, apply and snapshots', (t) => {
+  const skip = (maxConcurrency?: number): Partial<JobSpec> => ({
+    overlap:
+      maxConcurrency === undefined
+        ? { policy: 'skip', bufferCap: 10 }
+        : { policy: 'skip', bufferCap: 10, maxConcurrency },
+  });
+  const creates = [
+    create('a', skip()),
+    create('b', skip(2)),
+    create('c', skip(3)),
+    create('d', skip(2)),
+  ];
+  const [entry] = packCreates(creates);
+  t.same(entry!.specOf, [0, 1, 2, 1], 'one definition per limit, equal limits shared');
+  const sm = new SchedulerStateMachine();
+  applyAll(sm, creates);
+  const overlap = (id: string) => sm.jobs.get(id)!.overlap;
+  t.same(overlap('a'), { policy: 'skip', bufferCap: 10 });
+  t.notOk('maxConcurrency' in overlap('a'), 'absent stays absent');
+  t.same(overlap('b'), { policy: 'skip', bufferCap: 10, maxConcurrency: 2 });
+  t.equal(overlap('b'), overlap('d'), 'interned: one object for one value');
+  t.not(overlap('b'), overlap('c'), 'the limit is part of the interning key');
+  t.not(overlap('a'), overlap('b'));
+  const copy = new SchedulerStateMachine();
+  copy.restore(sm.snapshot());
+  t.same([...copy.jobs.values()], [...sm.jobs.values()], 'restored with their limits');
+  t.notOk('maxConcurrency' in copy.jobs.get('a')!.overlap);
+  t.same(Buffer.from(copy.snapshot()), Buffer.from(sm.snapshot()), 'the same snapshot bytes');
+  t.end();
+});
+
 t.test('jobs that share policy objects share a definition only when every field agrees', (t) => {
   const base = spec();
   const shared = (over: Partial<JobSpec>): CreateJobCommand => ({

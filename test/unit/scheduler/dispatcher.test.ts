@@ -401,6 +401,145 @@ t.test('overlap skip: a slot due while a run is in flight is SKIPPED with a reas
   t.end();
 });
 
+t.test(
+  'maxConcurrency 2, skip: two runs in flight, the third slot SKIPPED (run_in_flight)',
+  (t) => {
+    const h = new Harness();
+    h.create('j1', SLOT, { overlap: { policy: 'skip', bufferCap: 10, maxConcurrency: 2 } });
+    for (const k of [0, 1]) {
+      h.step(SLOT + k * MIN - 2_000);
+      h.step(SLOT + k * MIN);
+    }
+    t.same(
+      h.delivered.map((o) => o.slotMs),
+      [SLOT, SLOT + MIN],
+      'the second slot fires with one run in flight',
+    );
+    h.step(SLOT + 2 * MIN - 2_000);
+    const third = h.sm.runs.get(`j1:${SLOT + 2 * MIN}`);
+    t.equal(third?.status, 'SKIPPED', 'the third slot finds two in flight');
+    t.equal(third?.reason, 'run_in_flight');
+    h.succeed(h.delivered[0]!, SLOT + 2 * MIN + 10);
+    h.step(SLOT + 2 * MIN + 10);
+    h.step(SLOT + 3 * MIN - 2_000);
+    h.step(SLOT + 3 * MIN);
+    t.equal(h.delivered.at(-1)?.slotMs, SLOT + 3 * MIN, 'one finished: the next slot fires');
+    t.equal(h.delivered.length, 3);
+    t.end();
+  },
+);
+
+t.test('maxConcurrency 2, skip: slots planned together are checked again at hand-out', (t) => {
+  // Every second, with a 3 s look-ahead: three slots are planned before the first one starts,
+  // so planning saw nothing in flight. The hand-out holds the limit.
+  const h = new Harness();
+  const first = T0 + 10_000;
+  h.create('j1', first, {
+    schedule: '* * * * * *',
+    overlap: { policy: 'skip', bufferCap: 10, maxConcurrency: 2 },
+  });
+  for (let ms = first - 3_000; ms < first; ms += 100) h.step(ms);
+  const planned = h.sm.runsOf('j1').filter((r) => r.status === 'SCHEDULED');
+  t.ok(planned.length >= 3, `${planned.length} slots planned ahead, none skipped at planning`);
+  for (let ms = first; ms <= first + 2_000; ms += 100) h.step(ms);
+  t.same(
+    h.delivered.map((o) => o.slotMs),
+    [first, first + 1_000],
+    'two out, the third not',
+  );
+  const third = h.sm.runs.get(`j1:${first + 2_000}`);
+  t.equal(third?.status, 'SKIPPED', 'recorded in the log, not just left behind');
+  t.equal(third?.reason, 'run_in_flight');
+  t.equal(h.ops().filter((op) => op === 'miss-runs').length, 1, 'one miss-runs entry');
+  h.succeed(h.delivered[0]!, first + 2_500);
+  for (let ms = first + 2_500; ms <= first + 3_000; ms += 100) h.step(ms);
+  t.same(
+    h.delivered.map((o) => o.slotMs),
+    [first, first + 1_000, first + 3_000],
+    'room again: the next slot goes',
+  );
+  t.end();
+});
+
+t.test('skip: a manual trigger goes even when the job is full, and counts', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { overlap: { policy: 'skip', bufferCap: 10 } });
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  t.equal(h.delivered.length, 1);
+  h.apply({ op: 'trigger-job', atMs: SLOT + 1_000, jobId: 'j1', slotMs: SLOT + 1_000 });
+  h.step(SLOT + 1_000);
+  t.equal(h.delivered.length, 2, 'asked for by a caller: not skipped');
+  t.equal(h.delivered[1]!.slotMs, SLOT + 1_000);
+  h.succeed(h.delivered[0]!, SLOT + 2_000);
+  h.step(SLOT + 2_000);
+  h.step(SLOT + MIN - 2_000);
+  t.equal(h.sm.runs.get(`j1:${SLOT + MIN}`)?.reason, 'run_in_flight', 'the manual run counts');
+  t.end();
+});
+
+t.test('maxConcurrency 2, buffer_all: the third slot waits, released oldest first', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { overlap: { policy: 'buffer_all', bufferCap: 10, maxConcurrency: 2 } });
+  for (const k of [0, 1, 2, 3]) {
+    h.step(SLOT + k * MIN - 2_000);
+    h.step(SLOT + k * MIN);
+    h.step(SLOT + k * MIN + 1);
+  }
+  t.same(
+    h.delivered.map((o) => o.slotMs),
+    [SLOT, SLOT + MIN],
+    'two in flight; the third and fourth slots wait',
+  );
+  for (const k of [2, 3]) t.equal(h.sm.runs.get(`j1:${SLOT + k * MIN}`)?.status, 'SCHEDULED');
+  h.succeed(h.delivered[1]!, SLOT + 3 * MIN + 10);
+  h.step(SLOT + 3 * MIN + 10);
+  h.step(SLOT + 3 * MIN + 11);
+  t.same(
+    h.delivered.map((o) => o.slotMs),
+    [SLOT, SLOT + MIN, SLOT + 2 * MIN],
+    'one finished: the oldest waiting slot goes, the other still waits',
+  );
+  h.succeed(h.delivered[0]!, SLOT + 3 * MIN + 20);
+  h.step(SLOT + 3 * MIN + 20);
+  h.step(SLOT + 3 * MIN + 21);
+  t.equal(h.delivered.at(-1)?.slotMs, SLOT + 3 * MIN, 'then the next one');
+  t.equal(h.delivered.length, 4);
+  t.ok(
+    h.sm.runsOf('j1').every((r) => r.status !== 'SKIPPED'),
+    'nothing skipped below the buffer cap',
+  );
+  t.end();
+});
+
+// An update touches every run of its job, so the held ones are looked at again under the new
+// definition at once.
+t.test('buffer_one: raising maxConcurrency releases a held run with none finishing', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT, { overlap: { policy: 'buffer_one', bufferCap: 10 } });
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  h.step(SLOT + MIN - 2_000);
+  h.step(SLOT + MIN);
+  t.equal(h.delivered.length, 1, 'default limit 1: the second slot waits');
+  const job = h.sm.jobs.get('j1')!;
+  h.apply({
+    op: 'update-job',
+    atMs: SLOT + MIN + 100,
+    jobId: 'j1',
+    spec: spec({ overlap: { policy: 'buffer_one', bufferCap: 10, maxConcurrency: 2 } }),
+    nextFireAtMs: job.nextFireAtMs,
+    expectedVersion: job.version,
+  });
+  h.step(SLOT + MIN + 200);
+  t.same(
+    h.delivered.map((o) => o.slotMs),
+    [SLOT, SLOT + MIN],
+    'room under the new limit: the held slot goes',
+  );
+  t.end();
+});
+
 t.test('misfire after an outage: fire_once coalesces, the rest are MISSED', (t) => {
   const h = new Harness();
   h.create('j1', SLOT, {

@@ -60,7 +60,13 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
         op: 'create-job',
         atMs: now,
         jobId,
-        spec: spec({ delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once' }),
+        spec: spec({
+          delivery: r.chance(0.5) ? 'at_most_once' : 'at_least_once',
+          // Two jobs with an overlap limit, by id rather than by a draw (see miss-runs below).
+          ...(jobId === 'j1' || jobId === 'j3'
+            ? { overlap: { policy: 'skip', bufferCap: 10, maxConcurrency: jobId === 'j1' ? 2 : 5 } }
+            : {}),
+        }),
         nextFireAtMs: now + MIN,
         requestId: r.chance(0.3) ? `rq${r.int(5)}` : undefined,
       };
@@ -119,7 +125,13 @@ export function randomCommands(seed: number, count: number): SchedulerCommand[] 
         out.push({
           op: 'miss-runs',
           atMs: now,
-          runs: [{ fireId: `${jobId}:${planned - MIN}`, reason: 'skip_policy' }],
+          // Every other one a SKIPPED run of a full job (chosen without a draw, so that the
+          // stream stays what the seeds gave before).
+          runs: [
+            (planned / MIN) % 2 === 0
+              ? { fireId: `${jobId}:${planned - MIN}`, reason: 'run_in_flight', status: 'SKIPPED' }
+              : { fireId: `${jobId}:${planned - MIN}`, reason: 'skip_policy' },
+          ],
         });
     } else if (roll === 7) {
       const bulk = r.int(8);

@@ -134,6 +134,34 @@ t.test('overlap skip records the slot while a run is in flight', (t) => {
   t.end();
 });
 
+t.test('overlap with maxConcurrency 2: fires with one run in flight, skips with two', (t) => {
+  const skip2 = { overlap: { policy: 'skip', bufferCap: 10, maxConcurrency: 2 } } as const;
+  const [one] = plan(setup(skip2), T0 + MIN, { inFlightRuns: () => 1 });
+  t.same(one?.slots, [T0 + MIN], 'one in flight: the slot fires');
+  t.same(one?.notFired, []);
+  const [two] = plan(setup(skip2), T0 + MIN, { inFlightRuns: () => 2 });
+  t.same(two?.slots, [], 'two in flight: no run');
+  t.same(two?.notFired, [{ slotMs: T0 + MIN, status: 'SKIPPED', reason: 'run_in_flight' }]);
+  t.equal(two?.nextFireAtMs, T0 + 2 * MIN, 'the job goes on to its next slot');
+  // Without the field (a definition written before it existed) the limit is 1, as it was.
+  const [old] = plan(setup({ overlap: { policy: 'skip', bufferCap: 10 } }), T0 + MIN, {
+    inFlightRuns: () => 1,
+  });
+  t.same(old?.notFired, [{ slotMs: T0 + MIN, status: 'SKIPPED', reason: 'run_in_flight' }]);
+  // buffer_one with two in flight and one already waiting: the new slot finds the buffer full.
+  const bufferOne2 = {
+    overlap: { policy: 'buffer_one', bufferCap: 10, maxConcurrency: 2 },
+  } as const;
+  const [full] = plan(setup(bufferOne2), T0 + MIN, {
+    inFlightRuns: () => 2,
+    bufferedRuns: () => 1,
+  });
+  t.same(full?.notFired, [{ slotMs: T0 + MIN, status: 'SKIPPED', reason: 'buffer_full' }]);
+  const [room] = plan(setup(bufferOne2), T0 + MIN, { inFlightRuns: () => 2 });
+  t.same(room?.slots, [T0 + MIN], 'buffered: the run is created, the dispatcher holds it');
+  t.end();
+});
+
 t.test('an end time finishes the job; the batch is bounded', (t) => {
   const [i] = plan(setup({ endAtMs: T0 + MIN + 1 }), T0 + MIN);
   t.equal(i?.nextFireAtMs, undefined, 'no slot after the end');

@@ -130,6 +130,42 @@ t.test('fire intents create one run per slot, record slots not fired, and advanc
   t.end();
 });
 
+t.test('miss-runs: MISSED by default, SKIPPED when the entry says so; attempted runs stay', (t) => {
+  const sm = new SchedulerStateMachine();
+  create(sm, 'j1', { overlap: { policy: 'skip', bufferCap: 10, maxConcurrency: 2 } });
+  const slots = [T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN];
+  for (const [i, slot] of slots.entries()) intent(sm, 'j1', slot, slot + MIN, T0 + i);
+  sm.applyCommand({
+    op: 'attempt-started',
+    atMs: T0 + MIN,
+    term: 1,
+    fireId: `j1:${slots[2]}`,
+    attempt: 1,
+  });
+  t.same(
+    sm.applyCommand({
+      op: 'miss-runs',
+      atMs: T0 + 3 * MIN,
+      runs: [
+        { fireId: `j1:${slots[0]}`, reason: 'coalesced' },
+        { fireId: `j1:${slots[1]}`, reason: 'run_in_flight', status: 'SKIPPED' },
+        { fireId: `j1:${slots[2]}`, reason: 'run_in_flight', status: 'SKIPPED' },
+      ],
+    }),
+    { ok: true },
+  );
+  const seen = slots.map((slot) => {
+    const r = sm.runs.get(`j1:${slot}`);
+    return [r?.status, r?.reason];
+  });
+  t.same(seen, [
+    ['MISSED', 'coalesced'],
+    ['SKIPPED', 'run_in_flight'],
+    ['DISPATCHED', undefined],
+  ]);
+  t.end();
+});
+
 t.test('remaining fires and one-off jobs finish, and finished jobs expire', (t) => {
   const sm = new SchedulerStateMachine();
   create(sm, 'j1', { remainingFires: 2 });

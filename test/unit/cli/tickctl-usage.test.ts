@@ -158,6 +158,7 @@ t.test('--tenant left out where a job, run or tenant is named: exit 2, naming it
     'runs list',
     'runs get',
     'dlq list',
+    'dlq purge',
     'dlq replay',
   ];
   const withTenant = commands

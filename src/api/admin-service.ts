@@ -318,6 +318,7 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
     },
     NodeCreateJobs: (req, ctx) => nodeCreateJobsLocal(api, req, ctx),
     LocalStatus: () => Promise.resolve(localStatus(api)),
+    NodeTenantUsage: (req) => Promise.resolve(api.quota.localUsage(str(req, 'tenant'))),
     GroupMembership: (req, ctx) => {
       const groupId = num(req, 'groupId');
       return api.onGroup(ctx, groupId, 'NodeService', 'GroupMembership', req, () =>

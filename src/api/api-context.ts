@@ -11,12 +11,15 @@ import { Router, type CallContext, type MethodRef } from './router.js';
 import { SchedulerAdmin } from './scheduler-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { TenantAdmin } from './tenant-admin.js';
+import { TenantQuota } from './tenant-quota.js';
 
 export class ApiContext {
   readonly admin: SchedulerAdmin;
   readonly tenants: TenantAdmin;
   readonly router: Router;
   readonly services: ApiServices;
+  /** Tenants' API write rate and max jobs, and their usage (tenant-quota.ts). */
+  readonly quota: TenantQuota;
 
   constructor(
     readonly node: ApiNode,
@@ -28,6 +31,7 @@ export class ApiContext {
     this.tenants = new TenantAdmin(node, SystemClock);
     this.router = new Router(node, nodeToken);
     this.services = loadApiServices();
+    this.quota = new TenantQuota(this);
   }
 
   method(service: keyof ApiServices, name: string): MethodRef {
@@ -44,6 +48,11 @@ export class ApiContext {
     local: () => Promise<T>,
   ): Promise<T> {
     return this.router.onGroup(ctx, groupId, local, this.method(service, name), req);
+  }
+
+  /** Whether this node's replica of the job's group holds the job (a create would be a repeat). */
+  holdsJob(key: string): boolean {
+    return this.node.data.get(this.admin.groupOf(key))?.scheduler.jobs.has(key) === true;
   }
 
   /**

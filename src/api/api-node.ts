@@ -62,6 +62,16 @@ export interface ApiNode {
    */
   readonly apiDialCredentials: ChannelCredentials | undefined;
   /**
+   * The tenant's deliveries on this node: queued and in flight now; handed out in the last
+   * complete second, and how many of those waited for its fire rate.
+   */
+  tenantDeliveries(tenant: string): {
+    readonly queued: number;
+    readonly inflight: number;
+    readonly fired: number;
+    readonly throttled: number;
+  };
+  /**
    * Before a node is added (AddNode): with peer mutual TLS, checks that the node answers on
    * `peerAddress` with a certificate signed by the cluster's peer CA (rejects with
    * PEER_TLS_UNVERIFIED otherwise); without peer TLS, resolves at once.

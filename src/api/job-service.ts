@@ -116,14 +116,19 @@ function createCommandOf(
 export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { admin } = api;
   const out = (job: Job): Msg => jobOut(job, admin.groupOf(job.id));
-  /** A call naming one job by `tenant` and `job_id`: `local` gets the job's key. */
+  /**
+   * A call naming one job by `tenant` and `job_id`: `local` gets the job's key. A write costs
+   * the tenant one token of its API write rate.
+   */
   const onJob = <T>(
     ctx: CallContext,
     name: string,
     req: Msg,
     local: (key: string) => Promise<T>,
+    write = true,
   ): Promise<T> => {
     const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
+    if (write) api.quota.admitWrite(ctx, [tenant]);
     return api.onGroup(
       ctx,
       () => admin.groupOf(key),
@@ -135,28 +140,18 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
   };
 
   const handlers: Record<string, Handler> = {
-    CreateJob: async (req, ctx) => {
-      const scoped = scopeCreate(ctx, req, '');
-      if (scoped.tenant !== undefined) await api.freshTenant(scoped.tenant);
-      // Refused here, before any hop, when invalid; the leader checks again before proposing.
-      const { jobId: key } = createCommandOf(api, scoped, Date.now(), '');
-      return api.onGroup(
-        ctx,
-        () => admin.groupOf(key),
-        'JobService',
-        'CreateJob',
-        scoped.message,
-        async () => {
-          const r = await admin.createJobDetailed(scoped.input);
-          return { job: out(r.job), duplicate: r.duplicate };
-        },
-      );
-    },
+    CreateJob: (req, ctx) => createJob(api, req, ctx),
 
     CreateJobs: (req, ctx) => createJobs(api, req, ctx),
 
     GetJob: (req, ctx) =>
-      onJob(ctx, 'GetJob', req, async (key) => forReader(ctx, out((await admin.getJob(key)).job))),
+      onJob(
+        ctx,
+        'GetJob',
+        req,
+        async (key) => forReader(ctx, out((await admin.getJob(key)).job)),
+        false,
+      ),
 
     UpdateJob: (req, ctx) => updateJob(api, req, ctx),
 
@@ -233,6 +228,34 @@ function forReader(ctx: CallContext, job: Msg): Msg {
   return { ...job, spec: { ...spec, target: { ...target, headers: hidden } } };
 }
 
+/** CreateJob: checked here (input, write rate, max jobs), then proposed on the group's leader. */
+async function createJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<Msg> {
+  const { admin } = api;
+  const scoped = scopeCreate(ctx, req, '');
+  if (scoped.tenant !== undefined) {
+    api.quota.admitWrite(ctx, [scoped.tenant]);
+    await api.freshTenant(scoped.tenant);
+  }
+  // Refused here, before any hop, when invalid; the leader checks again before proposing.
+  const { jobId: key } = createCommandOf(api, scoped, Date.now(), '');
+  const tenant = scoped.tenant ?? '';
+  const adding = api.holdsJob(key) ? 0 : 1;
+  await api.quota.checkJobs(ctx, tenant, adding);
+  const res = await api.onGroup(
+    ctx,
+    () => admin.groupOf(key),
+    'JobService',
+    'CreateJob',
+    scoped.message,
+    async () => {
+      const r = await admin.createJobDetailed(scoped.input);
+      return { job: jobOut(r.job, admin.groupOf(r.job.id)), duplicate: r.duplicate };
+    },
+  );
+  if (res.duplicate !== true) api.quota.created(tenant, 1);
+  return res;
+}
+
 /**
  * UpdateJob: the job is named by `tenant` and `job_id`; its new definition may leave
  * `spec.tenant` empty (it is the job's tenant then), and any other tenant is refused there
@@ -241,6 +264,7 @@ function forReader(ctx: CallContext, job: Msg): Msg {
 async function updateJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<Msg> {
   const { admin } = api;
   const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
+  api.quota.admitWrite(ctx, [tenant]);
   const specMsg = (req['spec'] as Msg | null | undefined) ?? null;
   const given = jobSpecIn(specMsg);
   // A tenant token naming another tenant here is refused as anywhere else, before anything is
@@ -284,6 +308,10 @@ async function createJobs(
       { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
     ]);
   const scoped = jobs.map((m, i) => scopeCreate(ctx, m, `jobs[${i}].`));
+  api.quota.admitWrite(
+    ctx,
+    scoped.flatMap((s) => (s.tenant === undefined ? [] : [s.tenant])),
+  );
   for (const t of new Set(scoped.map((s) => s.tenant)))
     if (t !== undefined) await api.freshTenant(t);
   const v = new Violations();
@@ -316,6 +344,14 @@ async function createJobs(
     part.push(command);
   });
   v.throwIfAny('JOB_SPEC_INVALID');
+  // Every tenant's limit is checked before any part is proposed: a batch is whole or nothing.
+  const adding = new Map<string, number>();
+  for (const [key, i] of firstOf) {
+    const tenant = scoped[i]?.tenant;
+    if (tenant !== undefined && !api.holdsJob(key))
+      adding.set(tenant, (adding.get(tenant) ?? 0) + 1);
+  }
+  for (const [tenant, n] of adding) await api.quota.checkJobs(ctx, tenant, n);
   // Parts for groups another node leads go there together, one call per node (NodeCreateJobs):
   // a call costs far more than the few dozen jobs of one group's part.
   const single: Promise<CreateCounts>[] = [];
@@ -331,7 +367,12 @@ async function createJobs(
     if (parts.length === 1) single.push(createPart(api, ctx, parts[0]![0], parts[0]![1], true));
     else single.push(createPartsAt(api, ctx, address, parts));
   }
-  return sumCounts(await Promise.all(single));
+  const counts = sumCounts(await Promise.all(single));
+  // Counted until the next fresh count: the new ones (duplicates found by another node's
+  // replica included, which only makes the next check stricter until then).
+  for (const [tenant, n] of adding)
+    api.quota.created(tenant, adding.size === 1 ? counts.created : n);
+  return counts;
 }
 
 interface CreateCounts {

@@ -62,8 +62,10 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
     name: string,
     req: Msg,
     local: (fireId: string) => Promise<T>,
+    write = false,
   ): Promise<T> => {
     const { fireId, key, tenant } = scopedFireId(ctx, req);
+    if (write) api.quota.admitWrite(ctx, [tenant]);
     return api.onGroup(
       ctx,
       () => admin.groupOf(key),
@@ -115,7 +117,7 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       onFire(ctx, 'GetRun', req, async (fireId) => runOut(await admin.getRun(fireId))),
 
     ReplayRun: (req, ctx) =>
-      onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId))),
+      onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId)), true),
 
     PurgeDeadRuns: async (req, ctx) => {
       const jobId = str(req, 'jobId');
@@ -128,6 +130,7 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
           ? { tenant: resolveTenant(ctx, str(req, 'tenant'), 'tenant'), key: undefined }
           : resolveJobKey(ctx, str(req, 'tenant'), jobId);
       if (violations.length > 0) throw new ValidationError('REQUEST_INVALID', violations);
+      api.quota.admitWrite(ctx, [tenant]);
       const res = await bulkTenantJobs(api, ctx, { tenant }, 'purge-dead', {
         jobId: key,
         diedBeforeMs: typeof before === 'number' ? before : undefined,

@@ -64,6 +64,9 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   PERMISSION_DENIED: grpc.status.PERMISSION_DENIED,
   TOKEN_NOT_FOUND: grpc.status.NOT_FOUND,
   TOKEN_ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
+  // Tenant limits (src/api/tenant-quota.ts).
+  TENANT_WRITE_RATE_EXCEEDED: grpc.status.RESOURCE_EXHAUSTED,
+  TENANT_MAX_JOBS_EXCEEDED: grpc.status.RESOURCE_EXHAUSTED,
 };
 
 /** How long a client should wait before retrying a call that found no leader. */

@@ -62,9 +62,14 @@ export function tenantServiceHandlers(api: ApiContext): grpc.UntypedServiceImple
         });
         return { tenant: tenantOut(r.tenant), signingSecret: r.secret };
       }),
-    GetTenant: (req, ctx) => {
+    GetTenant: async (req, ctx) => {
       scopeTenant(ctx, str(req, 'tenantId'), 'tenantId');
-      return onMeta(ctx, 'GetTenant', req, async () => tenantOut(await tenants.get(id(req))));
+      const tenant = await onMeta(ctx, 'GetTenant', req, async () =>
+        tenantOut(await tenants.get(id(req))),
+      );
+      // Added where the call came in (a forwarded call answers without it): every node is asked.
+      if (ctx.forwarded) return tenant;
+      return { ...tenant, usage: await api.quota.usage(ctx, id(req)) };
     },
     UpdateTenant: (req, ctx) =>
       onMeta(ctx, 'UpdateTenant', req, async () =>

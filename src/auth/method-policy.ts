@@ -69,6 +69,7 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'NodeService.SplitGroup': 'node',
   'NodeService.GroupCreateJobs': 'node',
   'NodeService.NodeCreateJobs': 'node',
+  'NodeService.NodeTenantUsage': 'node',
 };
 
 export function requirementOf(method: string): Requirement {

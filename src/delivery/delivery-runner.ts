@@ -53,6 +53,11 @@ export interface DeliveryRunnerOptions {
    */
   readonly weightOf?: (tenant: string) => number;
   /**
+   * The tenant's in-flight cap on this node (its share of its cluster-wide limit), read when an
+   * attempt is submitted; the node-wide tenantInflightMax still bounds it. @default that bound
+   */
+  readonly inflightMaxOf?: (tenant: string) => number;
+  /**
    * Asked just before a queued attempt is sent. `drop`: its owner may no longer send (the
    * leadership ended while it waited); `cancel`: its job was paused or deleted, or its run moved
    * on, while it waited; either is reported as never sent. `wait`: not now (the lease is being
@@ -146,6 +151,11 @@ export class DeliveryRunner {
     return this.queue.inflightCount;
   }
 
+  /** The tenant's attempts queued and in flight on this node. */
+  tenantCounts(tenant: string): { queuedCount: number; inflightCount: number } {
+    return this.queue.tenantCounts(tenant);
+  }
+
   get queuedCount(): number {
     return this.queue.queuedCount;
   }
@@ -184,6 +194,7 @@ export class DeliveryRunner {
       origin: deliveryOriginOf(request.job.target.url),
       priority: request.job.priority,
       weight: this.options.weightOf?.(request.job.tenant) ?? 1,
+      inflightMax: this.options.inflightMaxOf?.(request.job.tenant),
       request,
       onDone,
       owner,

@@ -2,8 +2,9 @@
  * The ready deliveries of one leader, and the order they start in. A slow or dead endpoint of
  * one tenant must not delay another tenant's fires (docs/ARCHITECTURE.md, The runtime and
  * delivery), so:
- * - at most `tenantInflightMax` deliveries of one tenant and `originInflightMax` to one origin
- *   are in flight; a dead endpoint holds its own slots and nobody else's;
+ * - at most `tenantInflightMax` deliveries of one tenant (or the tenant's own, lower cap: its
+ *   share of its cluster-wide in-flight limit) and `originInflightMax` to one origin are in
+ *   flight; a dead endpoint holds its own slots and nobody else's;
  * - at most `tenantQueuedMax` of one tenant wait, so its backlog cannot fill the queue;
  * - the lowest priority number goes first (P0 before P1 …), whenever one of it can start;
  * - within a priority, tenants take turns in proportion to their weight (the tenant's priority
@@ -47,6 +48,13 @@ export interface FairItem {
    * the tenant's from then on.
    */
   readonly weight?: number;
+  /**
+   * The tenant's own in-flight cap on this node, when lower than `tenantInflightMax` (its share
+   * of its cluster-wide limit); @default tenantInflightMax. As with `weight`, the last pushed
+   * item's value is the tenant's from then on; lowered below what is in flight, the tenant
+   * starts nothing until enough of its deliveries end.
+   */
+  readonly inflightMax?: number | undefined;
 }
 
 /** The largest tenant weight the queue accepts (the API allows 1-100). */
@@ -132,6 +140,8 @@ interface Level<T> {
 interface TenantState<T> {
   readonly name: string;
   weight: number;
+  /** min(tenantInflightMax, the last pushed item's inflightMax). */
+  cap: number;
   inflightCount: number;
   queuedCount: number;
   readonly levels: (Level<T> | undefined)[];
@@ -189,7 +199,7 @@ export class FairQueue<T extends FairItem> {
     const t = this.tenants.get(tenant);
     if (t === undefined) return true;
     const max = this.options.blockedQueuedMax;
-    if (t.inflightCount >= this.options.tenantInflightMax && t.queuedCount >= max) return false;
+    if (t.inflightCount >= t.cap && t.queuedCount >= max) return false;
     if ((this.origins.get(origin)?.inflightCount ?? 0) < this.options.originInflightMax)
       return true;
     let waiting = 0;
@@ -224,8 +234,16 @@ export class FairQueue<T extends FairItem> {
     if (!(Number.isSafeInteger(weight) && weight >= 1 && weight <= WEIGHT_MAX))
       assertionFailed(`weight must be an integer in [1, ${WEIGHT_MAX}], got ${weight}`);
     if (this.queued >= this.options.queuedMax) return 'full';
+    const inflightMax = item.inflightMax ?? this.options.tenantInflightMax;
+    if (!(Number.isSafeInteger(inflightMax) && inflightMax >= 1))
+      assertionFailed(`inflightMax must be a positive integer, got ${inflightMax}`);
     const tenant = this.tenantState(item.tenant);
     tenant.weight = weight;
+    const cap = Math.min(inflightMax, this.options.tenantInflightMax);
+    if (cap !== tenant.cap) {
+      tenant.cap = cap;
+      for (const l of tenant.levels) if (l !== undefined) this.refreshLevel(l);
+    }
     if (tenant.queuedCount >= this.options.tenantQueuedMax) {
       this.forgetIfUnused(tenant);
       return 'tenant-full';
@@ -297,16 +315,16 @@ export class FairQueue<T extends FairItem> {
     const origin = this.origins.get(item.origin);
     assert(tenant !== undefined && origin !== undefined, 'in-flight item lost its counters');
     const wasOriginFull = origin.inflightCount === this.options.originInflightMax;
-    const wasTenantFull = tenant.inflightCount === this.options.tenantInflightMax;
     origin.inflightCount--;
     tenant.inflightCount--;
+    const tenantFreed = tenant.inflightCount === tenant.cap - 1;
     if (wasOriginFull) {
       for (const lane of origin.lanes) {
         this.setRunnable(lane, true);
         this.refreshLevel(lane.level);
       }
     }
-    if (wasTenantFull) for (const l of tenant.levels) if (l !== undefined) this.refreshLevel(l);
+    if (tenantFreed) for (const l of tenant.levels) if (l !== undefined) this.refreshLevel(l);
     this.forgetIfUnused(tenant);
     this.forgetOriginIfUnused(origin);
   }
@@ -369,15 +387,15 @@ export class FairQueue<T extends FairItem> {
     let startable = 0;
     let tenantInflight = 0;
     for (const tenant of this.tenants.values()) {
-      assert(tenant.inflightCount <= this.options.tenantInflightMax, 'tenant over its cap');
+      // A cap lowered while deliveries were in flight leaves the tenant over it for a while.
+      assert(tenant.cap <= this.options.tenantInflightMax, 'tenant cap above the node cap');
       tenantInflight += tenant.inflightCount;
       let tenantQueued = 0;
       for (const level of tenant.levels) {
         if (level === undefined) continue;
         for (const lane of level.lanes.values()) tenantQueued += lane.items.length - lane.head;
         const inRing = this.rings[level.priority]?.has(level) ?? false;
-        const shouldBe =
-          level.runnable.size > 0 && tenant.inflightCount < this.options.tenantInflightMax;
+        const shouldBe = level.runnable.size > 0 && tenant.inflightCount < tenant.cap;
         assert(inRing === shouldBe, 'priority ring is stale');
         let runnableQueued = 0;
         for (const lane of level.runnable) runnableQueued += lane.items.length - lane.head;
@@ -393,7 +411,14 @@ export class FairQueue<T extends FairItem> {
   private tenantState(name: string): TenantState<T> {
     let state = this.tenants.get(name);
     if (state === undefined) {
-      state = { name, weight: 1, inflightCount: 0, queuedCount: 0, levels: [] };
+      state = {
+        name,
+        weight: 1,
+        cap: this.options.tenantInflightMax,
+        inflightCount: 0,
+        queuedCount: 0,
+        levels: [],
+      };
       this.tenants.set(name, state);
     }
     return state;
@@ -430,8 +455,7 @@ export class FairQueue<T extends FairItem> {
   private refreshLevel(level: Level<T>): void {
     const ring = this.rings[level.priority];
     assert(ring !== undefined, 'level priority out of range');
-    const belongs =
-      level.runnable.size > 0 && level.tenant.inflightCount < this.options.tenantInflightMax;
+    const belongs = level.runnable.size > 0 && level.tenant.inflightCount < level.tenant.cap;
     if (belongs === level.inRing) return;
     if (belongs) ring.add(level);
     else ring.delete(level);

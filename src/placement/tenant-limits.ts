@@ -32,3 +32,15 @@ export const TENANT_LIMIT_BOUNDS: Readonly<Record<keyof TenantLimits, readonly [
     writeBurst: [1, 10_000_000],
     firesPerSecond: [1, 10_000_000],
   });
+
+/**
+ * A node's part of a cluster-wide per-tenant limit (deliveries in flight, fires per second): a
+ * tenant's jobs spread over the data groups by hash, so a node that leads `ledHere` of
+ * `groupsTotal` data groups hands out about that share of the tenant's fires. Rounded up, and
+ * never below 1, so that a small limit still lets every leader fire; the cluster as a whole may
+ * then run a little over a limit smaller than its group count.
+ */
+export function nodeShareOf(limit: number, ledHere: number, groupsTotal: number): number {
+  if (groupsTotal <= 0 || ledHere >= groupsTotal) return limit;
+  return Math.max(1, Math.ceil((limit * ledHere) / groupsTotal));
+}

@@ -50,6 +50,8 @@ export interface Leadership {
 }
 
 /** One attempt handed to delivery. */
+const NOTHING_TAKEN = (): void => {};
+
 export interface DeliveryOrder {
   readonly fireId: string;
   readonly jobId: string;
@@ -415,7 +417,9 @@ export class GroupDispatcher {
    * `results.hold` says the runtime still has deliveries waiting to be sent: attempt results
    * are then held back (at most `resultHoldMs`, at most `heldResultsMax` of them) and
    * proposed together once the backlog is gone; while draining they go out without waiting.
-   * At most `results.max` are proposed in one step; the rest wait for the next.
+   * At most `results.max` are proposed in one step; the rest wait for the next. `taken` is told
+   * the tenant of each run handed out (an order, or an at-most-once start), as it is taken, so
+   * that an admission that counts (a tenant's fire rate) sees the step's own hand-outs.
    */
   step(
     nowMs: number,
@@ -423,6 +427,7 @@ export class GroupDispatcher {
     maxDeliveries: number = this.deliveriesPerStep,
     results: ResultRelease = RELEASE_ALL,
     admits: HandOutAdmission = ADMIT_ALL,
+    taken: (tenant: string) => void = NOTHING_TAKEN,
   ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
@@ -435,7 +440,8 @@ export class GroupDispatcher {
       this.plan(ls, nowMs);
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
       this.sweepRetention(ls, nowMs);
-      if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits);
+      if (leadership.leaseValid)
+        this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits, taken);
       else {
         // Runs held back by a lapsed lease wait for a reason outside this leader's pace.
         ls.cappedSinceMs = undefined;
@@ -705,6 +711,7 @@ export class GroupDispatcher {
     deliveries: DeliveryOrder[],
     maxDeliveries: number,
     admits: HandOutAdmission,
+    taken: (tenant: string) => void,
   ): void {
     let handed = 0;
     const missed: MissedRun[] = [];
@@ -766,6 +773,7 @@ export class GroupDispatcher {
         continue;
       }
       const attempt = run.attempts.length + 1;
+      taken(job.tenant);
       if (job.delivery === 'at_most_once') {
         ls.inFlight.set(fireId, { phase: 'starting', attempt });
         ls.outbox.push({ op: 'attempt-started', atMs: nowMs, term: ls.term, fireId, attempt });

@@ -149,6 +149,8 @@ export class JobTable {
   private readonly nextFireAtMs = new NumberColumn();
   /** Jobs whose next slot is defined (the planning index's size). */
   private withNextFire = 0;
+  /** Jobs per tenant (a tenant's quota is checked against it). */
+  private readonly perTenant = new Map<string, number>();
   private readonly lastToken = new NumberColumn();
   private readonly remaining = new NumberColumn();
   private readonly finishedAtMs = new NumberColumn();
@@ -199,9 +201,21 @@ export class JobTable {
     for (const [id, row] of this.rows.entries()) yield this.read(id, row);
   }
 
+  /** How many jobs the tenant has here. */
+  countOfTenant(tenant: string): number {
+    return this.perTenant.get(tenant) ?? 0;
+  }
+
+  private countTenant(tenant: string, n: number): void {
+    const left = (this.perTenant.get(tenant) ?? 0) + n;
+    if (left === 0) this.perTenant.delete(tenant);
+    else this.perTenant.set(tenant, left);
+  }
+
   /** The ids of a tenant's jobs, in insertion order; reads no job it does not return. */
   idsOfTenant(tenant: string): string[] {
     const out: string[] = [];
+    if (!this.perTenant.has(tenant)) return out;
     this.rows.forEach((id, row) => {
       if (this.spec.get(row).tenant === tenant) out.push(id);
     });
@@ -220,7 +234,8 @@ export class JobTable {
     if (row === -1) {
       row = this.freeRows.pop() ?? this.rowCount++;
       this.rows.add(id, row);
-    }
+    } else this.countTenant(this.spec.get(row).tenant, -1);
+    this.countTenant(spec.tenant, 1);
     this.spec.set(row, spec);
     this.name.set(row, name);
     this.anchorMs.set(row, anchorMs);
@@ -251,6 +266,7 @@ export class JobTable {
     if (this.rows.get(id) !== -1) return false;
     const row = this.freeRows.pop() ?? this.rowCount++;
     this.rows.add(id, row);
+    this.countTenant(spec.tenant, 1);
     this.spec.set(row, spec);
     this.name.set(row, name);
     this.anchorMs.set(row, anchorMs);
@@ -268,6 +284,7 @@ export class JobTable {
   delete(id: string): boolean {
     const row = this.rows.delete(id);
     if (row === -1) return false;
+    this.countTenant(this.spec.get(row).tenant, -1);
     this.setNext(row, undefined);
     // Drop the references so that the collector can free what only this job used.
     this.spec.set(row, undefined);
@@ -281,6 +298,7 @@ export class JobTable {
     this.freeRows.length = 0;
     this.rowCount = 0;
     this.withNextFire = 0;
+    this.perTenant.clear();
     for (const c of [this.spec, this.name, this.version, this.paused]) c.clear();
     for (const c of [
       this.anchorMs,
@@ -303,10 +321,18 @@ export class JobTable {
     const out = this.rows.audit();
     let withNext = 0;
     const live = new Set<number>();
+    const perTenant = new Map<string, number>();
     this.rows.forEach((_, row) => {
       live.add(row);
       if (this.nextFireAtMs.get(row) !== undefined) withNext++;
+      const tenant = this.spec.get(row).tenant;
+      perTenant.set(tenant, (perTenant.get(tenant) ?? 0) + 1);
     });
+    for (const tenant of new Set([...perTenant.keys(), ...this.perTenant.keys()]))
+      if (perTenant.get(tenant) !== this.perTenant.get(tenant))
+        out.push(
+          `job table: counts ${this.perTenant.get(tenant) ?? 0} jobs of tenant ${tenant}, a scan finds ${perTenant.get(tenant) ?? 0}`,
+        );
     if (withNext !== this.withNextFire)
       out.push(
         `job table: counts ${this.withNextFire} jobs with a next slot, a scan finds ${withNext}`,

@@ -22,7 +22,8 @@ import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
 import { SchedulerRuntime } from './scheduler-runtime.js';
-import { signingSecretsAt } from '../api/tenant-admin.js';
+import { DEFAULT_TENANT_INFLIGHT_MAX, signingSecretsAt } from '../api/tenant-admin.js';
+import { DEFAULT_TENANT_LIMITS, nodeShareOf } from '../placement/tenant-limits.js';
 import { NO_NODE } from '../raft/messages.js';
 import { NodeMetrics, type SchedulerGroupFacts } from '../observe/metrics.js';
 import { OpsHttpServer, type Readiness } from '../observe/http-server.js';
@@ -261,6 +262,10 @@ export class TickraftNode {
         return t && signingSecretsAt(t, Date.now());
       },
       weightOf: (tenant) => this.meta.tenants.get(tenant)?.priorityWeight ?? 1,
+      inflightMaxOf: (tenant) =>
+        this.shareOfLimit(
+          this.meta.tenants.get(tenant)?.inflightMax ?? DEFAULT_TENANT_INFLIGHT_MAX,
+        ),
       mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
       workers: this.workers,
     });
@@ -282,7 +287,45 @@ export class TickraftNode {
       },
       onError: (err) => this.die(err),
       observer: this.metrics,
+      fireRateOf: (tenant) =>
+        this.shareOfLimit(
+          (this.meta.tenants.get(tenant)?.limits ?? DEFAULT_TENANT_LIMITS).firesPerSecond,
+        ),
     });
+  }
+
+  tenantDeliveries(tenant: string): {
+    queued: number;
+    inflight: number;
+    fired: number;
+    throttled: number;
+  } {
+    const q = this.runner.tenantCounts(tenant);
+    const f = this.scheduler.tenantFires(tenant);
+    return {
+      queued: q.queuedCount,
+      inflight: q.inflightCount,
+      fired: f.fired,
+      throttled: f.throttled,
+    };
+  }
+
+  private leadShare = { led: 0, total: 0, atMs: -Infinity };
+
+  /**
+   * This node's part of a tenant's cluster-wide limit, by the data groups it leads
+   * (nodeShareOf). Asked per attempt: the count of groups led is taken at most every 100 ms.
+   */
+  private shareOfLimit(limit: number): number {
+    const nowMs = SystemClock.monotonicMs();
+    const share = this.leadShare;
+    if (nowMs - share.atMs >= 100) {
+      let led = 0;
+      for (const g of this.host.groups.values())
+        if (g.groupId !== META_GROUP_ID && g.isLeader) led++;
+      this.leadShare = { led, total: this.meta.groups.size, atMs: nowMs };
+    }
+    return nodeShareOf(limit, this.leadShare.led, this.leadShare.total);
   }
 
   /** The peer transport, dialing the peers known so far (more come from a join and meta). */

@@ -19,6 +19,7 @@ import {
   type StartVerdict,
 } from '../delivery/delivery-runner.js';
 import { admissionOf, handOutBudget } from '../delivery/hand-out-pace.js';
+import { TenantFireRate } from '../delivery/tenant-fire-rate.js';
 import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
 import type { AttemptReport } from '../delivery/webhook.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
@@ -55,6 +56,8 @@ export interface SchedulerObserver {
   ): void;
   /** A proposal batch settled: `result` is committed, dropped or unknown. */
   proposalSettled(result: ProposalFate, durationMs: number): void;
+  /** Runs of the tenant handed out after waiting for its fire rate (tenant-fire-rate.ts). */
+  fireThrottled?(tenant: string, n: number): void;
 }
 
 export interface SchedulerRuntimeOptions {
@@ -70,6 +73,11 @@ export interface SchedulerRuntimeOptions {
   readonly dispatcher?: Partial<Omit<DispatcherOptions, 'startMs' | 'retryAt'>>;
   readonly onError?: (err: unknown) => void;
   readonly observer?: SchedulerObserver;
+  /**
+   * Fires per second a tenant may hand out on this node (its share of its limit); absent, no
+   * tenant is held to a rate.
+   */
+  readonly fireRateOf?: (tenant: string) => number;
 }
 
 interface GroupRuntime {
@@ -136,11 +144,27 @@ export class SchedulerRuntime {
   private stepping = false;
   readonly stats: SchedulerRuntimeStats = { steps: 0, proposed: 0, delivered: 0, results: 0 };
 
-  /** Whether the delivery queue has room for a tenant's run to an origin (hand-out-pace.ts). */
+  /**
+   * Whether the delivery queue has room for a tenant's run to an origin (hand-out-pace.ts), and
+   * the tenant is within its fire rate.
+   */
   private readonly admits: HandOutAdmission;
+  private readonly fireRate: TenantFireRate | undefined;
+  private readonly taken: ((tenant: string) => void) | undefined;
 
   constructor(private readonly opts: SchedulerRuntimeOptions) {
-    this.admits = admissionOf(opts.runner);
+    const queueAdmits = admissionOf(opts.runner);
+    if (opts.fireRateOf === undefined) {
+      this.admits = queueAdmits;
+      return;
+    }
+    const observer = opts.observer;
+    const fireRate = new TenantFireRate(opts.fireRateOf, (tenant) =>
+      observer?.fireThrottled?.(tenant, 1),
+    );
+    this.fireRate = fireRate;
+    this.admits = (tenant, origin) => queueAdmits(tenant, origin) && fireRate.allows(tenant);
+    this.taken = (tenant) => fireRate.taken(tenant);
   }
 
   /** Starts dispatching for a data group hosted here (every replica keeps its indexes). */
@@ -192,6 +216,18 @@ export class SchedulerRuntime {
     return g.fireRate.ratePerSec(this.opts.clock.nowMs());
   }
 
+  /**
+   * The tenant's runs handed out here in the last complete second, and how many of them waited
+   * for its fire rate.
+   */
+  tenantFires(tenant: string): { readonly fired: number; readonly throttled: number } {
+    const nowMs = this.opts.clock.nowMs();
+    return {
+      fired: this.fireRate?.firedLastSecond(tenant, nowMs) ?? 0,
+      throttled: this.fireRate?.throttledLastSecond(tenant, nowMs) ?? 0,
+    };
+  }
+
   start(): void {
     this.timer = setInterval(() => this.stepAll(), this.opts.pollMs ?? 10);
   }
@@ -232,6 +268,7 @@ export class SchedulerRuntime {
       const nowMs = this.opts.clock.nowMs();
       const runner = this.opts.runner;
       const budget = handOutBudget(runner);
+      this.fireRate?.step(nowMs);
       // Deliveries wait for this node to send them (in the runner below their caps, or due and
       // not handed out at the last step for want of budget): the groups hold their results back
       // meanwhile. Attempts behind a slow endpoint's cap do not count: they wait for answers,
@@ -331,7 +368,7 @@ export class SchedulerRuntime {
     if ((term !== 0 && g.ledTerm !== term) || children !== g.children) g.fireRate.reset(nowMs);
     g.children = children;
     g.ledTerm = term;
-    const step = g.dispatcher.step(nowMs, leadership, budget, results, this.admits);
+    const step = g.dispatcher.step(nowMs, leadership, budget, results, this.admits, this.taken);
     this.stats.steps++;
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);

@@ -67,11 +67,29 @@ interface TenantFlags {
   historyMaxAge?: string;
   deadPerJob?: string;
   deadMaxAge?: string;
+  maxJobs?: string;
+  writeRate?: string;
+  writeBurst?: string;
+  fireRate?: string;
 }
 
-/** The run-retention options, on `tenants create` and `tenants update`. */
+/** The run-retention and limit options, on `tenants create` and `tenants update`. */
 function retentionOptions(cmd: Command): Command {
   return cmd
+    .option('--max-jobs <n>', 'jobs the tenant may register, 1-100000000 (default 10000000)')
+    .option(
+      '--write-rate <n>',
+      'API writes per second on each node taking its calls, 1-1000000 (default 1000)',
+    )
+    .option(
+      '--write-burst <n>',
+      'writes at once after a quiet spell, ≥ --write-rate (default 2000)',
+    )
+    .option(
+      '--fire-rate <n>',
+      'runs handed to delivery per second across the cluster, 1-10000000 (default 50000); ' +
+        'beyond it runs wait their turn',
+    )
     .option('--history-per-job <n>', 'finished runs (DEAD aside) kept per job, 1-100 (default 100)')
     .option('--history-max-age <duration>', 'and for how long, 1m-7d (default 7d)')
     .option('--dead-per-job <n>', 'DEAD runs (the DLQ) kept per job, 1-1000 (default 100)')
@@ -98,12 +116,60 @@ function changes(o: TenantFlags): Obj {
   if (o.deadMaxAge !== undefined)
     retention['deadMaxAgeMs'] = durationMs('--dead-max-age', o.deadMaxAge);
   if (Object.keys(retention).length > 0) out['retention'] = retention;
+  const limits: Obj = {};
+  if (o.maxJobs !== undefined) limits['maxJobs'] = wholeNumber('--max-jobs', o.maxJobs, 1);
+  if (o.writeRate !== undefined)
+    limits['writesPerSecond'] = wholeNumber('--write-rate', o.writeRate, 1);
+  if (o.writeBurst !== undefined)
+    limits['writeBurst'] = wholeNumber('--write-burst', o.writeBurst, 1);
+  if (o.fireRate !== undefined)
+    limits['firesPerSecond'] = wholeNumber('--fire-rate', o.fireRate, 1);
+  if (Object.keys(limits).length > 0) out['limits'] = limits;
   return out;
 }
 
 function show(run: CliRun, o: RemoteOptions, t: Obj): void {
   if (o.json === true) printJson(run, t);
   else table(run, HEADER, rows([t]));
+}
+
+/** `tenants get`: the tenant, then what it uses against each of its limits. */
+function showWithUsage(run: CliRun, o: RemoteOptions, t: Obj): void {
+  show(run, o, t);
+  if (o.json === true) return;
+  const u = (t['usage'] as Obj | null | undefined) ?? {};
+  const l = (t['limits'] as Obj | null | undefined) ?? {};
+  run.io.writeOut('\n');
+  table(
+    run,
+    ['LIMIT', 'USED', 'ALLOWED'],
+    [
+      [
+        'jobs',
+        `${text(u['jobs'])}${u['groupsCounted'] === u['groupsTotal'] ? '' : ` (${text(u['groupsCounted'])} of ${text(u['groupsTotal'])} groups counted)`}`,
+        text(l['maxJobs']),
+      ],
+      [
+        'deliveries in flight',
+        `${text(u['deliveriesInflight'])} (+${text(u['deliveriesQueued'])} queued)`,
+        text(t['inflightMax']),
+      ],
+      [
+        'fires per second',
+        `${text(u['firesLastSecond'])} (${text(u['firesThrottledLastSecond'])} waited for the rate)`,
+        text(l['firesPerSecond']),
+      ],
+      [
+        'API writes per second',
+        `${text(u['writesLastSecond'])} (${text(u['writesRefusedLastSecond'])} refused)`,
+        `${text(l['writesPerSecond'])} per node, burst ${text(l['writeBurst'])}`,
+      ],
+    ],
+  );
+  if (u['nodesAnswered'] !== u['nodesTotal'])
+    run.io.writeErr(
+      `usage from ${text(u['nodesAnswered'])} of ${text(u['nodesTotal'])} nodes (the others did not answer)\n`,
+    );
 }
 
 export function registerTenantsCommand(program: Command, run: CliRun): void {
@@ -115,7 +181,10 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
       .description('create a tenant; prints its signing secret (generated unless --secret)')
       .argument('<tenant-id>', '1-63 of a-z 0-9 _ -')
       .option('--secret <whsec>', 'signing secret: whsec_ + base64 of 24-64 bytes')
-      .option('--inflight-max <n>', 'deliveries of this tenant in flight per node (default 1000)')
+      .option(
+        '--inflight-max <n>',
+        'deliveries of this tenant in flight across the cluster (default 10000)',
+      )
       .option('--priority-weight <n>', WEIGHT_HELP),
   ).action(async (tenantId: string, o: RemoteOptions & TenantFlags & { secret?: string }) =>
     withClient(run, o, async (c) => {
@@ -128,26 +197,28 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
   );
 
   remote(tenants.command('get'))
-    .description('show a tenant')
+    .description('show a tenant and what it uses against each of its limits')
     .argument('<tenant-id>')
     .action(async (tenantId: string, o: RemoteOptions) =>
       withClient(run, o, async (c) =>
-        show(run, o, await c.call<Obj>('TenantService', 'GetTenant', { tenantId })),
+        showWithUsage(run, o, await c.call<Obj>('TenantService', 'GetTenant', { tenantId })),
       ),
     );
 
   retentionOptions(
     remote(tenants.command('update'))
-      .description("change a tenant's cap, priority weight or run retention (at least one option)")
+      .description(
+        "change a tenant's cap, priority weight, run retention or limits (at least one option)",
+      )
       .argument('<tenant-id>')
-      .option('--inflight-max <n>', 'deliveries of this tenant in flight per node')
+      .option('--inflight-max <n>', 'deliveries of this tenant in flight across the cluster')
       .option('--priority-weight <n>', WEIGHT_HELP),
   ).action(async (tenantId: string, o: RemoteOptions & TenantFlags) =>
     withClient(run, o, async (c) => {
       const change = changes(o);
       if (Object.keys(change).length === 0)
         throw new UsageError(
-          'give at least one of --inflight-max, --priority-weight, --history-per-job, --history-max-age, --dead-per-job, --dead-max-age',
+          'give at least one of --inflight-max, --priority-weight, --history-per-job, --history-max-age, --dead-per-job, --dead-max-age, --max-jobs, --write-rate, --write-burst, --fire-rate',
         );
       show(run, o, await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }));
     }),

@@ -20,6 +20,8 @@ export const EXIT_NOT_FOUND = 3;
 export const EXIT_CONFLICT = 4;
 export const EXIT_UNAVAILABLE = 5;
 export const EXIT_DENIED = 6;
+/** A tenant limit: its API write rate (retry after the delay given) or its max jobs. */
+export const EXIT_OVER_LIMIT = 7;
 export const DEFAULT_ENDPOINT = '127.0.0.1:7001';
 
 export const EXIT_CODES_HELP = `
@@ -30,7 +32,8 @@ Exit codes:
   3  not found
   4  conflict: already exists, version changed, or wrong state
   5  the cluster did not answer in time or had no leader (safe to retry)
-  6  refused: no token, an unknown or revoked one, or one whose role or tenant does not cover the call`;
+  6  refused: no token, an unknown or revoked one, or one whose role or tenant does not cover the call
+  7  over a tenant limit: its API write rate (retry after the delay printed) or its max jobs`;
 
 /** Where \`npm start\` writes its admin token, and where tickctl looks when given none. */
 export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
@@ -366,6 +369,8 @@ function report(run: CliRun, opts: RemoteOptions, err: unknown): number {
     case grpc.status.UNAUTHENTICATED:
     case grpc.status.PERMISSION_DENIED:
       return EXIT_DENIED;
+    case grpc.status.RESOURCE_EXHAUSTED:
+      return EXIT_OVER_LIMIT;
     default:
       return EXIT_FAILURE;
   }
@@ -406,6 +411,8 @@ function describe(err: ApiCallError, endpoint: string, tls: boolean): string {
       return `the cluster refused the credentials: ${err.message} (give a token with --token-file FILE or TICKRAFT_TOKEN; \`npm start\` writes ${defaultTokenFile()})`;
     case grpc.status.PERMISSION_DENIED:
       return `not allowed: ${err.message}`;
+    case grpc.status.RESOURCE_EXHAUSTED:
+      return `over a tenant limit: ${err.message} (tickctl tenants get shows usage and limits)`;
     default:
       return `${err.message} (${err.code})`;
   }

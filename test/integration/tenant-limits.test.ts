@@ -128,6 +128,19 @@ t.test('tenant limits: max jobs, write rate, fire rate, in-flight cap, usage', a
       ['a-1', 'b-2', 'c-3'],
       'nothing of the refused creates was written',
     );
+    const viaCli = await tickctl([
+      'jobs',
+      'create',
+      'f-6',
+      '--tenant',
+      'few',
+      '--schedule',
+      '0 0 1 1 *',
+      '--url',
+      `${ac.sink.url}/few`,
+    ]);
+    t.equal(viaCli.code, 7, 'tickctl: exit 7, over a tenant limit');
+    t.match(viaCli.stderr, 'limits.max_jobs', 'tickctl names the limit');
     const get = await tickctl(['tenants', 'get', 'few']);
     t.match(get.stdout, /jobs\s+3\s+3/, `tickctl tenants get shows 3 of 3 jobs:\n${get.stdout}`);
     await c.call('JobService', 'DeleteJob', { tenant: 'few', jobId: 'c-3' });

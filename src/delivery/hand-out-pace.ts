@@ -8,6 +8,7 @@
  * simulator (test/sim/hand-out-sim.ts) both pace on this. Pure.
  */
 import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
+import type { TenantFireRate } from './tenant-fire-rate.js';
 
 /**
  * Hand-outs per node and step are capped so that the delivery queue holds about this many
@@ -32,4 +33,23 @@ export function handOutBudget(queue: DeliveryQueueView): number {
 /** The admission each group's hand-out asks, run by run. */
 export function admissionOf(queue: DeliveryQueueView): HandOutAdmission {
   return (tenant, origin) => queue.hasRoomFor(tenant, origin);
+}
+
+/**
+ * The hand-out's gate with tenants' fire rates: a run is admitted when the queue has room for
+ * it and its tenant is within its rate (asked in that order, so a run the queue would refuse
+ * does not count as throttled), and each run taken is counted against its tenant's rate.
+ */
+export interface HandOutGate {
+  readonly admits: HandOutAdmission;
+  readonly taken: ((tenant: string) => void) | undefined;
+}
+
+export function handOutGateOf(queue: DeliveryQueueView, fireRate?: TenantFireRate): HandOutGate {
+  const queueAdmits = admissionOf(queue);
+  if (fireRate === undefined) return { admits: queueAdmits, taken: undefined };
+  return {
+    admits: (tenant, origin) => queueAdmits(tenant, origin) && fireRate.allows(tenant),
+    taken: (tenant) => fireRate.taken(tenant),
+  };
 }

@@ -26,7 +26,7 @@ export class TenantFireRate {
   private refusedBefore = new Set<string>();
 
   constructor(
-    /** Fires per second the tenant may hand out on this node (> 0). */
+    /** Fires per second the tenant may hand out on this node (> 0; Infinity: no limit). */
     private readonly rateOf: (tenant: string) => number,
     /** Told of each fire handed out after waiting for its tenant's rate. */
     private readonly onThrottled: (tenant: string) => void = () => {},
@@ -41,20 +41,22 @@ export class TenantFireRate {
     this.refusedNow = before;
     if (nowMs >= this.nextPruneMs) {
       this.nextPruneMs = nowMs + PRUNE_EVERY_MS;
-      this.buckets.prune(nowMs, (t) => this.limitOf(t));
+      this.buckets.prune(nowMs, (t) => this.limitOf(t) ?? { rate: 1, burst: 0 });
     }
   }
 
   /** Whether the tenant may hand out one more run now. */
   allows(tenant: string): boolean {
-    if (this.buckets.available(tenant, this.nowMs, this.limitOf(tenant)) >= 1) return true;
+    const limit = this.limitOf(tenant);
+    if (limit === undefined || this.buckets.available(tenant, this.nowMs, limit) >= 1) return true;
     this.refusedNow.add(tenant);
     return false;
   }
 
   /** A run of the tenant was handed out. */
   taken(tenant: string): void {
-    this.buckets.take(tenant, this.nowMs, this.limitOf(tenant));
+    const limit = this.limitOf(tenant);
+    if (limit !== undefined) this.buckets.take(tenant, this.nowMs, limit);
     this.fired.add(tenant, this.nowMs);
     if (this.refusedNow.has(tenant) || this.refusedBefore.has(tenant)) {
       this.throttled.add(tenant, this.nowMs);
@@ -77,8 +79,10 @@ export class TenantFireRate {
     return this.buckets.size;
   }
 
-  private limitOf(tenant: string): BucketLimit {
+  /** The tenant's bucket; undefined for no limit (an infinite rate). */
+  private limitOf(tenant: string): BucketLimit | undefined {
     const rate = this.rateOf(tenant);
+    if (!Number.isFinite(rate)) return undefined;
     return { rate, burst: Math.max(1, rate) };
   }
 }

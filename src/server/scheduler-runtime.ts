@@ -18,7 +18,7 @@ import {
   type DeliveryRunner,
   type StartVerdict,
 } from '../delivery/delivery-runner.js';
-import { admissionOf, handOutBudget } from '../delivery/hand-out-pace.js';
+import { handOutBudget, handOutGateOf } from '../delivery/hand-out-pace.js';
 import { TenantFireRate } from '../delivery/tenant-fire-rate.js';
 import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
 import type { AttemptReport } from '../delivery/webhook.js';
@@ -153,18 +153,13 @@ export class SchedulerRuntime {
   private readonly taken: ((tenant: string) => void) | undefined;
 
   constructor(private readonly opts: SchedulerRuntimeOptions) {
-    const queueAdmits = admissionOf(opts.runner);
-    if (opts.fireRateOf === undefined) {
-      this.admits = queueAdmits;
-      return;
-    }
     const observer = opts.observer;
-    const fireRate = new TenantFireRate(opts.fireRateOf, (tenant) =>
-      observer?.fireThrottled?.(tenant, 1),
-    );
-    this.fireRate = fireRate;
-    this.admits = (tenant, origin) => queueAdmits(tenant, origin) && fireRate.allows(tenant);
-    this.taken = (tenant) => fireRate.taken(tenant);
+    this.fireRate =
+      opts.fireRateOf &&
+      new TenantFireRate(opts.fireRateOf, (tenant) => observer?.fireThrottled?.(tenant, 1));
+    const gate = handOutGateOf(opts.runner, this.fireRate);
+    this.admits = gate.admits;
+    this.taken = gate.taken;
   }
 
   /** Starts dispatching for a data group hosted here (every replica keeps its indexes). */

@@ -15,10 +15,11 @@
 import { SeededRand } from '../../src/base/rand.js';
 import { FairQueue, type FairItem } from '../../src/delivery/fair-queue.js';
 import {
-  admissionOf,
   handOutBudget,
+  handOutGateOf,
   DELIVERY_QUEUE_TARGET,
 } from '../../src/delivery/hand-out-pace.js';
+import { TenantFireRate } from '../../src/delivery/tenant-fire-rate.js';
 import type { SchedulerCommand } from '../../src/scheduler/commands.js';
 import {
   GroupDispatcher,
@@ -30,13 +31,20 @@ import type { JobSpec } from '../../src/scheduler/model.js';
 import { SchedulerStateMachine } from '../../src/scheduler/state-machine.js';
 import { EventQueue } from './event-queue.js';
 
-/** How a noisy tenant's endpoint behaves. */
-export type NoisyReceiver = 'hang' | 'slow' | 'refuse' | 'reset';
+/** How a noisy tenant's endpoint behaves (`ok`: healthy; the tenant is noisy by its volume). */
+export type NoisyReceiver = 'hang' | 'slow' | 'refuse' | 'reset' | 'ok';
 
 export interface HandOutSimOptions {
   readonly seed: number;
-  /** The noisy tenants' floods: one tenant per entry, `jobs` one-offs due together. */
-  readonly floods: readonly { readonly receiver: NoisyReceiver; readonly jobs: number }[];
+  /**
+   * The noisy tenants' floods: one tenant per entry, `jobs` one-offs due together; a tenant with
+   * `firesPerSecond` is held to that rate at the hand-out (src/delivery/tenant-fire-rate.ts).
+   */
+  readonly floods: readonly {
+    readonly receiver: NoisyReceiver;
+    readonly jobs: number;
+    readonly firesPerSecond?: number;
+  }[];
   /** Groups on the node. @default 4 */
   readonly groups?: number;
   /** A quiet P0 run must leave within this much of its slot. @default 100 */
@@ -61,6 +69,8 @@ export interface HandOutSimResult {
     noisyMissed: number;
     quietSent: number;
     peakQueued: number;
+    /** Noisy runs handed out after waiting for their tenant's fire rate. */
+    throttled: number;
   };
 }
 
@@ -103,6 +113,7 @@ export function runHandOutSim(opts: HandOutSimOptions): HandOutSimResult {
     noisyMissed: 0,
     quietSent: 0,
     peakQueued: 0,
+    throttled: 0,
   };
   const quietLags = new Map<string, number>();
   const queue = new FairQueue<Item>({
@@ -140,8 +151,9 @@ export function runHandOutSim(opts: HandOutSimOptions): HandOutSimResult {
     g.d.afterApply();
     created++;
   };
+  const tenantOf = (i: number): string => `noisy-${i}-${opts.floods[i]!.receiver}`;
   opts.floods.forEach((flood, i) => {
-    const tenant = `noisy-${i}-${flood.receiver}`;
+    const tenant = tenantOf(i);
     for (let j = 0; j < flood.jobs; j++)
       create(tenant, `flood-${j}`, FLOOD_AT, {
         misfire: { policy: 'skip', fireAllCap: 10, catchUpWindowMs: 3600_000 },
@@ -158,7 +170,20 @@ export function runHandOutSim(opts: HandOutSimOptions): HandOutSimResult {
   });
   void created;
 
-  const admits: HandOutAdmission = opts.pace === 'queued' ? ADMIT_ALL : admissionOf(queue);
+  // The runtime's gate: room in the queue, then the tenant's fire rate.
+  const rates = new Map(
+    opts.floods.flatMap((f, i) =>
+      f.firesPerSecond === undefined ? [] : [[tenantOf(i), f.firesPerSecond] as const],
+    ),
+  );
+  const fireRate = new TenantFireRate(
+    (tenant) => rates.get(tenant) ?? Infinity,
+    () => counts.throttled++,
+  );
+  const gate = handOutGateOf(queue, fireRate);
+  const admits: HandOutAdmission = opts.pace === 'queued' ? ADMIT_ALL : gate.admits;
+  /** Hand-outs of each rate-limited tenant, by virtual second. */
+  const perSecond = new Map<string, Map<number, number>>();
   const budgetOf = (): number =>
     opts.pace === 'queued'
       ? Math.max(0, DELIVERY_QUEUE_TARGET - queue.queuedCount)
@@ -245,14 +270,21 @@ export function runHandOutSim(opts: HandOutSimOptions): HandOutSimResult {
     let left = budgetOf();
     const hold = queue.startableCount > 0;
     rotation = (rotation + 1) % groupCount;
+    fireRate.step(now);
     for (let i = 0; i < groupCount; i++) {
       const gi = (rotation + i) % groupCount;
       const g = groups[gi]!;
-      const s = g.d.step(now, leadership, left, { hold, max: 1024 }, admits);
+      const s = g.d.step(now, leadership, left, { hold, max: 1024 }, admits, gate.taken);
       if (s.proposals.length > 0)
         events.push(now + COMMIT_MS, { kind: 'commit', group: gi, cmds: s.proposals });
       for (const order of s.deliveries) {
         counts.handedOut++;
+        if (rates.has(order.job.tenant) && order.attempt === 1) {
+          const byS = perSecond.get(order.job.tenant) ?? new Map<number, number>();
+          perSecond.set(order.job.tenant, byS);
+          const second = Math.floor((now - FLOOD_AT) / 1000);
+          byS.set(second, (byS.get(second) ?? 0) + 1);
+        }
         cpu += HAND_OUT_CPU_MS;
         const item: Item = {
           tenant: order.job.tenant,
@@ -313,6 +345,17 @@ export function runHandOutSim(opts: HandOutSimOptions): HandOutSimResult {
             `noisy ${run.fireId} MISSED (${run.reason ?? 'no reason'}) for waiting behind its endpoint`,
           );
       }
+  // A tenant held to a rate hands out at most a second's worth (its bucket) plus the rate in any
+  // second, and every one of its runs goes out in the end.
+  for (const [tenant, rate] of rates) {
+    const byS = perSecond.get(tenant) ?? new Map<number, number>();
+    for (const [second, n] of byS)
+      if (n > (second === 0 ? 2 * rate : rate) + 1)
+        violations.push(`${tenant} handed out ${n} runs in second ${second} (rate ${rate}/s)`);
+    const sent = [...byS.values()].reduce((a, b) => a + b, 0);
+    const jobs = opts.floods.find((_, i) => tenantOf(i) === tenant)!.jobs;
+    if (sent !== jobs) violations.push(`${tenant}: ${sent} of ${jobs} runs handed out`);
+  }
   return {
     ok: violations.length === 0,
     violations,

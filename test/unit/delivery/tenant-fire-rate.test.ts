@@ -140,3 +140,34 @@ t.test('trackedCount follows recent activity only', (t) => {
   t.equal(rate.trackedCount, 0, '1 s later both refilled (1 token at 5/s) and were pruned');
   t.end();
 });
+
+t.test('an infinite rate is no limit: never refused, no bucket kept, still counted', (t) => {
+  const rates: Record<string, number> = { free: Infinity, capped: 1 };
+  let throttled = 0;
+  const rate = new TenantFireRate(
+    (tenant) => rates[tenant] ?? 1,
+    () => throttled++,
+  );
+  rate.step(0);
+  let refused = 0;
+  for (let i = 0; i < 10_000; i++) {
+    if (rate.allows('free')) rate.taken('free');
+    else refused++;
+  }
+  t.equal(refused, 0, '10,000 at once');
+  t.equal(rate.trackedCount, 0, 'no bucket for it');
+  t.equal(throttled, 0);
+  rate.step(1000);
+  t.equal(rate.firedLastSecond('free', 1000), 10_000, 'its fires still show in usage');
+
+  // A limited tenant whose limit is lifted goes on at once, and its bucket is dropped.
+  t.ok(rate.allows('capped'));
+  rate.taken('capped');
+  t.notOk(rate.allows('capped'), 'at 1 per second, the second run waits');
+  t.equal(rate.trackedCount, 1);
+  rates['capped'] = Infinity;
+  t.ok(rate.allows('capped'), 'the lifted limit applies at the next call');
+  rate.step(2000);
+  t.equal(rate.trackedCount, 0, 'its bucket is pruned');
+  t.end();
+});

@@ -2,7 +2,7 @@
 // it follows every way a job comes and goes (put of a new job, put replacing one, of the same
 // or another tenant; addNew, including a refused duplicate; delete; clear), idsOfTenant agrees
 // with it, and audit() (a full scan against the counts) finds nothing wrong throughout.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { JobTable, type JobRowState } from '../../../src/scheduler/job-table.js';
 import { Retained } from '../../../src/scheduler/retained.js';
 import { T0, spec } from './fixtures.js';
@@ -23,7 +23,7 @@ const state: JobRowState = {
 };
 
 /** The counts of the two tenants and of one never used, after checking audit() is clean. */
-function counts(t: Tap.Test, table: JobTable): [number, number, number] {
+function counts(t: Test, table: JobTable): [number, number, number] {
   t.same(table.audit(), [], 'audit finds nothing wrong');
   return [
     table.countOfTenant('acme'),

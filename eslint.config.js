@@ -33,6 +33,7 @@ export const PURE_FOLDERS = [
   'src/delivery/classify.ts',
   'src/delivery/backoff.ts',
   'src/delivery/fair-queue.ts',
+  'src/delivery/queue-ages.ts',
   'src/observe/tenant-labels.ts',
 ];
 

@@ -9,6 +9,7 @@ import type { Clock } from '../base/clock.js';
 import { SystemClock } from '../base/clock.js';
 import type { Job } from '../scheduler/model.js';
 import { FairQueue, type FairItem, type FairQueueOptions } from './fair-queue.js';
+import { QueueAges } from './queue-ages.js';
 import type { OriginPools } from './origin-pools.js';
 import { compileSigningKeys, type SigningKeys } from './signing.js';
 import type { WorkerHub } from './worker-hub.js';
@@ -132,6 +133,8 @@ export class DeliveryRunner {
   };
   /** Requests rendered ahead, by fire id, oldest first. */
   private readonly rendered = new Map<string, Rendered>();
+  /** When the queued attempts were queued (monotonic ms), for the per-tenant queue age. */
+  private readonly queueAges = new QueueAges<Task>();
   /** When sweepRendered last looked at the rendered requests. */
   private sweptAtMs = 0;
 
@@ -213,7 +216,14 @@ export class DeliveryRunner {
       });
       return;
     }
+    this.queueAges.queued(task.tenant, task, this.clock.monotonicMs());
     this.pump();
+  }
+
+  /** Each tenant with attempts queued here, and how long its oldest queued one has waited. */
+  *oldestQueuedAgeMs(): IterableIterator<readonly [tenant: string, ageMs: number]> {
+    const nowMs = this.clock.monotonicMs();
+    for (const [tenant, atMs] of this.queueAges.oldest()) yield [tenant, nowMs - atMs];
   }
 
   /**
@@ -299,6 +309,7 @@ export class DeliveryRunner {
   /** Forgets the queued (not started) attempts of an owner: its leadership ended. */
   dropQueued(owner: string): number {
     const removed = this.queue.removeQueuedWhere((t) => t.owner === owner);
+    for (const t of removed) this.queueAges.left(t.tenant, t);
     let waiting = 0;
     this.waiting = this.waiting.filter((t) => {
       if (t.owner !== owner) return true;
@@ -338,6 +349,7 @@ export class DeliveryRunner {
       this.pumpScheduled = false;
       let started = 0;
       for (let task = this.queue.take(); task !== undefined; task = this.queue.take()) {
+        this.queueAges.left(task.tenant, task);
         this.start(task);
         if (++started >= STARTS_PER_TURN) {
           this.pump();
@@ -464,6 +476,7 @@ export class DeliveryRunner {
   close(): void {
     this.rendered.clear();
     this.queue.removeQueuedWhere(() => true);
+    this.queueAges.clear();
     if (this.waitTimer) clearTimeout(this.waitTimer);
     for (const t of this.waiting) this.queue.done(t);
     this.waiting = [];

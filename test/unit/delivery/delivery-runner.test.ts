@@ -194,6 +194,50 @@ t.test('back-pressure, lapsed leadership and unknown tenants never send', async 
   t.equal(hang.received.length, 1, 'and only the first reached the hanging one');
 });
 
+t.test(
+  "per tenant, for the metrics: queued, in flight, and the oldest queued one's age",
+  async (t) => {
+    const hang = await startSink(() => undefined);
+    const pools = new OriginPools({ connectionsPerOrigin: 1, targetPolicy: LOOPBACK_ALLOWED });
+    let monotonicMs = 1000;
+    const runner = new DeliveryRunner({
+      pools,
+      queue: { queuedMax: 100, tenantInflightMax: 4, originInflightMax: 1 },
+      secretsOf: () => [SECRET],
+      clock: { nowMs: () => Date.now(), monotonicMs: () => monotonicMs },
+    });
+    t.teardown(async () => {
+      runner.close();
+      await pools.destroy();
+      await hang.close();
+    });
+    const a = job('a', 'acme', `${hang.origin}/h`);
+    const g = job('g', 'globex', `${hang.origin}/h`);
+    runner.submit('g/1', request(a, 0), () => undefined);
+    monotonicMs = 2000;
+    runner.submit('g/1', request(a, 1), () => undefined);
+    runner.submit('g/2', request(g, 2), () => undefined);
+    monotonicMs = 3000;
+    runner.submit('g/1', request(a, 3), () => undefined);
+    await eventually(() => hang.received.length === 1, 10_000, 'the first one is sent (it hangs)');
+    t.same(runner.tenantCounts('acme'), { queuedCount: 2, inflightCount: 1 });
+    t.same(runner.tenantCounts('globex'), { queuedCount: 1, inflightCount: 0 });
+    monotonicMs = 5000;
+    t.same(
+      [...runner.oldestQueuedAgeMs()],
+      [
+        ['acme', 3000],
+        ['globex', 3000],
+      ],
+      'acme: the second, queued at 2000 (the first is in flight)',
+    );
+    runner.dropQueued('g/2');
+    t.same([...runner.oldestQueuedAgeMs()], [['acme', 3000]], "globex's dropped with its owner");
+    runner.close();
+    t.same([...runner.oldestQueuedAgeMs()], [], 'nothing after close');
+  },
+);
+
 t.test('a request rendered ahead is sent as rendered, and only while it still fits', async (t) => {
   const sink = await startSink((_req, res) => res.end('ok'));
   const pools = new OriginPools({ connectionsPerOrigin: 2, targetPolicy: LOOPBACK_ALLOWED });

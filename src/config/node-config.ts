@@ -8,6 +8,7 @@ import { parseCidrList, TargetPolicy } from '../delivery/target-policy.js';
 import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
 import type { NodeId } from '../raft/messages.js';
 import { LOG_TAIL_BYTES_MAX_DEFAULT } from '../storage/group-log.js';
+import { DEFAULT_METRICS_TENANTS, TENANT_LABELS_MAX } from '../observe/tenant-labels.js';
 
 export interface NodeOptions {
   /** This node's id, e.g. n1. Required. */
@@ -77,6 +78,11 @@ export interface NodeOptions {
   deliveryQueue?: number;
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
+  /**
+   * Tenants named in the per-tenant metrics (`tenant` label): the most active on this node; the
+   * rest are `other`. 0 puts every tenant under `other`. @default 20
+   */
+  metricsTenants?: number;
   /**
    * host:port of the test-only DebugService (proto/debug.proto: a key-value store, scheduler
    * internals; unauthenticated); not served when absent.
@@ -185,6 +191,8 @@ export interface CompiledNodeConfig {
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
   readonly metricsListen: HostPort | undefined;
+  /** Tenants labelled by name in the per-tenant metrics; the rest are `other`. */
+  readonly metricsTenants: number;
   /** The test-only DebugService's address, or undefined: not served. */
   readonly debugListen: HostPort | undefined;
   /** The client API address of a member to join through, or undefined. */
@@ -227,6 +235,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  metricsTenants: '--metrics-tenants',
   debugListen: '--debug-listen',
   allowTarget: '--allow-target',
   join: '--join',
@@ -361,6 +370,12 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   );
   const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
   const queuedMax = int('deliveryQueue', options.deliveryQueue ?? 200_000, 1, 10_000_000);
+  const metricsTenants = int(
+    'metricsTenants',
+    options.metricsTenants ?? DEFAULT_METRICS_TENANTS,
+    0,
+    TENANT_LABELS_MAX,
+  );
   if (violations.length > 0) throw new ValidationError('CONFIG_INVALID', violations);
   return Object.freeze({
     id,
@@ -391,6 +406,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       targetPolicy,
     },
     metricsListen,
+    metricsTenants,
     debugListen,
     join,
     peerRoutes,

@@ -179,6 +179,13 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
       '--metrics-listen <host:port>',
       'HTTP address for /metrics, /healthz and /readyz, HTTPS with --tls-cert (default: not served)',
     )
+    .addOption(
+      new Option(
+        '--metrics-tenants <n>',
+        'tenants named in the per-tenant metrics: the n most active on this node, the rest under ' +
+          'tenant="other"; 0 puts every tenant under other (default 20, at most 1000)',
+      ).argParser(int),
+    )
     .option(
       '--allow-target <cidr>',
       'let webhooks reach this range although it is loopback, private, link-local, … ' +

@@ -29,6 +29,9 @@ t.test('defaults', (t) => {
   const wider = compileNodeOptions({ ...base, webhookConnections: 200 });
   t.equal(wider.delivery.originInflightMax, 200, 'following --webhook-connections');
   t.equal(compileNodeOptions({ ...base, originInflight: 500 }).delivery.originInflightMax, 500);
+  t.equal(c.metricsTenants, 20, 'the 20 most active tenants named in the metrics');
+  t.equal(compileNodeOptions({ ...base, metricsTenants: 0 }).metricsTenants, 0, 'or none');
+  t.equal(compileNodeOptions({ ...base, metricsTenants: 1000 }).metricsTenants, 1000);
   t.end();
 });
 
@@ -195,6 +198,9 @@ const rejected: [string, NodeOptions, string, RegExp][] = [
   ['split fire rate negative', { ...base, splitFireRate: -1 }, '--split-fire-rate', /fires\/s/],
   ['split fire rate NaN', { ...base, splitFireRate: NaN }, '--split-fire-rate', /fires\/s/],
   ['route to self', { ...base, peerRoute: 'n1=127.0.0.1:1' }, '--peer-route', /never dials itself/],
+  ['metrics tenants negative', { ...base, metricsTenants: -1 }, '--metrics-tenants', /\[0, 1000\]/],
+  ['metrics tenants too many', { ...base, metricsTenants: 1001 }, '--metrics-tenants', /1001/],
+  ['metrics tenants NaN', { ...base, metricsTenants: NaN }, '--metrics-tenants', /integer in/],
 ];
 
 for (const [name, opts, field, reason] of rejected) {

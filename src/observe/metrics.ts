@@ -7,6 +7,8 @@
  * - state, read at scrape time from the node (Raft term and indexes per group, wheel sizes, DLQ
  *   sizes, deliveries queued and in flight), so the hot path pays nothing for it.
  *
+ * The same per tenant, for the most active tenants of the node: tenant-metrics.ts.
+ *
  * Every name starts with `tickraft_`; docs/OPERATIONS.md lists them.
  */
 import {
@@ -17,8 +19,18 @@ import {
   Registry,
   type LabelValues,
 } from 'prom-client';
+import { SystemClock, type Clock } from '../base/clock.js';
 import type { CommitStats, MultiRaftHost } from '../multiraft/host.js';
 import { CountBuffer, ObservationBuffer } from './observation-buffer.js';
+import { DEFAULT_METRICS_TENANTS } from './tenant-labels.js';
+import {
+  FIRE_LAG_BUCKETS,
+  TenantMetrics,
+  type FireOutcome,
+  type TenantMetricsSource,
+} from './tenant-metrics.js';
+
+export type { FireOutcome } from './tenant-metrics.js';
 
 /** What the scheduler side of a node exposes at scrape time, per data group hosted here. */
 export interface SchedulerGroupFacts {
@@ -36,7 +48,7 @@ export interface SchedulerGroupFacts {
 }
 
 /** The node as the metrics read it at scrape time. */
-export interface MetricsSource {
+export interface MetricsSource extends TenantMetricsSource {
   readonly host: MultiRaftHost;
   schedulerGroups(): Iterable<SchedulerGroupFacts>;
   deliveryQueued(): number;
@@ -47,11 +59,13 @@ export interface MetricsSource {
   workerLeases(): { readonly held: number; readonly waiting: number };
 }
 
-/** How an attempt handed to delivery ended; `not_started` = dropped before it was sent. */
-export type FireOutcome = 'success' | 'retry' | 'fail' | 'not_started';
+export interface NodeMetricsOptions {
+  /** Tenants labelled by name in the per-tenant metrics (--metrics-tenants). @default 20 */
+  readonly tenantLabels?: number;
+  /** Read at scrape time, to rank the tenants. @default SystemClock */
+  readonly clock?: Clock;
+}
 
-// Fire lag is milliseconds on a healthy cluster and seconds in a spike or after a failover.
-const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const PROPOSAL_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
 const FSYNC_BUCKETS = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1];
 const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000];
@@ -68,6 +82,7 @@ export class NodeMetrics {
   private readonly fsync: Histogram;
   private readonly leaderChanges: Counter<'group'>;
   private readonly peerRefused: Counter<'reason'>;
+  private readonly tenants: TenantMetrics;
   // Per-attempt observations wait here until a scrape (or a full buffer): see ObservationBuffer.
   private readonly lagStartPending: ObservationBuffer;
   private readonly lagResponsePending: ObservationBuffer;
@@ -84,6 +99,7 @@ export class NodeMetrics {
   constructor(
     private readonly source: MetricsSource,
     nodeId: string,
+    options: NodeMetricsOptions = {},
   ) {
     const registers = [this.registry];
     this.registry.setDefaultLabels({ node: nodeId });
@@ -91,7 +107,7 @@ export class NodeMetrics {
     this.fireLagStart = new Histogram({
       name: 'tickraft_fire_lag_start_seconds',
       help: 'Slot time to the hand-out of its first delivery attempt',
-      buckets: LAG_BUCKETS,
+      buckets: FIRE_LAG_BUCKETS,
       registers,
       collect: () => this.lagStartPending.flush(),
     });
@@ -99,7 +115,7 @@ export class NodeMetrics {
     this.fireLagResponse = new Histogram({
       name: 'tickraft_fire_lag_response_seconds',
       help: 'Slot time to the end (response or failure) of its first delivery attempt',
-      buckets: LAG_BUCKETS,
+      buckets: FIRE_LAG_BUCKETS,
       registers,
       collect: () => this.lagResponsePending.flush(),
     });
@@ -164,6 +180,10 @@ export class NodeMetrics {
     });
     this.raftGauges(registers);
     this.schedulerGauges(registers);
+    this.tenants = new TenantMetrics(source, registers, {
+      topN: options.tenantLabels ?? DEFAULT_METRICS_TENANTS,
+      clock: options.clock ?? SystemClock,
+    });
   }
 
   /** Per-group Raft gauges, read from the node at scrape time. */
@@ -290,15 +310,32 @@ export class NodeMetrics {
   // -----------------------------------------------------------------------------------------
   // Event hooks (structurally match SchedulerObserver in src/server/scheduler-runtime.ts)
 
-  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number): void {
-    if (attempt === 1) this.lagStartPending.add(Math.max(0, nowMs - slotMs) / 1000);
+  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number, tenant: string): void {
+    const lag = Math.max(0, nowMs - slotMs) / 1000;
+    if (attempt === 1) this.lagStartPending.add(lag);
     else this.retriesPending++;
+    this.tenants.handedOut(tenant, attempt, lag);
   }
 
-  deliveryFinished(attempt: number, outcome: FireOutcome, slotMs: number, nowMs: number): void {
+  deliveryFinished(
+    attempt: number,
+    outcome: FireOutcome,
+    slotMs: number,
+    nowMs: number,
+    tenant: string,
+  ): void {
     this.firesPending.add(outcome);
     if (attempt === 1 && outcome !== 'not_started')
       this.lagResponsePending.add(Math.max(0, nowMs - slotMs) / 1000);
+    this.tenants.finished(tenant, outcome);
+  }
+
+  /**
+   * `n` runs of the tenant were handed out late because it was at its fire rate limit (the
+   * fire-rate limiter calls it through SchedulerObserver.fireThrottled).
+   */
+  fireThrottled(tenant: string, n = 1): void {
+    this.tenants.throttled(tenant, n);
   }
 
   proposalSettled(result: string, durationMs: number): void {
@@ -321,8 +358,12 @@ export class NodeMetrics {
     this.peerRefused.inc({ reason: reason.slice(0, 64) });
   }
 
-  /** The Prometheus text exposition of every metric. */
+  /**
+   * The Prometheus text exposition of every metric: the scrape. The tenants are ranked here, so
+   * reading `registry` directly shows the per-tenant series under the last ranking.
+   */
   async render(): Promise<{ contentType: string; body: string }> {
+    this.tenants.beforeScrape();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }

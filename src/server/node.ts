@@ -386,8 +386,15 @@ export class TickraftNode {
         deliveryInflight: () => this.runner.inflightCount,
         workersConnected: () => this.workers.workerCounts(),
         workerLeases: () => ({ held: this.workers.heldCount, waiting: this.workers.waitingCount }),
+        tenantDeliveries: (tenant) => {
+          const c = this.runner.tenantCounts(tenant);
+          return { queued: c.queuedCount, inflight: c.inflightCount };
+        },
+        tenantQueueAgesMs: () => this.runner.oldestQueuedAgeMs(),
+        deadRunsByTenant: () => this.deadRunsByTenant(),
       },
       this.config.id,
+      { tenantLabels: this.config.metricsTenants },
     );
     this.host.onCommit = (s) => metrics.commitDone(s);
     return metrics;
@@ -433,6 +440,25 @@ export class TickraftNode {
         fireRatePerSec: this.scheduler.fireRatePerSec(groupId),
       };
     }
+  }
+
+  /**
+   * DLQ sizes by tenant over the data groups led here: every replica holds the same DLQ, and
+   * counting it on the leader only lets a sum over the nodes count each run once. O(dead runs),
+   * at scrape time.
+   */
+  private deadRunsByTenant(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [groupId, sm] of this.data) {
+      if (this.host.groups.get(groupId)?.isLeader !== true) continue;
+      // A fire id is `<tenant>/<job id>:<slot ms>` (job-key.ts); one without a tenant counts
+      // under '', which no ranking names, so it lands in `other`.
+      for (const fireId of sm.scheduler.dead) {
+        const tenant = fireId.slice(0, Math.max(0, fireId.indexOf('/')));
+        counts.set(tenant, (counts.get(tenant) ?? 0) + 1);
+      }
+    }
+    return counts;
   }
 
   /** Counts and logs every change of a group's leader this replica sees. */

@@ -45,14 +45,15 @@ import type { DataGroupStateMachine } from './data-group-state-machine.js';
  * it). Called on the hot path: implementations must be cheap and must not throw.
  */
 export interface SchedulerObserver {
-  /** An attempt went to the delivery runner (`nowMs` wall clock). */
-  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number): void;
+  /** An attempt of a job of `tenant` went to the delivery runner (`nowMs` wall clock). */
+  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number, tenant: string): void;
   /** An attempt's result came back; `not_started` = it was dropped before being sent. */
   deliveryFinished(
     attempt: number,
     outcome: 'success' | 'retry' | 'fail' | 'not_started',
     slotMs: number,
     nowMs: number,
+    tenant: string,
   ): void;
   /** A proposal batch settled: `result` is committed, dropped or unknown. */
   proposalSettled(result: ProposalFate, durationMs: number): void;
@@ -447,7 +448,7 @@ export class SchedulerRuntime {
     const observer = this.opts.observer;
     const nowMs = this.opts.clock.nowMs();
     if (order.attempt === 1) g.fireRate.record(order.slotMs);
-    observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs);
+    observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs, order.job.tenant);
     if (g.ownerTerm !== order.term) {
       g.owner = ownerOf(g.groupId, order.term);
       g.ownerTerm = order.term;
@@ -460,6 +461,7 @@ export class SchedulerRuntime {
           'not_started',
           order.slotMs,
           this.opts.clock.nowMs(),
+          order.job.tenant,
         );
         g.dispatcher.attemptNotStarted(order, this.opts.clock.nowMs());
         return;
@@ -469,6 +471,7 @@ export class SchedulerRuntime {
         report.outcome,
         order.slotMs,
         this.opts.clock.nowMs(),
+        order.job.tenant,
       );
       g.dispatcher.attemptDone(
         order,

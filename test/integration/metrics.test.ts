@@ -4,7 +4,7 @@
 // wheel gauges. Unknown paths are 404. A pull-based worker shows in the worker gauges.
 import t from 'tap';
 import { Worker } from '../../src/api/worker-client.js';
-import { ApiCluster } from '../helpers/api-cluster.js';
+import { ApiCluster, TENANT } from '../helpers/api-cluster.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN, type ProcNode } from '../helpers/cluster.js';
 
 async function get(n: ProcNode, path: string): Promise<{ status: number; body: string }> {
@@ -58,6 +58,19 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
   t.ok(sum(after, 'tickraft_fire_lag_start_seconds_count') > lagBefore, 'start lag observed');
   t.ok(sum(after, 'tickraft_fire_lag_response_seconds_count') > 0, 'response lag observed');
   t.ok(sum(after, 'tickraft_fires_total', 'outcome="success"') >= 2, 'successful fires');
+  // Per tenant: the only tenant is named (a free slot of --metrics-tenants is filled at the
+  // scrape after its first fire), so every fire counted on a node is counted under its name.
+  t.equal(
+    sum(after, 'tickraft_tenant_fires_total', `tenant="${TENANT}",outcome="success"`),
+    sum(after, 'tickraft_fires_total', 'outcome="success"'),
+    'per tenant: every success under the tenant that fired',
+  );
+  t.ok(sum(after, 'tickraft_tenant_fire_lag_seconds_count', `tenant="${TENANT}"`) > 0);
+  t.ok(
+    after.some((text) => text.includes(`tickraft_tenant_deliveries_queued{tenant="${TENANT}",`)),
+    "the tenant's queue depth, on the node that sends its fires",
+  );
+  for (const text of after) t.match(text, /^tickraft_tenant_dead_runs\{tenant="other",node=/m);
   t.ok(sum(after, 'tickraft_proposal_seconds_count') > 0, 'proposal latency observed');
   t.ok(sum(after, 'tickraft_group_commit_entries_count') > 0, 'group commits observed');
   t.ok(sum(after, 'tickraft_leader_changes_total') >= 5, 'leader changes counted');

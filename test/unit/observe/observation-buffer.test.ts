@@ -62,12 +62,15 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
     deliveryInflight: () => 0,
     workersConnected: () => new Map([['reports', 2]]),
     workerLeases: () => ({ held: 3, waiting: 1 }),
+    tenantDeliveries: () => ({ queued: 0, inflight: 0 }),
+    tenantQueueAgesMs: () => [],
+    deadRunsByTenant: () => new Map(),
   } as unknown as MetricsSource; // the metrics read only these members
   const m = new NodeMetrics(source, 'n1');
-  m.deliveryHandedOut(1, 1_000, 2_500);
-  m.deliveryHandedOut(2, 1_000, 9_000);
-  m.deliveryFinished(1, 'success', 1_000, 3_000);
-  m.deliveryFinished(2, 'retry', 1_000, 9_500);
+  m.deliveryHandedOut(1, 1_000, 2_500, 'acme');
+  m.deliveryHandedOut(2, 1_000, 9_000, 'acme');
+  m.deliveryFinished(1, 'success', 1_000, 3_000, 'acme');
+  m.deliveryFinished(2, 'retry', 1_000, 9_500, 'acme');
   const { body } = await m.render();
   t.match(body, /tickraft_fire_lag_start_seconds_count\{node="n1"\} 1\n/);
   t.match(body, /tickraft_fire_lag_start_seconds_sum\{node="n1"\} 1.5\n/);

@@ -56,7 +56,7 @@ function peakOverlap(receipts: readonly Receipt[], durationMs: number): number {
 }
 
 t.test('tenant limits: max jobs, write rate, fire rate, in-flight cap, usage', async (t) => {
-  const ac = await ApiCluster.start(t, { groups: GROUPS });
+  const ac = await ApiCluster.start(t, { groups: GROUPS, metrics: true });
   const c: ApiClient = ac.client('n1');
   const endpoint = endpointOf(ac.cluster.node('n2'));
   const tickctl = (args: string[]) => runTickctl([...args, '--endpoint', endpoint]);
@@ -235,6 +235,20 @@ t.test('tenant limits: max jobs, write rate, fire rate, in-flight cap, usage', a
       }, 10_000).catch(() => undefined);
       t.equal(status, 'RUN_STATUS_SUCCEEDED', `${r.fireId}: delayed, not missed`);
     }
+    // The wait is counted per tenant in the metrics: the paced tenant's, nobody else's.
+    const throttled = async (tenant: string): Promise<number> => {
+      let n = 0;
+      for (const node of ac.cluster.nodes) {
+        const res = await fetch(`http://${node.host}:${node.metricsPort}/metrics`);
+        const line = (await res.text())
+          .split('\n')
+          .find((l) => l.startsWith(`tickraft_tenant_fires_throttled_total{tenant="${tenant}",`));
+        n += Number(line?.slice(line.lastIndexOf(' ') + 1) ?? 0);
+      }
+      return n;
+    };
+    t.ok((await throttled('paced')) > 0, 'tickraft_tenant_fires_throttled_total counts paced');
+    t.equal(await throttled('acme'), 0, 'and not the unlimited tenant');
     // Each leader holds the tenant to its share of inflight_max 3.
     const led = new Map<string, number>();
     for (const [groupId, node] of leaders)

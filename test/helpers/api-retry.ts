@@ -24,3 +24,13 @@ export async function retryUnavailable<T>(
     }
   }
 }
+
+/** The ApiCallError a call ends with; a call that succeeds, or fails otherwise, fails the test. */
+export async function refusal(p: Promise<unknown>): Promise<ApiCallError> {
+  const err = await p.then(
+    () => new Error('the call succeeded'),
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ApiCallError)) throw err instanceof Error ? err : new Error(String(err));
+  return err;
+}

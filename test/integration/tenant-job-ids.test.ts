@@ -7,11 +7,11 @@
 // names its own tenant and reaches its own target, and each signature verifies with its own
 // tenant's secret only. DeleteJob of acme's job leaves beta's, which keeps firing.
 import t from 'tap';
-import { ApiCallError, type ApiClient } from '../../src/api/client.js';
+import type { ApiClient } from '../../src/api/client.js';
 import type { PublicServiceName } from '../../src/api/proto-options.js';
 import { compileSigningKeys, verifyWebhook } from '../../src/delivery/signing.js';
 import { ApiCluster, createTenantCarefully, endpointOf } from '../helpers/api-cluster.js';
-import { retryUnavailable } from '../helpers/api-retry.js';
+import { refusal, retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import { runTickctl } from '../helpers/tickctl.js';
 import { TEST_SECRET, type Receipt } from '../helpers/webhook-sink.js';
@@ -21,16 +21,6 @@ type Obj = Record<string, unknown>;
 const JOB = 'nightly-report';
 /** beta's own secret: 24 bytes of 0x2b (acme's, TEST_SECRET, is 24 bytes of 0x2a). */
 const BETA_SECRET = `whsec_${Buffer.alloc(24, 43).toString('base64')}`;
-
-/** The error a call ends with (it must end with one). */
-async function refusal(p: Promise<unknown>): Promise<ApiCallError> {
-  const err = await p.then(
-    () => new Error('the call succeeded'),
-    (e: unknown) => e,
-  );
-  if (!(err instanceof ApiCallError)) throw err instanceof Error ? err : new Error(String(err));
-  return err;
-}
 
 t.test('two tenants, one job id: each sees, fires and deletes only its own', async (t) => {
   const ac = await ApiCluster.start(t);

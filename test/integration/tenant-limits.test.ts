@@ -15,7 +15,7 @@ import t from 'tap';
 import { ApiCallError, type ApiClient } from '../../src/api/client.js';
 import { nodeShareOf } from '../../src/placement/tenant-limits.js';
 import { ApiCluster, endpointOf } from '../helpers/api-cluster.js';
-import { retryUnavailable } from '../helpers/api-retry.js';
+import { refusal, retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import { runTickctl } from '../helpers/tickctl.js';
 import { TEST_SECRET, type Receipt } from '../helpers/webhook-sink.js';
@@ -24,15 +24,6 @@ type Obj = Record<string, unknown>;
 const GROUPS = 3;
 /** The narrow tenant's receiver answers after this long, so its deliveries overlap. */
 const NARROW_DELAY_MS = 1500;
-
-async function refusal(p: Promise<unknown>): Promise<ApiCallError> {
-  const err = await p.then(
-    () => new Error('the call succeeded'),
-    (e: unknown) => e,
-  );
-  if (!(err instanceof ApiCallError)) throw err instanceof Error ? err : new Error(String(err));
-  return err;
-}
 
 function oneOff(tenant: string, jobId: string, url: string, slotMs: number): Obj {
   return {

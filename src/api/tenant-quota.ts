@@ -114,7 +114,8 @@ export class TenantQuota {
     if (has + adding > max)
       throw new TenantLimitError(
         'TENANT_MAX_JOBS_EXCEEDED',
-        `tenant ${tenant} has ${has} jobs and may have ${max} (limits.max_jobs): ` +
+        `tenant ${tenant} has ${has} job${has === 1 ? '' : 's'} and may have ${max} ` +
+          `(limits.max_jobs): ` +
           `${adding} more would pass it; delete jobs or raise the limit`,
         { details: { limit: 'limits.max_jobs' } },
       );

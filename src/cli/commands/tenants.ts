@@ -133,43 +133,56 @@ function show(run: CliRun, o: RemoteOptions, t: Obj): void {
   else table(run, HEADER, rows([t]));
 }
 
-/** `tenants get`: the tenant, then what it uses against each of its limits. */
-function showWithUsage(run: CliRun, o: RemoteOptions, t: Obj): void {
-  show(run, o, t);
-  if (o.json === true) return;
-  const u = (t['usage'] as Obj | null | undefined) ?? {};
+/**
+ * The tenant's limits, one per line; with `usage` (GetTenant), what it uses against each. Shown
+ * after the tenant's row by `get`, `create` and `update`, so a changed limit is seen at once.
+ */
+function showLimits(run: CliRun, t: Obj): void {
+  const u = t['usage'] as Obj | null | undefined;
   const l = (t['limits'] as Obj | null | undefined) ?? {};
+  const used = (s: string): string[] => (u ? [s] : []);
+  const v = u ?? {};
   run.io.writeOut('\n');
   table(
     run,
-    ['LIMIT', 'USED', 'ALLOWED'],
+    ['LIMIT', ...used('USED'), 'ALLOWED'],
     [
       [
         'jobs',
-        `${text(u['jobs'])}${u['groupsCounted'] === u['groupsTotal'] ? '' : ` (${text(u['groupsCounted'])} of ${text(u['groupsTotal'])} groups counted)`}`,
+        ...used(
+          `${text(v['jobs'])}${v['groupsCounted'] === v['groupsTotal'] ? '' : ` (${text(v['groupsCounted'])} of ${text(v['groupsTotal'])} groups counted)`}`,
+        ),
         text(l['maxJobs']),
       ],
       [
         'deliveries in flight',
-        `${text(u['deliveriesInflight'])} (+${text(u['deliveriesQueued'])} queued)`,
+        ...used(`${text(v['deliveriesInflight'])} (+${text(v['deliveriesQueued'])} queued)`),
         text(t['inflightMax']),
       ],
       [
         'fires per second',
-        `${text(u['firesLastSecond'])} (${text(u['firesThrottledLastSecond'])} waited for the rate)`,
+        ...used(
+          `${text(v['firesLastSecond'])} (${text(v['firesThrottledLastSecond'])} waited for the rate)`,
+        ),
         text(l['firesPerSecond']),
       ],
       [
         'API writes per second',
-        `${text(u['writesLastSecond'])} (${text(u['writesRefusedLastSecond'])} refused)`,
+        ...used(`${text(v['writesLastSecond'])} (${text(v['writesRefusedLastSecond'])} refused)`),
         `${text(l['writesPerSecond'])} per node, burst ${text(l['writeBurst'])}`,
       ],
     ],
   );
-  if (u['nodesAnswered'] !== u['nodesTotal'])
+  if (u && u['nodesAnswered'] !== u['nodesTotal'])
     run.io.writeErr(
       `usage from ${text(u['nodesAnswered'])} of ${text(u['nodesTotal'])} nodes (the others did not answer)\n`,
     );
+}
+
+/** `tenants get|update`: the tenant's row, then its limits (and usage, when given). */
+function showWithLimits(run: CliRun, o: RemoteOptions, t: Obj): void {
+  show(run, o, t);
+  if (o.json !== true) showLimits(run, t);
 }
 
 export function registerTenantsCommand(program: Command, run: CliRun): void {
@@ -192,7 +205,8 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
       const res = await c.call<Obj>('TenantService', 'CreateTenant', req);
       if (o.json === true) return printJson(run, res);
       table(run, HEADER, rows([res['tenant'] as Obj]));
-      run.io.writeOut(`signing secret (shown once): ${text(res['signingSecret'])}\n`);
+      showLimits(run, res['tenant'] as Obj);
+      run.io.writeOut(`\nsigning secret (shown once): ${text(res['signingSecret'])}\n`);
     }),
   );
 
@@ -201,7 +215,7 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
     .argument('<tenant-id>')
     .action(async (tenantId: string, o: RemoteOptions) =>
       withClient(run, o, async (c) =>
-        showWithUsage(run, o, await c.call<Obj>('TenantService', 'GetTenant', { tenantId })),
+        showWithLimits(run, o, await c.call<Obj>('TenantService', 'GetTenant', { tenantId })),
       ),
     );
 
@@ -220,7 +234,11 @@ export function registerTenantsCommand(program: Command, run: CliRun): void {
         throw new UsageError(
           'give at least one of --inflight-max, --priority-weight, --history-per-job, --history-max-age, --dead-per-job, --dead-max-age, --max-jobs, --write-rate, --write-burst, --fire-rate',
         );
-      show(run, o, await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }));
+      showWithLimits(
+        run,
+        o,
+        await c.call<Obj>('TenantService', 'UpdateTenant', { tenantId, ...change }),
+      );
     }),
   );
 

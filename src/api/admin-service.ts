@@ -18,6 +18,7 @@ import {
 import type { ApiContext } from './api-context.js';
 import { bulkTenantJobs, deadRunFilterOf, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
+import { askEveryMember } from './member-fanout.js';
 import { groupCreateJobsLocal, localListJobs, nodeCreateJobsLocal } from './job-service.js';
 import { drainNode, rebalance, removeNode, undrainNode } from './rebalance-admin.js';
 import { isDeadKey } from './pagination.js';
@@ -64,28 +65,12 @@ function localStatus(api: ApiContext): LocalStatus {
 
 export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<Msg> {
   const meta = api.node.meta;
-  const bound: CallContext = {
-    ...ctx,
-    deadlineMs: Math.min(ctx.deadlineMs, Date.now() + STATUS_FANOUT_MS),
-  };
   const members = [...meta.members.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
-  const answers = await Promise.all(
-    members.map(async (m): Promise<LocalStatus | undefined> => {
-      if (m.id === api.node.id) return localStatus(api);
-      if (m.apiAddress === '') return undefined;
-      return api.router
-        .forward<LocalStatus>(
-          m.apiAddress,
-          api.method('NodeService', 'LocalStatus'),
-          {},
-          bound,
-          undefined,
-        )
-        .catch(() => undefined);
-    }),
+  const answers = await askEveryMember(api, ctx, 'LocalStatus', {}, STATUS_FANOUT_MS, () =>
+    localStatus(api),
   );
   const byNode = new Map<string, LocalStatus>();
-  for (const a of answers) if (a) byNode.set(a.nodeId, a);
+  for (const a of answers) byNode.set(a.nodeId, a);
   const groupIds = [META_GROUP_ID, ...[...meta.groups.keys()].sort((a, b) => a - b)];
   const groups = groupIds.map((groupId) => {
     const rec = meta.groups.get(groupId);

@@ -17,10 +17,11 @@
  */
 import { RecentCounts } from '../base/recent-counts.js';
 import { TickraftError } from '../base/errors.js';
-import { TokenBuckets } from '../base/token-buckets.js';
+import { TokenBuckets, type BucketLimit } from '../base/token-buckets.js';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from '../placement/tenant-limits.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
+import { askEveryMember } from './member-fanout.js';
 import type { CallContext } from './router.js';
 
 /** How long a tenant's job count is reused by the max-jobs check. */
@@ -74,27 +75,27 @@ export class TenantQuota {
     this.prune(nowMs);
     const names = [...new Set(tenants)];
     for (const tenant of names) {
-      const limits = this.limitsOf(tenant);
-      const limit = { rate: limits.writesPerSecond, burst: limits.writeBurst };
+      const limit = this.writeLimitOf(tenant);
       if (this.writeBuckets.available(tenant, nowMs, limit) >= 1) continue;
       this.refused.add(tenant, nowMs);
       const waitMs = Math.max(1, this.writeBuckets.take(tenant, nowMs, limit));
       throw new TenantLimitError(
         'TENANT_WRITE_RATE_EXCEEDED',
         `tenant ${tenant} is over its API write rate (limits.writes_per_second ` +
-          `${limits.writesPerSecond}, limits.write_burst ${limits.writeBurst}); nothing was ` +
+          `${limit.rate}, limits.write_burst ${limit.burst}); nothing was ` +
           `written; retry in ${waitMs} ms`,
         { details: { retryDelayMs: waitMs, limit: 'limits.writes_per_second' } },
       );
     }
     for (const tenant of names) {
-      const limits = this.limitsOf(tenant);
-      this.writeBuckets.take(tenant, nowMs, {
-        rate: limits.writesPerSecond,
-        burst: limits.writeBurst,
-      });
+      this.writeBuckets.take(tenant, nowMs, this.writeLimitOf(tenant));
       this.writes.add(tenant, nowMs);
     }
+  }
+
+  private writeLimitOf(tenant: string): BucketLimit {
+    const l = this.limitsOf(tenant);
+    return { rate: l.writesPerSecond, burst: l.writeBurst };
   }
 
   /**
@@ -191,39 +192,22 @@ export class TenantQuota {
     tenant: string,
     mine: NodeTenantUsage = this.localUsage(tenant),
   ): Promise<NodeTenantUsage[]> {
-    const api = this.api;
-    const bound: CallContext = {
-      ...ctx,
-      deadlineMs: Math.min(ctx.deadlineMs, Date.now() + USAGE_FANOUT_MS),
-    };
-    const answers = await Promise.all(
-      [...api.node.meta.members.values()].map((m): Promise<NodeTenantUsage | undefined> => {
-        if (m.id === api.node.id) return Promise.resolve(mine);
-        if (m.apiAddress === '') return Promise.resolve(undefined);
-        return api.router
-          .forward<NodeTenantUsage>(
-            m.apiAddress,
-            api.method('NodeService', 'NodeTenantUsage'),
-            { tenant },
-            bound,
-            undefined,
-          )
-          .then(
-            (u) => normalUsage(u),
-            () => undefined,
-          );
-      }),
+    const answers = await askEveryMember<NodeTenantUsage>(
+      this.api,
+      ctx,
+      'NodeTenantUsage',
+      { tenant },
+      USAGE_FANOUT_MS,
+      () => mine,
     );
-    return answers.filter((a) => a !== undefined);
+    // Other nodes' answers came over gRPC (64-bit counts may be strings); this one is exact.
+    return answers.map((u) => (u === mine ? u : normalUsage(u)));
   }
 
   private prune(nowMs: number): void {
     if (nowMs < this.nextPruneMs) return;
     this.nextPruneMs = nowMs + 1_000;
-    this.writeBuckets.prune(nowMs, (t) => {
-      const l = this.limitsOf(t);
-      return { rate: l.writesPerSecond, burst: l.writeBurst };
-    });
+    this.writeBuckets.prune(nowMs, (t) => this.writeLimitOf(t));
     for (const [tenant, c] of this.jobCounts)
       if (nowMs - c.atMs >= JOB_COUNT_TTL_MS) this.jobCounts.delete(tenant);
   }

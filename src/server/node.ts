@@ -310,22 +310,15 @@ export class TickraftNode {
     };
   }
 
-  private leadShare = { led: 0, total: 0, atMs: -Infinity };
+  /** Data groups this node led at the last loop turn (observeLeaders counts them). */
+  private dataGroupsLed = 0;
 
   /**
    * This node's part of a tenant's cluster-wide limit, by the data groups it leads
-   * (nodeShareOf). Asked per attempt: the count of groups led is taken at most every 100 ms.
+   * (nodeShareOf). Asked per attempt: it reads counts, never walks the groups.
    */
   private shareOfLimit(limit: number): number {
-    const nowMs = SystemClock.monotonicMs();
-    const share = this.leadShare;
-    if (nowMs - share.atMs >= 100) {
-      let led = 0;
-      for (const g of this.host.groups.values())
-        if (g.groupId !== META_GROUP_ID && g.isLeader) led++;
-      this.leadShare = { led, total: this.meta.groups.size, atMs: nowMs };
-    }
-    return nodeShareOf(limit, this.leadShare.led, this.leadShare.total);
+    return nodeShareOf(limit, this.dataGroupsLed, this.meta.groups.size);
   }
 
   /** The peer transport, dialing the peers known so far (more come from a join and meta). */
@@ -386,10 +379,7 @@ export class TickraftNode {
         deliveryInflight: () => this.runner.inflightCount,
         workersConnected: () => this.workers.workerCounts(),
         workerLeases: () => ({ held: this.workers.heldCount, waiting: this.workers.waitingCount }),
-        tenantDeliveries: (tenant) => {
-          const c = this.runner.tenantCounts(tenant);
-          return { queued: c.queuedCount, inflight: c.inflightCount };
-        },
+        tenantDeliveries: (tenant) => this.tenantDeliveries(tenant),
         tenantQueueAgesMs: () => this.runner.oldestQueuedAgeMs(),
         deadRunsByTenant: () => this.deadRunsByTenant(),
       },
@@ -461,9 +451,14 @@ export class TickraftNode {
     return counts;
   }
 
-  /** Counts and logs every change of a group's leader this replica sees. */
+  /**
+   * Counts and logs every change of a group's leader this replica sees, and counts the data
+   * groups led here (each node's share of a tenant's limits follows it).
+   */
   private observeLeaders(): void {
+    let led = 0;
     for (const g of this.host.groups.values()) {
+      if (g.groupId !== META_GROUP_ID && g.isLeader) led++;
       const leader = g.leaderId;
       if (leader === NO_NODE || this.leaderSeen.get(g.groupId) === leader) continue;
       this.leaderSeen.set(g.groupId, leader);
@@ -471,6 +466,7 @@ export class TickraftNode {
       this.metrics.leaderChanged(g.groupId);
       this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
     }
+    this.dataGroupsLed = led;
   }
 
   /** Creates this node's first replicas (bootstrap or join) on an empty store; true if so. */

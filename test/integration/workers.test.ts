@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { ApiCallError, bearerMetadata } from '../../src/api/client.js';
+import { ApiCallError, ApiClient, bearerMetadata } from '../../src/api/client.js';
 import { loadApiServices } from '../../src/api/proto.js';
 import {
   PermanentRunError,
@@ -18,6 +18,7 @@ import {
   type WorkerResult,
 } from '../../src/api/worker-client.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
+import { endpointOf } from '../helpers/api-cluster.js';
 import { iso, SchedulerCluster, slotAhead, TENANT } from '../helpers/scheduler-cluster.js';
 import { TICKCTL } from '../helpers/tickctl.js';
 
@@ -95,6 +96,24 @@ t.test('worker jobs: leased on time, renewed, retried, tagged, failed for good',
       .filter((s) => s.run.jobId === jobId)
       .sort((a, b) => a.run.fencingToken - b.run.fencingToken);
   t.teardown(() => Promise.all([worker.stop(), gpu.worker.stop()]));
+  // Each node registers its API address in the meta group shortly after it is ready; a worker
+  // finds the nodes by those addresses, so it starts once all are there, as ApiCluster waits.
+  const status = new ApiClient(
+    endpointOf(sc.cluster.nodes[0]!),
+    5000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
+  t.teardown(() => status.close());
+  await eventually(async () => {
+    const st = await status.call<{ nodes: { apiAddress: string }[] }>(
+      'AdminService',
+      'ClusterStatus',
+      {},
+    );
+    if (st.nodes.length !== 3 || st.nodes.some((n) => n.apiAddress === ''))
+      throw new Error('API addresses not all registered');
+  }, 20_000);
   await worker.start();
   await gpu.worker.start();
   t.equal(worker.nodes.length, 3, `the worker found every node (${worker.nodes.join(', ')})`);

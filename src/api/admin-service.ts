@@ -18,6 +18,7 @@ import {
 import type { ApiContext } from './api-context.js';
 import { bulkTenantJobs, deadRunFilterOf, tenantJobsActionOf } from './bulk-tenant-jobs.js';
 import type { Msg } from './convert.js';
+import { groupLeaderOf } from './group-leader.js';
 import { askEveryMember } from './member-fanout.js';
 import { groupCreateJobsLocal, localListJobs, nodeCreateJobsLocal } from './job-service.js';
 import { drainNode, rebalance, removeNode, undrainNode } from './rebalance-admin.js';
@@ -52,6 +53,7 @@ function localStatus(api: ApiContext): LocalStatus {
       nodeId: api.node.id,
       role: st.role,
       term: st.term,
+      lead: st.lead,
       commitIndex: st.commit,
       appliedIndex: st.applied,
       lastIndex: st.lastIndex,
@@ -80,18 +82,15 @@ export async function clusterStatus(api: ApiContext, ctx: CallContext): Promise<
       const i = st?.groupIds.indexOf(groupId) ?? -1;
       return i >= 0 ? st!.replicas[i]! : { nodeId, role: '' };
     });
-    // The leader with the highest term, as its own replica says.
-    let leader = '';
-    let term = 0;
-    let led: Msg | undefined;
-    for (const r of replicas) {
-      const t = typeof r['term'] === 'number' ? r['term'] : 0;
-      if (t > term) term = t;
-      if (r['role'] === 'leader' && t >= term) {
-        leader = String(r['nodeId']);
-        led = r;
-      }
-    }
+    const { leader, term, leaderReplica } = groupLeaderOf(
+      replicas.map((r) => ({
+        nodeId: String(r['nodeId']),
+        role: typeof r['role'] === 'string' ? r['role'] : '',
+        term: typeof r['term'] === 'number' ? r['term'] : 0,
+        lead: typeof r['lead'] === 'string' ? r['lead'] : '',
+      })),
+    );
+    const led = leaderReplica && replicas.find((r) => r['nodeId'] === leaderReplica.nodeId);
     return {
       groupId,
       rangeStart: rec?.start ?? 0,

@@ -388,6 +388,10 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     tickMs,
     raft: compileRaftOptions({
       electionTimeoutTicks: electionTicks,
+      // Timers spread over half an election timeout rather than a whole one: a dead leader is
+      // replaced within 1.5 election timeouts (not 2) plus the election. With pre-vote and
+      // three replicas a split vote stays rare, and the lease does not depend on the spread.
+      electionJitterTicks: Math.max(1, Math.ceil(electionTicks / 2)),
       heartbeatTicks,
       quiesceAfterTicks: quiesceTicks,
     }),

@@ -50,6 +50,7 @@ export type InboxItem =
   | { readonly kind: 'campaign' }
   /** Leave quiescence (the group has work coming, e.g. runs due soon). */
   | { readonly kind: 'wake' }
+  | { readonly kind: 'due-soon'; readonly on: boolean }
   | { readonly kind: 'transfer-leader'; readonly to: NodeId }
   /** A membership change (joint consensus or a learner); `done` hears Raft's verdict. */
   | {
@@ -190,6 +191,9 @@ export class GroupReplica {
           break;
         case 'wake':
           if (this.node.isQuiesced()) this.node.wakeUp();
+          break;
+        case 'due-soon':
+          this.node.setDueSoon(item.on);
           break;
         case 'transfer-leader':
           this.node.transferLeader(item.to);

@@ -8,6 +8,14 @@ import { ValidationError, type FieldViolation } from '../base/errors.js';
 export interface RaftOptions {
   /** Ticks without hearing from a leader before a follower campaigns. @default 10 */
   electionTimeoutTicks?: number;
+  /**
+   * A follower's election timer runs out after electionTimeoutTicks plus a random share of
+   * this many ticks, drawn anew at each term: the spread that keeps two followers from
+   * campaigning at once. A narrower spread replaces a dead leader sooner in the worst case;
+   * the lease does not depend on it (voters ignore candidates for electionTimeoutTicks).
+   * @default electionTimeoutTicks
+   */
+  electionJitterTicks?: number;
   /** Ticks between leader heartbeats; must be well below the election timeout. @default 1 */
   heartbeatTicks?: number;
   /**
@@ -47,6 +55,7 @@ export interface RaftOptions {
 
 export interface CompiledRaftConfig {
   readonly electionTimeoutTicks: number;
+  readonly electionJitterTicks: number;
   readonly heartbeatTicks: number;
   readonly leaseSafetyTicks: number;
   readonly maxMsgBytes: number;
@@ -104,6 +113,10 @@ export function compileRaftOptions(options: RaftOptions = {}): CompiledRaftConfi
   }
   const config: CompiledRaftConfig = {
     electionTimeoutTicks,
+    electionJitterTicks: positiveInt(
+      'electionJitterTicks',
+      options.electionJitterTicks ?? electionTimeoutTicks,
+    ),
     heartbeatTicks,
     leaseSafetyTicks,
     maxMsgBytes: positiveInt('maxMsgBytes', options.maxMsgBytes ?? MiB),

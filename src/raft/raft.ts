@@ -128,6 +128,8 @@ export class Raft {
    * the leader, or when the runtime calls wakeUp (the leader's node looks dead).
    */
   quiesced = false;
+  /** setDueSoon(): the runtime says work is due soon, so the group must not stay quiet. */
+  private dueSoon = false;
   private idleTicks = 0;
   /** Heartbeat round in progress when the commit index last moved. */
   private commitRound = 0;
@@ -233,7 +235,7 @@ export class Raft {
     this.electionElapsed = 0;
     this.heartbeatElapsed = 0;
     this.randomizedElectionTimeout =
-      this.config.electionTimeoutTicks + this.rand.int(this.config.electionTimeoutTicks);
+      this.config.electionTimeoutTicks + this.rand.int(this.config.electionJitterTicks);
     this.leadTransferee = NO_NODE;
     this.lastTimeoutNowTick = Number.NEGATIVE_INFINITY;
     this.votes.clear();
@@ -817,10 +819,15 @@ export class Raft {
     const index = jointCommitted(this.incoming, this.outgoing, this.matchOf);
     if (index <= this.log.committed || !this.isCommittable(index)) return false;
     const before = this.log.committed;
+    const firstInTerm = this.log.term(before) !== this.term;
     this.log.commitTo(index);
     this.commitRound = this.heartbeatRound;
     this.releaseUncommitted(before, index);
     this.releaseReadsAwaitingCommit();
+    // The no-op of this term just committed: start a heartbeat round now rather than at the
+    // next heartbeat tick. Its acknowledgement starts the lease (what a new leader waits for
+    // before it delivers anything) and answers the reads that waited for this commit.
+    if (firstInTerm) this.bcastHeartbeat();
     return true;
   }
 
@@ -1188,6 +1195,7 @@ export class Raft {
    * last commit (so it knows the commit index). Returns whether it quiesced.
    */
   private maybeQuiesce(): boolean {
+    if (this.dueSoon) return false;
     const last = this.log.lastIndex();
     if (this.leadTransferee !== NO_NODE || isJoint(this.confState)) return false;
     if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0) return false;
@@ -1226,6 +1234,7 @@ export class Raft {
   private handleQuiesce(m: Message): void {
     if (m.from !== this.lead) this.lead = m.from;
     if (
+      !this.dueSoon &&
       this.log.lastIndex() === m.index &&
       this.log.matchTerm(m.index, m.logTerm) &&
       this.log.committed === m.commit
@@ -1234,11 +1243,33 @@ export class Raft {
       this.electionElapsed = 0;
       return;
     }
-    // Behind (e.g. restarted and lost its commit index, or missed entries): ask the leader to
-    // wake up and catch us up. A heartbeat response is what a quiesced leader wakes on.
+    // Behind (e.g. restarted and lost its commit index, or missed entries), or work is due soon
+    // by our applied state: ask the leader to wake up (and catch us up). A heartbeat response
+    // is what a quiesced leader wakes on.
     this.quiesced = false;
     this.electionElapsed = 0;
     this.send(message({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term }));
+  }
+
+  /**
+   * Runtime hint, from the replica's applied state, that the group must be able to act soon
+   * (a slot is due to be planned, or a run to be sent). While set, the group does not stay
+   * quiet: a leader does not quiesce, and a quiesced one wakes; a quiesced follower wakes with
+   * a fresh election timer and asks its leader to wake (a heartbeat response). A live leader
+   * answers with heartbeats; a dead or cut-off one is replaced within an election timeout,
+   * before the slot rather than up to 3 beacons after it.
+   */
+  setDueSoon(on: boolean): void {
+    this.dueSoon = on;
+    if (!on || !this.quiesced) return;
+    if (this.role === 'leader') {
+      this.noteActivity();
+      return;
+    }
+    this.quiesced = false;
+    this.electionElapsed = 0;
+    if (this.lead !== NO_NODE)
+      this.send(message({ type: 'heartbeat-resp', from: this.id, to: this.lead, term: this.term }));
   }
 
   /**

@@ -124,6 +124,12 @@ export class RawNode {
     this.raft.wakeUp();
   }
 
+  /** Raft.setDueSoon: work is due soon by applied state, so the group must not stay quiet. */
+  setDueSoon(on: boolean): void {
+    this.assertIdle('setDueSoon');
+    this.raft.setDueSoon(on);
+  }
+
   isQuiesced(): boolean {
     return this.raft.quiesced;
   }

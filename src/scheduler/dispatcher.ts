@@ -287,6 +287,7 @@ export class GroupDispatcher {
 
   /** Derives every index from the whole applied state (a new dispatcher, or after a restore). */
   rebuild(): void {
+    this.nextDueCache = undefined;
     this.sm.takeTouched();
     this.liveRuns.clear();
     this.dispatched.clear();
@@ -318,6 +319,21 @@ export class GroupDispatcher {
     );
   }
 
+  /** nextDueMs()'s answer until applied state changes ('none': nothing is ever due). */
+  private nextDueCache: number | 'none' | undefined;
+
+  /**
+   * When applied state next asks the leader to act: a job's planning time (its next slot minus
+   * the look-ahead) or a SCHEDULED run's due time; undefined when nothing is ever due. Every
+   * replica can answer, so the followers of a quiet group know when it must have a live
+   * leader. A full pass the first time after a change: ask it of quiet groups only.
+   */
+  nextDueMs(): number | undefined {
+    if (this.nextDueCache === undefined)
+      this.nextDueCache = this.index.nextDueMs(this.sm.jobs) ?? 'none';
+    return this.nextDueCache === 'none' ? undefined : this.nextDueCache;
+  }
+
   get isDraining(): boolean {
     return this.draining;
   }
@@ -328,6 +344,7 @@ export class GroupDispatcher {
   /** Brings the derived indexes and the leader's bookkeeping up to date with applied state. */
   afterApply(): void {
     const { created, jobs, runs } = this.sm.takeTouched();
+    if (created.ids.length > 0 || jobs.length > 0 || runs.length > 0) this.nextDueCache = undefined;
     this.index.syncCreated(created);
     if (jobs.length === 0 && runs.length === 0) return;
     const gone: string[] = [];

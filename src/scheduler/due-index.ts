@@ -44,6 +44,19 @@ export class DueIndex {
     this.dispatch = new TimingWheel(wheel);
   }
 
+  /**
+   * When this replica's applied state next asks its leader to act: the earliest planning time
+   * (a job's next slot minus the look-ahead) or SCHEDULED run's due time; undefined when
+   * nothing is due ever. O(jobs + runs): for a quiet group, whose state does not change.
+   */
+  nextDueMs(jobs: JobTable): number | undefined {
+    const slot = jobs.earliestNextFire();
+    const planAt = slot === undefined ? undefined : slot - this.options.lookAheadMs;
+    const runAt = this.dispatch.nextDueMs();
+    if (planAt === undefined) return runAt;
+    return runAt === undefined ? planAt : Math.min(planAt, runAt);
+  }
+
   /** Brings both wheels up to date with what the state machine changed. */
   sync(sm: SchedulerStateMachine): void {
     const { created, jobs, runs } = sm.takeTouched();

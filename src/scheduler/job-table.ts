@@ -180,6 +180,20 @@ export class JobTable {
     });
   }
 
+  /**
+   * The earliest next slot of any job, or undefined when none has one. One pass over the
+   * column: asked only of a quiet group (nothing applied since the last answer), to know how
+   * long it may stay quiet.
+   */
+  earliestNextFire(): number | undefined {
+    let best = Infinity;
+    this.rows.forEach((_id, row) => {
+      const next = this.nextFireAtMs.get(row);
+      if (next !== undefined && next < best) best = next;
+    });
+    return best === Infinity ? undefined : best;
+  }
+
   private setNext(row: number, nextFireAtMs: number | undefined): void {
     const was = this.nextFireAtMs.get(row) !== undefined;
     const is = nextFireAtMs !== undefined;

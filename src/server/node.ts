@@ -279,6 +279,9 @@ export class TickraftNode {
       clock: SystemClock,
       rand: rand.fork(),
       drainMaxMs: Math.max(1000, cfg.shutdownTimeoutMs - 1000),
+      // Two election timeouts to notice a dead leader, plus as much again for the election and
+      // the new leader's first commit, before a quiet group's next due work.
+      dueWakeLeadMs: 4 * cfg.raft.electionTimeoutTicks * cfg.tickMs,
       dispatcher: {
         lookAheadMs: cfg.scheduler.lookAheadMs,
         misfireThresholdMs: cfg.scheduler.misfireThresholdMs,

@@ -22,6 +22,7 @@ import { handOutBudget, handOutGateOf } from '../delivery/hand-out-pace.js';
 import { TenantFireRate } from '../delivery/tenant-fire-rate.js';
 import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
 import type { AttemptReport } from '../delivery/webhook.js';
+import type { GroupReplica } from '../multiraft/group-replica.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
 import {
@@ -79,6 +80,11 @@ export interface SchedulerRuntimeOptions {
    * tenant is held to a rate.
    */
   readonly fireRateOf?: (tenant: string) => number;
+  /**
+   * How long before its next due work a quiet group wakes (wakeBeforeDue): at least the
+   * longest failover (two election timeouts and the election itself). @default 2000
+   */
+  readonly dueWakeLeadMs?: number;
 }
 
 interface GroupRuntime {
@@ -94,6 +100,8 @@ interface GroupRuntime {
   /** ownerOf(groupId, ownerTerm), built once per term rather than once per attempt. */
   owner: string;
   ownerTerm: number;
+  /** setDueSoon is on for this group until then (wall ms); undefined while it is off. */
+  awakeUntilMs: number | undefined;
 }
 
 interface HandOver {
@@ -153,7 +161,10 @@ export class SchedulerRuntime {
   private readonly fireRate: TenantFireRate | undefined;
   private readonly taken: ((tenant: string) => void) | undefined;
 
+  private readonly dueWakeLeadMs: number;
+
   constructor(private readonly opts: SchedulerRuntimeOptions) {
+    this.dueWakeLeadMs = opts.dueWakeLeadMs ?? 2000;
     const observer = opts.observer;
     this.fireRate =
       opts.fireRateOf &&
@@ -186,6 +197,7 @@ export class SchedulerRuntime {
       children: sm.childIds.length,
       owner: ownerOf(groupId, 0),
       ownerTerm: 0,
+      awakeUntilMs: undefined,
     });
     this.groupOrder = [...this.groups.values()];
     return dispatcher;
@@ -353,6 +365,7 @@ export class SchedulerRuntime {
     // live so that it holds a lease when their slots come.
     if (leadership && g.dispatcher.hasLiveWork && replica.node.isQuiesced())
       this.opts.host.report(g.groupId, { kind: 'wake' });
+    this.wakeBeforeDue(g, replica, nowMs);
     const term = leadership?.term ?? 0;
     if (g.ledTerm !== 0 && g.ledTerm !== term) {
       // Leadership ended: attempts not yet started are the next leader's to make.
@@ -377,6 +390,26 @@ export class SchedulerRuntime {
       handedOut: Math.min(budget, step.deliveries.length),
       results: proposedResults,
     };
+  }
+
+  /**
+   * Every replica of a quiet group (leader or follower) wakes it a little before its applied
+   * state next asks the leader to act, so that a leader that died or was cut off while the
+   * group was quiet is replaced before the slot, within an election timeout of the wake,
+   * instead of after three missed beacons. Asked of quiesced groups only (their state does not
+   * change, so the answer is computed once); a group with nothing due soon stays quiet.
+   */
+  private wakeBeforeDue(g: GroupRuntime, replica: GroupReplica, nowMs: number): void {
+    if (g.awakeUntilMs !== undefined) {
+      if (nowMs <= g.awakeUntilMs) return;
+      g.awakeUntilMs = undefined;
+      this.opts.host.report(g.groupId, { kind: 'due-soon', on: false });
+    }
+    if (!replica.node.isQuiesced()) return;
+    const dueMs = g.dispatcher.nextDueMs();
+    if (dueMs === undefined || dueMs - nowMs > this.dueWakeLeadMs) return;
+    g.awakeUntilMs = Math.max(nowMs, dueMs) + this.dueWakeLeadMs;
+    this.opts.host.report(g.groupId, { kind: 'due-soon', on: true });
   }
 
   /**

@@ -587,6 +587,9 @@ export class SchedulerSim {
             this.q.push(this.now + delay, { kind: 'persisted', node: n.id, incarnation }),
         },
         electionTimeoutTicks: ELECTION_TICKS,
+        // As `tickraft serve` spreads election timers (src/config/node-config.ts): the lease
+        // check runs against the spread the nodes use.
+        electionJitterTicks: Math.ceil(ELECTION_TICKS / 2),
         heartbeatTicks: HEARTBEAT_TICKS,
         snapshotEveryEntries: 40,
         maxMsgBytes: 64 * 1024,

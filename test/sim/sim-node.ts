@@ -86,6 +86,8 @@ export interface SimNodeConfig<A extends ReplicatedApp = KvStore> {
   readonly snapshotEveryEntries: number;
   readonly maxMsgBytes: number;
   readonly quiesceAfterTicks: number;
+  /** RaftOptions.electionJitterTicks; absent: Raft's default (the election timeout). */
+  readonly electionJitterTicks?: number;
   readonly makeRaft: ((init: RaftInit) => Raft) | undefined;
 }
 
@@ -144,6 +146,9 @@ export class SimNode<A extends ReplicatedApp = KvStore> {
       rand: this.cfg.rand.fork(),
       options: {
         electionTimeoutTicks: this.cfg.electionTimeoutTicks,
+        ...(this.cfg.electionJitterTicks !== undefined && {
+          electionJitterTicks: this.cfg.electionJitterTicks,
+        }),
         heartbeatTicks: this.cfg.heartbeatTicks,
         maxInflightMsgs: 16,
         maxMsgBytes: this.cfg.maxMsgBytes,

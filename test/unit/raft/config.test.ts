@@ -20,6 +20,7 @@ t.test('defaults', (t) => {
   const c = compileRaftOptions();
   t.same(c, {
     electionTimeoutTicks: 10,
+    electionJitterTicks: 10,
     heartbeatTicks: 1,
     leaseSafetyTicks: 2,
     maxMsgBytes: 1024 * 1024,

@@ -95,3 +95,60 @@ t.test('a follower that restarts behind asks a quiet leader to catch it up', (t)
   t.equal(net.raft('n3').log.applied, net.raft('n1').log.committed, 'n3 applied everything');
   t.end();
 });
+
+t.test('work due soon: followers of a dead quiet leader elect within one election timeout', (t) => {
+  const net = quietNetwork();
+  net.tickAll(10);
+  t.ok(net.raft('n2').quiesced && net.raft('n3').quiesced, 'followers quiesced');
+  net.isolate('n1');
+  // The runtime tells every replica that its applied state has work due soon.
+  for (const id of ['n1', 'n2', 'n3']) net.raft(id).setDueSoon(true);
+  t.notOk(net.raft('n2').quiesced, 'n2 awake');
+  let ticks = 0;
+  while (net.raft('n2').role !== 'leader' && net.raft('n3').role !== 'leader') {
+    net.tickAll(1);
+    if (++ticks > 200) break;
+  }
+  // Election timeout 10 ticks, spread over 10 more: without the hint it took up to 9 timeouts.
+  t.ok(ticks <= 2 * 10 + 2, `a new leader ${ticks} ticks after the hint`);
+  t.end();
+});
+
+t.test(
+  'work due soon with a live quiet leader: it wakes, keeps awake, and nobody campaigns',
+  (t) => {
+    const net = quietNetwork();
+    net.tickAll(10);
+    const term = net.raft('n1').term;
+    t.ok(net.raft('n1').quiesced, 'leader quiesced');
+    // Only the followers learn of it first (their clocks ran ahead): they ask the leader to wake.
+    net.raft('n2').setDueSoon(true);
+    net.raft('n3').setDueSoon(true);
+    net.stabilize();
+    t.notOk(net.raft('n1').quiesced, 'the leader woke on the followers’ request');
+    net.raft('n1').setDueSoon(true);
+    net.tickAll(60);
+    t.notOk(net.raft('n1').quiesced, 'the leader stays awake while work is due soon');
+    t.equal(net.raft('n1').term, term, 'no election');
+    t.equal(net.leader(), 'n1');
+    t.ok(net.raft('n1').isLeaseValid(), 'a lease, kept by heartbeats');
+    for (const id of ['n1', 'n2', 'n3']) net.raft(id).setDueSoon(false);
+    net.tickAll(10);
+    t.ok(net.raft('n1').quiesced && net.raft('n2').quiesced, 'quiet again once nothing is due');
+    t.equal(net.raft('n1').term, term);
+    t.end();
+  },
+);
+
+t.test('a quiet leader that does not know work is due is woken by a follower that does', (t) => {
+  const net = quietNetwork();
+  net.tickAll(10);
+  net.raft('n2').setDueSoon(true);
+  // Each time the leader quiesces again, its beacon meets a follower that wants it awake.
+  for (let i = 0; i < 6; i++) {
+    net.tickAll(10);
+    t.equal(net.raft('n1').role, 'leader', `n1 still leads after ${(i + 1) * 10} ticks`);
+  }
+  t.equal(net.raft('n2').role, 'follower');
+  t.end();
+});

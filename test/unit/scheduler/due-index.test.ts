@@ -133,3 +133,31 @@ t.test('a job created and changed in the same batch is indexed as it ends', (t) 
   t.equal(idx.planning.dueAt('back'), near + 2000 - LOOK_AHEAD, 'the last create of an id wins');
   t.end();
 });
+
+t.test('nextDueMs is the earliest planning or dispatch time, command by command', (t) => {
+  let mismatches = 0;
+  let defined = 0;
+  for (let seed = 1; seed <= 20; seed++) {
+    const sm = new SchedulerStateMachine();
+    const idx = new DueIndex({ lookAheadMs: LOOK_AHEAD, startMs: T0 }, sm.jobs);
+    for (const [i, c] of randomCommands(seed, 200).entries()) {
+      sm.apply({ term: 1, index: i + 1, type: 'normal', data: encodeSchedulerCommand(c) });
+      idx.sync(sm);
+      const dues = [
+        ...[...sm.jobs.values()]
+          .filter((j) => j.nextFireAtMs !== undefined)
+          .map((j) => j.nextFireAtMs! - LOOK_AHEAD),
+        ...[...sm.runs.values()]
+          .filter((r) => r.status === 'SCHEDULED' && sm.jobs.get(r.jobId)?.paused === false)
+          .map((r) => r.dueAtMs),
+      ];
+      const want = dues.length === 0 ? undefined : Math.min(...dues);
+      const got = idx.nextDueMs(sm.jobs);
+      if (want !== undefined) defined++;
+      if (got !== want && mismatches++ < 3) t.equal(got, want, `seed ${seed} after ${c.op}`);
+    }
+  }
+  t.equal(mismatches, 0, 'no mismatch');
+  t.ok(defined > 1000, `${defined} states had something due`);
+  t.end();
+});

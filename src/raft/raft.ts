@@ -128,6 +128,13 @@ export class Raft {
    * the leader, or when the runtime calls wakeUp (the leader's node looks dead).
    */
   quiesced = false;
+  /** The campaign under way was started by a leadership transfer (timeout-now). */
+  private campaignByTransfer = false;
+  /**
+   * This leader won a campaign started by a leadership transfer: its predecessor handed the
+   * group over (the runtime drains before it transfers) rather than failing.
+   */
+  leadsByTransfer = false;
   /** setDueSoon(): the runtime says work is due soon, so the group must not stay quiet. */
   private dueSoon = false;
   private idleTicks = 0;
@@ -282,6 +289,7 @@ export class Raft {
     this.reset(this.term);
     this.role = 'leader';
     this.lead = this.id;
+    this.leadsByTransfer = this.campaignByTransfer;
     // A conf change may sit uncommitted in our log; be conservative and treat it as pending.
     this.pendingConfIndex = this.log.lastIndex();
     // The no-op of the new term (Raft §8): committing it commits every earlier entry and lets
@@ -401,6 +409,7 @@ export class Raft {
   }
 
   private campaign(kind: CampaignKind): void {
+    this.campaignByTransfer = kind === 'transfer';
     let voteTerm: number;
     let type: 'pre-vote' | 'vote';
     if (kind === 'pre-election') {

@@ -184,6 +184,18 @@ export type SchedulerCommand =
       readonly results: readonly AttemptResultCommand[];
     }
   | {
+      /**
+       * At-least-once runs that were due before this leader took over: an earlier leader may
+       * have sent them. Each gets an attempt of unknown fate numbered `attempt` (isLostAttempt),
+       * recorded only if the run still waits for exactly that attempt, so applying it twice, or
+       * after the run moved on, changes nothing.
+       */
+      readonly op: 'lost-attempts';
+      readonly atMs: number;
+      readonly term: number;
+      readonly runs: readonly { readonly fireId: string; readonly attempt: number }[];
+    }
+  | {
       /** At-most-once runs whose attempt started under an earlier leader: outcome unknowable. */
       readonly op: 'mark-unknown';
       readonly atMs: number;

@@ -34,7 +34,14 @@ import {
 import { nextToken, TOKENS_PER_TERM } from './fencing.js';
 import { planIntents, planOverdue } from './intent-planner.js';
 import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-retention.js';
-import { isTerminal, maxConcurrencyOf, type AttemptOutcome, type Job, type Run } from './model.js';
+import {
+  attemptsMade,
+  isTerminal,
+  maxConcurrencyOf,
+  type AttemptOutcome,
+  type Job,
+  type Run,
+} from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
 /** What the runtime knows of this replica's Raft role at the moment it calls step(). */
@@ -47,6 +54,11 @@ export interface Leadership {
    * its applied state is the truth the previous leaders left.
    */
   readonly caughtUp: boolean;
+  /**
+   * The leadership was handed over (a transfer): the predecessor drained first, so every
+   * attempt it started has its result committed, and none of its sends is unrecorded.
+   */
+  readonly handedOver?: boolean;
 }
 
 /** One attempt handed to delivery. */
@@ -230,6 +242,11 @@ interface TermState {
   unsettled: number;
   /** The earlier terms' DISPATCHED runs have been marked (or the mark is proposed). */
   recovered: boolean;
+  /**
+   * Runs whose lost attempt (lost-attempts) is proposed and not applied yet, with its number:
+   * they wait, so that their next send is numbered after it.
+   */
+  readonly lostPending: Map<string, number>;
 }
 
 export class GroupDispatcher {
@@ -451,7 +468,7 @@ export class GroupDispatcher {
     if (!leadership || !leadership.caughtUp) return out;
     if (!this.leader) this.leader = newTermState(leadership.term, (id) => this.laneOf(id));
     const ls = this.leader;
-    if (!ls.recovered) this.recover(ls, nowMs);
+    if (!ls.recovered) this.recover(ls, nowMs, leadership.handedOver === true);
     if (!this.draining) {
       for (const { key } of this.index.planning.advance(nowMs)) ls.planQueue.add(key);
       this.plan(ls, nowMs);
@@ -636,7 +653,7 @@ export class GroupDispatcher {
     return this.sm.jobs.pausedOf(o.jobId) === false && run?.status === 'DISPATCHED';
   }
 
-  private recover(ls: TermState, nowMs: number): void {
+  private recover(ls: TermState, nowMs: number, handedOver: boolean): void {
     ls.recovered = true;
     const lost: string[] = [];
     for (const fireId of this.dispatched) {
@@ -645,6 +662,37 @@ export class GroupDispatcher {
       if (last && termOfToken(last.token) < ls.term) lost.push(fireId);
     }
     if (lost.length > 0) ls.outbox.push({ op: 'mark-unknown', atMs: nowMs, fireIds: lost });
+    if (!handedOver) this.recordLostSends(ls, nowMs);
+  }
+
+  /**
+   * An at-least-once send reaches the log only with its result. A run that was already due
+   * when this leader took over may therefore have been sent by a leader now gone, and sending
+   * it again under the same attempt number would show a receiver one attempt twice. Each such
+   * run gets an attempt of unknown fate first (lost-attempts), and waits for it to apply: the
+   * send that follows is numbered after it. Runs due later cannot have been sent by anyone.
+   */
+  private recordLostSends(ls: TermState, nowMs: number): void {
+    let runs: { fireId: string; attempt: number }[] = [];
+    const flush = (): void => {
+      if (runs.length === 0) return;
+      ls.outbox.push({ op: 'lost-attempts', atMs: nowMs, term: ls.term, runs });
+      runs = [];
+    };
+    for (const [jobId, fireIds] of this.liveRuns) {
+      // Paused jobs too: a run sent before the pause goes out again after the resume.
+      if (this.sm.jobs.specOf(jobId)?.delivery !== 'at_least_once') continue;
+      for (const fireId of fireIds) {
+        const run = this.sm.runs.get(fireId);
+        if (run?.status !== 'SCHEDULED' || run.dueAtMs > nowMs || ls.lostPending.has(fireId))
+          continue;
+        const attempt = run.attempts.length + 1;
+        ls.lostPending.set(fireId, attempt);
+        runs.push({ fireId, attempt });
+        if (runs.length >= this.resultsPerEntry) flush();
+      }
+    }
+    flush();
   }
 
   private plan(ls: TermState, nowMs: number): void {
@@ -756,11 +804,19 @@ export class GroupDispatcher {
       if (!run || run.status !== 'SCHEDULED' || this.sm.jobs.pausedOf(run.jobId) !== false)
         continue;
       if (run.dueAtMs > nowMs || ls.inFlight.has(fireId)) continue;
+      const lostAttempt = ls.lostPending.get(fireId);
+      if (lostAttempt !== undefined) {
+        if (run.attempts.length < lostAttempt) {
+          deferred.push(fireId);
+          continue;
+        }
+        ls.lostPending.delete(fireId);
+      }
       const job = this.sm.jobs.get(run.jobId)!;
       // Buffered runs wait on purpose, so lateness says nothing about an outage for them.
       const isStale =
         !run.manual &&
-        run.attempts.length === 0 &&
+        attemptsMade(run) === 0 &&
         job.overlap.policy !== 'buffer_one' &&
         job.overlap.policy !== 'buffer_all' &&
         judgedAtMs - run.slotMs > this.misfireThresholdMs;
@@ -953,9 +1009,12 @@ export class GroupDispatcher {
       outcome = 'fail';
       error = `at-most-once: not retried after a possible delivery (${error ?? finished.statusCode ?? 'error'})`;
     }
+    // Attempts of unknown fate under a lost leader count neither for the backoff nor the limit.
+    const run = this.sm.runs.get(o.fireId);
+    const made = run ? attemptsMade(run) + (run.attempts.length < o.attempt ? 1 : 0) : o.attempt;
     const retryAtMs =
       outcome === 'retry'
-        ? this.retryAt(o.job, o.attempt, o.slotMs, nowMs, finished.retryAfterMs)
+        ? this.retryAt(o.job, made, o.slotMs, nowMs, finished.retryAfterMs)
         : undefined;
     const command: AttemptResultCommand = {
       op: 'attempt-result',
@@ -1035,6 +1094,11 @@ export class GroupDispatcher {
         }
         break;
       case 'mark-unknown':
+        ls.recovered = false;
+        break;
+      case 'lost-attempts':
+        // Not in the log: find the runs again (a run that moved on meanwhile is left out).
+        for (const r of c.runs) ls.lostPending.delete(r.fireId);
         ls.recovered = false;
         break;
       case 'miss-runs':
@@ -1124,6 +1188,7 @@ function newTermState(
     foreseenUntilMs: 0,
     unsettled: 0,
     recovered: false,
+    lostPending: new Map(),
   };
 }
 

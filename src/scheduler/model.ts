@@ -131,6 +131,24 @@ export interface Attempt {
   responseExcerpt: string | undefined;
 }
 
+/**
+ * An attempt a new leader recorded for an at-least-once run that was already due when it took
+ * over: an earlier leader may have sent it (such a send reaches the log only with its result,
+ * which was lost with that leader). Its outcome stays unknown and it has no token (0: every
+ * real token is at least 2^24). It numbers the next send after it, so that a receiver never
+ * sees one attempt number twice; it does not count against `retry.max_attempts`.
+ */
+export function isLostAttempt(a: Attempt): boolean {
+  return a.token === 0;
+}
+
+/** Attempts known to have been made: every attempt but those of unknown fate (isLostAttempt). */
+export function attemptsMade(run: Run): number {
+  let n = 0;
+  for (const a of run.attempts) if (!isLostAttempt(a)) n++;
+  return n;
+}
+
 export interface Run {
   /**
    * `jobId:slotMs`, the idempotency key sent to the target. The job id is the job's key,

@@ -20,6 +20,7 @@ import {
 } from './commands.js';
 import { nextToken } from './fencing.js';
 import {
+  attemptsMade,
   fireIdOf,
   isTerminal,
   type Attempt,
@@ -209,6 +210,7 @@ export class SchedulerStateMachine {
         for (const r of c.results) run(r.fireId);
         break;
       case 'miss-runs':
+      case 'lost-attempts':
         for (const r of c.runs) run(r.fireId);
         break;
       case 'mark-unknown':
@@ -348,11 +350,21 @@ export class SchedulerStateMachine {
           }
         }
         return { ok: true };
+      case 'lost-attempts':
+        for (const { fireId, attempt } of c.runs) {
+          const run = this.runs.get(fireId);
+          if (run?.status !== 'SCHEDULED' || run.attempts.length + 1 !== attempt) continue;
+          const lost = newAttempt(attempt, 0, run.dueAtMs);
+          lost.error = LOST_ATTEMPT_ERROR;
+          run.attempts.push(lost);
+        }
+        return { ok: true };
       case 'miss-runs':
         for (const { fireId, reason, status } of c.runs) {
           const run = this.runs.get(fireId);
-          // Only a run nobody has attempted yet; anything else moved on meanwhile.
-          if (run?.status === 'SCHEDULED' && run.attempts.length === 0)
+          // Only a run nobody has attempted yet (one an earlier leader may have sent is not
+          // known to be attempted); anything else moved on meanwhile.
+          if (run?.status === 'SCHEDULED' && attemptsMade(run) === 0)
             this.finish(
               run,
               status === 'SKIPPED' ? 'SKIPPED' : 'MISSED',
@@ -807,9 +819,11 @@ export class SchedulerStateMachine {
       case 'retry': {
         const maxAttempts = spec?.retry.maxAttempts ?? 1;
         const maxAgeMs = spec?.retry.maxAgeMs ?? 0;
+        // Attempts of unknown fate under a lost leader do not use up the retries.
+        const made = attemptsMade(run);
         if (!spec) this.finish(run, 'DEAD', 'job deleted', c.atMs);
-        else if (c.attempt >= maxAttempts)
-          this.finish(run, 'DEAD', `retries exhausted after ${c.attempt} attempts`, c.atMs);
+        else if (made >= maxAttempts)
+          this.finish(run, 'DEAD', `retries exhausted after ${made} attempts`, c.atMs);
         else if (c.retryAtMs === undefined || c.retryAtMs - run.slotMs > maxAgeMs)
           this.finish(run, 'DEAD', 'retry would pass the max age', c.atMs);
         else if (this.jobs.pausedOf(run.jobId) === true)
@@ -1065,6 +1079,10 @@ function isSupersededUnattempted(run: Run): boolean {
     run.reason.startsWith(SUPERSEDED_REASON_PREFIX)
   );
 }
+
+/** The error of a lost attempt (isLostAttempt): what its history says. */
+export const LOST_ATTEMPT_ERROR =
+  'LEADER_LOST: an earlier leader may have sent this attempt; its result was lost with it';
 
 function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {
   return {

@@ -359,6 +359,7 @@ export class SchedulerRuntime {
         term,
         leaseValid: this.leaseHolds(g.groupId),
         caughtUp: replica.appliedTerm === term,
+        handedOver: replica.node.raft.leadsByTransfer,
       };
     }
     // A quiesced group has no lease (no heartbeats, no quorum acks): wake it while runs are

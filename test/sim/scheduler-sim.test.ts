@@ -135,6 +135,16 @@ class NoRecoveryDispatcher extends GroupDispatcher {
   }
 }
 
+/**
+ * A new leader that takes every leadership for a drained hand-over, so it never records the
+ * sends its predecessor may have made: its own send repeats their attempt numbers.
+ */
+class TrustsPredecessorDispatcher extends GroupDispatcher {
+  override step(nowMs: number, leadership: Leadership | undefined): DispatchStep {
+    return super.step(nowMs, leadership && { ...leadership, handedOver: true });
+  }
+}
+
 /** A follower that keeps no wheel up to date (only a restore or a new dispatcher rebuilds). */
 class FollowerSkipsIndexDispatcher extends GroupDispatcher {
   override afterApply(): void {
@@ -190,6 +200,16 @@ t.test('checker: a new leader that never resolves orphaned sends fails the progr
   const found = firstFailure((sm, s) => new NoRecoveryDispatcher(sm, dispatcherOptions(s)), 40);
   t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
   t.match(found?.violation ?? '', /progress: .* still DISPATCHED/);
+  t.end();
+});
+
+t.test('checker: a new leader re-sending under its predecessor’s attempt number is caught', (t) => {
+  const found = firstFailure(
+    (sm, s) => new TrustsPredecessorDispatcher(sm, dispatcherOptions(s)),
+    40,
+  );
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(found?.violation ?? '', /as attempt \d+ a second time/);
   t.end();
 });
 

@@ -32,7 +32,8 @@
  *       an at-most-once attempt whose start committed under an older definition is held to that
  *       one. Retries and manual runs are exempt. Deliveries wait in a delivery queue now and
  *       then, and are checked again just before the send (GroupDispatcher.maySend), as the
- *       runtime does.
+ *       runtime does;
+ *   (g) no two sends of a fire id carry the same attempt number, across leader changes too.
  * Plus the Raft basics the scheduler relies on: one leader per term, one entry per index.
  *
  * Trace format as in cluster-sim.ts: `<virtual ms> <who> <what>`, chatter hashed only.
@@ -58,6 +59,7 @@ import {
   type ProposalFate,
 } from '../../src/scheduler/dispatcher.js';
 import {
+  attemptsMade,
   isTerminal,
   type Job,
   type JobSpec,
@@ -450,6 +452,8 @@ export class SchedulerSim {
   private readonly rxMaxTerm = new Map<string, number>();
   private readonly acceptedByFire = new Map<string, Receipt[]>();
   private readonly receivedAmo = new Map<string, Receipt>();
+  /** Attempt numbers sent per fire id (invariant g). */
+  private readonly sentAttempts = new Map<string, Set<number>>();
   private readonly lastSentToken = new Map<string, number>();
   private rxDown = false;
   private readonly behaviors = new Map<string, Behavior>();
@@ -801,7 +805,12 @@ export class SchedulerSim {
     const isLeader = r.role === 'leader';
     if (!isLeader) app.drain = undefined;
     const leadership = isLeader
-      ? { term: r.term, leaseValid: n.node.isLeaseValid(), caughtUp: n.lastAppliedTerm === r.term }
+      ? {
+          term: r.term,
+          leaseValid: n.node.isLeaseValid(),
+          caughtUp: n.lastAppliedTerm === r.term,
+          handedOver: r.leadsByTransfer,
+        }
       : undefined;
     const s = app.d.step(now, leadership, undefined, {
       hold: this.hasPendingDelivery(n),
@@ -988,6 +997,14 @@ export class SchedulerSim {
       }
     }
     this.checkOwned(n, s, job);
+    // (g) Attempt numbers tell the truth: a send of a fire id never repeats an earlier send's
+    // number, across leader changes too (a new leader records what its predecessor may have
+    // sent before it sends again).
+    const numbers = this.sentAttempts.get(o.fireId) ?? new Set<number>();
+    if (numbers.has(o.attempt))
+      this.fail(`${n.id} sends ${o.fireId} (#${s.id}) as attempt ${o.attempt} a second time`);
+    numbers.add(o.attempt);
+    this.sentAttempts.set(o.fireId, numbers);
     const last = this.lastSentToken.get(o.jobId);
     if (last !== undefined && o.token <= last)
       this.fail(
@@ -1009,7 +1026,10 @@ export class SchedulerSim {
   private checkOwned(n: SNode, s: SentDelivery, job: Job): void {
     const o = s.order;
     const run = n.app.sm.runs.get(o.fireId);
-    if (!run || run.manual || o.attempt > 1) return;
+    // A retry is exempt; an attempt numbered after one of unknown fate (an earlier leader may
+    // have sent it) is the first one known to be made, and is checked.
+    if (!run || run.manual) return;
+    if (attemptsMade(run) > (o.job.delivery === 'at_most_once' ? 1 : 0)) return;
     if (o.job.delivery === 'at_least_once' && o.job.version !== job.version)
       this.fail(
         `${n.id} sends ${o.fireId} (#${s.id}) with definition v${o.job.version} while its job is at v${job.version}`,

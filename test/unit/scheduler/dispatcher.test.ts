@@ -298,26 +298,71 @@ function bothSentInTerm1(t: Test, h: Harness): Harness {
 }
 
 t.test(
-  'a new leader: at-most-once runs left DISPATCHED become UNKNOWN, at-least-once runs go out again with a higher token',
+  'a new leader: at-most-once runs left DISPATCHED become UNKNOWN, at-least-once runs go out again with a higher token and the next attempt number',
   (t) => {
     const h = bothSentInTerm1(t, new Harness());
     const first = h.delivered.find((o) => o.jobId === 'least')!;
+    t.equal(first.attempt, 1);
     // The leader dies with both attempts unreported. Another replica (same applied state) leads.
     h.term = 3;
     h.d = h.newDispatcher();
     h.proposed.length = 0;
     h.step(SLOT + 2_000);
-    t.equal(h.ops()[0], 'mark-unknown');
+    t.same(h.ops(), ['mark-unknown', 'lost-attempts']);
     t.equal(h.sm.runs.get(`most:${SLOT}`)?.status, 'UNKNOWN', 'never re-sent');
+    t.equal(h.delivered.filter((o) => o.jobId === 'least').length, 1, 'nothing sent before');
+    const lost = h.sm.runs.get(first.fireId)!.attempts;
+    t.equal(lost.length, 1, 'term 1’s send is recorded as an attempt');
+    t.equal(lost[0]!.attempt, 1);
+    t.equal(lost[0]!.token, 0, 'no token known');
+    t.equal(lost[0]!.outcome, undefined, 'its fate unknown');
+    t.match(lost[0]!.error, /^LEADER_LOST/);
+    h.step(SLOT + 2_001);
     const again = h.delivered.filter((o) => o.jobId === 'least');
     t.equal(again.length, 2, 'at-least-once re-delivered');
     t.equal(again[1]!.fireId, first.fireId, 'same fire id');
+    t.equal(again[1]!.attempt, 2, 'as the next attempt');
     t.ok(again[1]!.token > first.token, 'higher token');
     t.equal(termOfToken(again[1]!.token), 3);
     t.equal(h.delivered.filter((o) => o.jobId === 'most').length, 1);
+    // Its failure leaves one retry of the three: the lost attempt does not count.
+    h.d.attemptDone(
+      again[1]!,
+      { outcome: 'retry', statusCode: 503, durationMs: 5, isProvablyUndelivered: false },
+      SLOT + 2_010,
+    );
+    h.step(SLOT + 2_010);
+    const run = h.sm.runs.get(first.fireId)!;
+    t.equal(run.status, 'SCHEDULED', 'retried: one attempt made of three');
+    t.same(
+      run.attempts.map((a) => [a.attempt, a.outcome]),
+      [
+        [1, undefined],
+        [2, 'retry'],
+      ],
+    );
     t.end();
   },
 );
+
+t.test('after a hand-over the new leader records no lost attempt: its predecessor drained', (t) => {
+  const h = new Harness();
+  h.create('least', SLOT);
+  h.step(SLOT - 2_000);
+  h.lease = false; // the old leader had stopped sending (drained) when its run came due
+  h.step(SLOT + 1);
+  t.equal(h.delivered.length, 0);
+  h.term = 2;
+  h.lease = true;
+  h.d = h.newDispatcher();
+  h.proposed.length = 0;
+  const s = h.d.step(SLOT + 5, { term: 2, leaseValid: true, caughtUp: true, handedOver: true });
+  t.same(s.proposals, [], 'nothing to record');
+  t.equal(s.deliveries.length, 1, 'sent at the first step');
+  t.equal(s.deliveries[0]!.attempt, 1, 'as attempt 1');
+  t.same(h.sm.runs.get(`least:${SLOT}`)!.attempts, [], 'nothing recorded');
+  t.end();
+});
 
 t.test('a result from an earlier term is discarded', (t) => {
   const h = new Harness();
@@ -905,6 +950,7 @@ t.test(
     h.holdResults = false;
     h.proposed.length = 0;
     h.step(SLOT + 2_000);
+    h.step(SLOT + 2_001);
     t.equal(
       h.sm.runs.get(`most:${SLOT}`)?.status,
       'SUCCEEDED',

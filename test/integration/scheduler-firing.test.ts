@@ -118,7 +118,15 @@ t.test('failure rows: the leader dies after the intent, and after the send', asy
   t.equal(aloGot.length, 2, 'at-least-once: re-delivered after the leader died mid-request');
   t.equal(aloGot[1]!.fireId, aloGot[0]!.fireId, 'same fire id (the receiver can deduplicate)');
   t.ok(aloGot[1]!.token > aloGot[0]!.token, 'higher fencing token');
-  t.ok(again.attempts.length >= 1);
+  t.equal(
+    aloGot[1]!.attempt,
+    aloGot[0]!.attempt + 1,
+    `the re-send is a new attempt (Tickraft-Attempt ${aloGot[0]!.attempt}, then ${aloGot[1]!.attempt})`,
+  );
+  const lost = again.attempts.find((a) => a.attempt === aloGot[0]!.attempt);
+  t.equal(lost?.token, 0, 'the lost leader’s send is in the history, its token unknown');
+  t.match(lost?.error ?? '', /^LEADER_LOST/, 'with the reason');
+  t.equal(again.attempts.at(-1)?.attempt, aloGot[1]!.attempt, 'the last attempt is the re-send');
   // At most once: never sent again; the run is UNKNOWN.
   const unknown = await sc.runOf(heldAmo, heldSlot, (r) => r.status === 'UNKNOWN');
   t.match(unknown.reason, /at-most-once/);

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { ApiClient, type ApiClientOptions, type ClientTlsOptions } from '../../src/api/client.js';
 import { loadDebugService } from '../../src/server/debug-service.js';
 import { ensureOpenssl, TestCa } from './certs.js';
+import { nodeCommand } from './node-child.js';
 
 /**
  * The admin token of every cluster this test process starts: one per process, so that tickctl
@@ -166,14 +167,12 @@ export class ProcNode {
     this.stdout = '';
     // TICKRAFT_NODE_ARGS passes flags to the node processes' `node`, e.g. --cpu-prof for benches.
     const nodeArgs = (process.env['TICKRAFT_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '');
-    const proc = spawn(
-      process.execPath,
+    const env = { ...process.env, ...this.env };
+    const [command, args] = nodeCommand(
       [...nodeArgs, BIN, 'serve', ...this.args(), ...this.ownArgs, ...extraArgs],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, ...this.env },
-      },
+      env,
     );
+    const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     this.startedAtMs = Date.now();
     const logPath = this.logPath;
     if (logPath !== undefined) {

@@ -10,6 +10,7 @@ import type { Clock } from '../../src/base/clock.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { runTickctl as runTickctlProgram } from '../../src/cli/main.js';
 import { TEST_ADMIN_TOKEN } from './cluster.js';
+import { nodeCommand } from './node-child.js';
 
 export const TICKCTL = fileURLToPath(new URL('../../bin/tickctl', import.meta.url));
 export const TICKRAFT = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
@@ -31,12 +32,11 @@ export function runBin(
   args: readonly string[],
   opts: RunOptions = {},
 ): Promise<TickctlResult> {
-  const child = spawn(process.execPath, [bin, ...args], {
-    // The clusters of this test process are started with TEST_ADMIN_TOKEN; a test whose
-    // environment sets TICKRAFT_TOKEN (even to '') decides the credentials itself.
-    env: { TICKRAFT_TOKEN: TEST_ADMIN_TOKEN, ...(opts.env ?? process.env) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  // The clusters of this test process are started with TEST_ADMIN_TOKEN; a test whose
+  // environment sets TICKRAFT_TOKEN (even to '') decides the credentials itself.
+  const env = { TICKRAFT_TOKEN: TEST_ADMIN_TOKEN, ...(opts.env ?? process.env) };
+  const [command, argv] = nodeCommand([bin, ...args], env);
+  const child = spawn(command, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   opts.t?.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });

@@ -26,8 +26,10 @@ import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { spawn } from 'node:child_process';
 import { ApiCallError, ApiClient, type ClientTlsOptions } from '../../src/api/client.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { TestCa } from '../helpers/certs.js';
 import { eventually, freePort, ProcCluster, ProcNode } from '../helpers/cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { runBin, runTickctl, TICKCTL, TICKRAFT } from '../helpers/tickctl.js';
 import { TEST_SECRET, WebhookSink } from '../helpers/webhook-sink.js';
@@ -248,11 +250,15 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
     let forwarded = 0;
     for (let i = 0; i < 6; i++) {
       const via = cluster.nodes[i % 3]!;
-      const res = await client(via).call<Obj>('JobService', 'CreateJob', {
-        jobId: `api-${i}`,
-        requestId: `req-api-${i}`,
-        spec: { tenant: 'acme', schedule: '* * * * * *', target: { url: `${sink.url}/hook` } },
-      });
+      // A careful client: a group whose leadership is moving (leader balancing in the cluster's
+      // first seconds) answers UNAVAILABLE, and the call is made again with its request id.
+      const res = await retryUnavailable(() =>
+        client(via).call<Obj>('JobService', 'CreateJob', {
+          jobId: `api-${i}`,
+          requestId: `req-api-${i}`,
+          spec: { tenant: 'acme', schedule: '* * * * * *', target: { url: `${sink.url}/hook` } },
+        }),
+      );
       const groupId = (res['job'] as Obj)['groupId'] as number;
       if (leaders.get(groupId) !== via.id) forwarded++;
     }
@@ -270,13 +276,13 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
   });
 
   await t.test('tickctl worker over TLS', async (t) => {
+    const env = { ...process.env, TICKRAFT_TOKEN: cluster.adminToken };
     const worker = spawn(
-      process.execPath,
-      [TICKCTL, 'worker', '--endpoint', endpoint(n1), '--pool', 'tls', ...tlsFlags],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, TICKRAFT_TOKEN: cluster.adminToken },
-      },
+      ...nodeCommand(
+        [TICKCTL, 'worker', '--endpoint', endpoint(n1), '--pool', 'tls', ...tlsFlags],
+        env,
+      ),
+      { stdio: ['ignore', 'pipe', 'pipe'], env },
     );
     t.teardown(() => {
       if (worker.exitCode === null && worker.signalCode === null) worker.kill('SIGKILL');
@@ -429,6 +435,12 @@ t.test('a TLS cluster: forwards, fires, and refuses what it must', async (t) => 
       const refused = /tickraft_peer_connections_refused_total\{[^}]*\} (\d+)/.exec(metrics);
       t.ok(Number(refused?.[1] ?? 0) > 0, `${n.id} counts it (${refused?.[0] ?? 'none'})`);
     }
+    // Its own line comes when its stream fails, which may be after the members logged theirs.
+    await until(
+      () => /"msg":"cannot connect to peer"/.test(x5.stdout),
+      () => 'x5 has not logged its failed connections yet',
+      20_000,
+    ).catch(() => undefined);
     t.match(x5.stdout, /"msg":"cannot connect to peer"/, 'the stranger cannot connect');
     t.ok(x5.running, 'the stranger keeps trying');
     await membersUnchanged(t, 'after its attempts');

@@ -138,9 +138,32 @@ export interface FailoverTrial {
   readonly leaseViolations: number;
   /** Requests the sink received during the trial. */
   readonly received: number;
+  /**
+   * Where the new leader's time went, from its own replica's leadership timeline (debug
+   * status; wall ms on the same machine): fault → its campaign began (detection), → it led
+   * (election), → its term's no-op applied, → it held the lease, → its first hand-out. NaN
+   * where a stage was not seen.
+   */
+  readonly stages: FailoverStages;
   /** Setting the trial up or running it failed: the figures above are void. */
   readonly error: string | undefined;
 }
+
+export interface FailoverStages {
+  readonly detectionMs: number;
+  readonly electionMs: number;
+  readonly caughtUpMs: number;
+  readonly leaseMs: number;
+  readonly firstHandOutMs: number;
+}
+
+const NO_STAGES: FailoverStages = {
+  detectionMs: Number.NaN,
+  electionMs: Number.NaN,
+  caughtUpMs: Number.NaN,
+  leaseMs: Number.NaN,
+  firstHandOutMs: Number.NaN,
+};
 
 /** One kind × fault combination over its trials (those that did not fail). */
 export interface FailoverSummary {
@@ -158,6 +181,8 @@ export interface FailoverSummary {
   readonly leaseViolations: number;
   /** Quiet groups: trials whose leader reported quiesced just before the fault. */
   readonly quiescedBefore: number;
+  /** Each stage's median over the trials that saw it. */
+  readonly stagesP50: FailoverStages;
 }
 
 export interface FailoverResult {
@@ -429,6 +454,7 @@ async function measure(
     await trace?.stop();
   }
   const { elected } = observed;
+  const stages = elected ? await stagesOf(elected, groupId, faultMs) : NO_STAGES;
   return {
     ...spec,
     groupId,
@@ -443,8 +469,33 @@ async function measure(
     ...slotFigures(sink.receipts, slots, faultMs),
     ...leaseFigures(sink.receipts, old.term, spec.fault === 'kill' ? Infinity : observed.undoneMs),
     received: sink.receipts.length,
+    stages,
     error: undefined,
   };
+}
+
+/** The new leader's leadership timeline for the group, as stages after the fault. */
+async function stagesOf(leader: Leader, groupId: number, faultMs: number): Promise<FailoverStages> {
+  const st = await leader.node.status(STATUS_DEADLINE_MS).catch(() => undefined);
+  const g = st?.groups.find((x) => x.groupId === groupId);
+  if (!g || g.ledTerm !== leader.term) return NO_STAGES;
+  const at = (ms: number): number => (ms > 0 ? ms : Number.NaN);
+  return {
+    detectionMs: at(g.campaignAtMs) - faultMs,
+    electionMs: at(g.electedAtMs) - at(g.campaignAtMs),
+    caughtUpMs: at(g.caughtUpAtMs) - at(g.electedAtMs),
+    leaseMs: at(g.leaseAtMs) - at(g.electedAtMs),
+    firstHandOutMs: at(g.firstHandOutAtMs) - at(g.electedAtMs),
+  };
+}
+
+/** The stages in one line: each after the one before, the last three from the election. */
+export function stagesText(s: FailoverStages): string {
+  const f = (ms: number): string => (Number.isNaN(ms) ? '?' : fmt(Math.round(ms)));
+  return (
+    `detection ${f(s.detectionMs)}, election ${f(s.electionMs)}, then no-op applied +${f(s.caughtUpMs)}, ` +
+    `lease +${f(s.leaseMs)}, first hand-out +${f(s.firstHandOutMs)} ms`
+  );
 }
 
 /**
@@ -729,6 +780,7 @@ function failedTrial(spec: TrialSpec, groupId: number, error: string): FailoverT
     staleAfterUndo: 0,
     leaseViolations: 0,
     received: 0,
+    stages: NO_STAGES,
     error,
   };
 }
@@ -766,7 +818,8 @@ function describeTrial(t: FailoverTrial, trials: number, jobs: number): string {
     (t.kind === 'busy' ? ` (${beforeFaultText(t)})` : '') +
     `, duplicates ${t.duplicates}` +
     (undo === undefined ? '' : `; old-term requests after ${undo} ${t.staleAfterUndo}`) +
-    `; lease violations ${t.leaseViolations}; the sink received ${fmt(t.received)} requests`
+    `; lease violations ${t.leaseViolations}; the sink received ${fmt(t.received)} requests; ` +
+    `new leader: ${stagesText(t.stages)}`
   );
 }
 
@@ -802,6 +855,15 @@ function summarize(trials: readonly FailoverTrial[]): FailoverSummary[] {
         lateSlots: sum((t) => t.lateSlots),
         leaseViolations: sum((t) => t.leaseViolations),
         quiescedBefore: done.filter((t) => t.quiescedBefore).length,
+        stagesP50: {
+          detectionMs: median(sorted((t) => t.stages.detectionMs).filter((x) => !Number.isNaN(x))),
+          electionMs: median(sorted((t) => t.stages.electionMs).filter((x) => !Number.isNaN(x))),
+          caughtUpMs: median(sorted((t) => t.stages.caughtUpMs).filter((x) => !Number.isNaN(x))),
+          leaseMs: median(sorted((t) => t.stages.leaseMs).filter((x) => !Number.isNaN(x))),
+          firstHandOutMs: median(
+            sorted((t) => t.stages.firstHandOutMs).filter((x) => !Number.isNaN(x)),
+          ),
+        },
       });
     }
   return out;

@@ -43,6 +43,7 @@ import {
   trialProblems,
   type FailoverResult,
   type FailoverSummary,
+  stagesText,
 } from './failover.js';
 import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
 import {
@@ -383,7 +384,16 @@ if (failover) {
     target: '',
     met: '',
   });
-  for (const f of failover.summaries) rows.push(failoverRow(f, failover.jobs));
+  for (const f of failover.summaries) {
+    rows.push(failoverRow(f, failover.jobs));
+    if (f.completed > 0)
+      rows.push({
+        figure: '    where the new leader’s time went (p50 of each stage)',
+        measured: stagesText(f.stagesP50),
+        target: '',
+        met: '',
+      });
+  }
 }
 
 if (cli && cli.error === undefined) {

@@ -451,7 +451,7 @@ export class Raft {
       (this.vote === NO_NODE && this.lead === NO_NODE) ||
       (m.type === 'pre-vote' && m.term > this.term);
     const respType = m.type === 'vote' ? 'vote-resp' : 'pre-vote-resp';
-    if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {
+    if (canVote && this.log.isUpToDate(m.index, m.logTerm) && !this.outranks(m)) {
       // A granted pre-vote answers with the candidate's future term so it is not ignored.
       this.send(message({ type: respType, from: this.id, to: m.from, term: m.term }));
       if (m.type === 'vote') {
@@ -463,6 +463,25 @@ export class Raft {
         message({ type: respType, from: this.id, to: m.from, term: this.term, reject: true }),
       );
     }
+  }
+
+  /**
+   * Two followers whose timers run out together would both win their pre-votes (each grants
+   * the other), both become candidates, vote for themselves and split the vote: another
+   * election timeout lost, and under load (slow messages widen "together") one split after
+   * another. So a pre-candidate grants another's pre-vote only if that one ranks above it: a
+   * more up-to-date log, or as up to date and a greater id. Of several pre-candidates the top
+   * one then wins and the others follow it. Pre-vote changes no state, so this only decides
+   * who campaigns; with a learner or a pre-candidate partitioned away, the others still grant
+   * each other as followers do.
+   */
+  private outranks(m: Message): boolean {
+    if (m.type !== 'pre-vote' || this.role !== 'pre-candidate') return false;
+    const ourTerm = this.log.lastTerm();
+    if (m.logTerm !== ourTerm) return ourTerm > m.logTerm;
+    const ourIndex = this.log.lastIndex();
+    if (m.index !== ourIndex) return ourIndex > m.index;
+    return this.id > m.from;
   }
 
   // ---------------------------------------------------------------------------------------

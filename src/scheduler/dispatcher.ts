@@ -102,6 +102,12 @@ export interface DispatcherOptions {
   /** Attempt results per attempt-results entry. @default 1024 */
   readonly resultsPerEntry?: number;
   /**
+   * How far apart the nodes' wall clocks may be. A run is due by the clock of the leader that
+   * sends it; a new leader whose clock is behind its predecessor's must count runs due this
+   * much after its own now among those its predecessor may have sent. @default 1000
+   */
+  readonly clockSkewMs?: number;
+  /**
    * Longest an attempt result may be held back while the runtime reports a delivery backlog
    * (step's `holdResults`): the results of a spike then go to the log after its sends, as few
    * large entries, instead of being proposed, replicated, stored and applied on every replica
@@ -258,6 +264,7 @@ export class GroupDispatcher {
   private readonly intentsPerStep: number;
   private readonly deliveriesPerStep: number;
   private readonly resultsPerEntry: number;
+  private readonly clockSkewMs: number;
   private readonly resultHoldMs: number;
   private readonly heldResultsMax: number;
   private readonly retryAt: RetryPlanner;
@@ -283,6 +290,7 @@ export class GroupDispatcher {
     this.intentsPerStep = options.intentsPerStep ?? 8192;
     this.deliveriesPerStep = options.deliveriesPerStep ?? 16_384;
     this.resultsPerEntry = options.resultsPerEntry ?? 1024;
+    this.clockSkewMs = options.clockSkewMs ?? 1000;
     this.resultHoldMs = options.resultHoldMs ?? 0;
     this.heldResultsMax = options.heldResultsMax ?? 16 * this.resultsPerEntry;
     this.retryAt = options.retryAt;
@@ -670,7 +678,8 @@ export class GroupDispatcher {
    * when this leader took over may therefore have been sent by a leader now gone, and sending
    * it again under the same attempt number would show a receiver one attempt twice. Each such
    * run gets an attempt of unknown fate first (lost-attempts), and waits for it to apply: the
-   * send that follows is numbered after it. Runs due later cannot have been sent by anyone.
+   * send that follows is numbered after it. Runs due later (by more than the clocks may differ:
+   * its predecessor sent by its own clock) cannot have been sent by anyone.
    */
   private recordLostSends(ls: TermState, nowMs: number): void {
     let runs: { fireId: string; attempt: number }[] = [];
@@ -684,7 +693,11 @@ export class GroupDispatcher {
       if (this.sm.jobs.specOf(jobId)?.delivery !== 'at_least_once') continue;
       for (const fireId of fireIds) {
         const run = this.sm.runs.get(fireId);
-        if (run?.status !== 'SCHEDULED' || run.dueAtMs > nowMs || ls.lostPending.has(fireId))
+        if (
+          run?.status !== 'SCHEDULED' ||
+          run.dueAtMs > nowMs + this.clockSkewMs ||
+          ls.lostPending.has(fireId)
+        )
           continue;
         const attempt = run.attempts.length + 1;
         ls.lostPending.set(fireId, attempt);
@@ -767,7 +780,7 @@ export class GroupDispatcher {
     // would make its job look full, and skip or hold the runs after it for nothing.
     if (f !== undefined) return f.phase !== 'missing';
     const run = this.sm.runs.get(fireId);
-    return run !== undefined && (run.status === 'DISPATCHED' || run.attempts.length > 0);
+    return run !== undefined && (run.status === 'DISPATCHED' || attemptsMade(run) > 0);
   }
 
   private dispatch(
@@ -969,7 +982,7 @@ export class GroupDispatcher {
    * backfill) are asked for by a caller, so neither is skipped; both count for the others.
    */
   private mustSkip(ls: TermState, job: Job, run: Run): boolean {
-    if (job.overlap.policy !== 'skip' || run.manual || run.attempts.length > 0) return false;
+    if (job.overlap.policy !== 'skip' || run.manual || attemptsMade(run) > 0) return false;
     const max = maxConcurrencyOf(job.overlap);
     return this.activeRuns(ls, job.id, run.fireId, max) >= max;
   }

@@ -540,7 +540,9 @@ export class SchedulerStateMachine {
     const reason = this.keep.shared(supersededReason(version));
     for (const id of this.runsByJob.get(jobId) ?? []) {
       const run = this.runs.get(id)!;
-      if (run.status !== 'SCHEDULED' || run.attempts.length > 0 || run.manual) continue;
+      // A run only an earlier leader may have sent (isLostAttempt) is superseded like one never
+      // attempted: as before such attempts were recorded.
+      if (run.status !== 'SCHEDULED' || attemptsMade(run) > 0 || run.manual) continue;
       if (run.slotMs < atMs) continue;
       this.finish(run, 'CANCELLED', reason, atMs);
     }
@@ -1074,7 +1076,7 @@ export const SUPERSEDED_REASON_PREFIX = 'superseded by update to version ';
 function isSupersededUnattempted(run: Run): boolean {
   return (
     run.status === 'CANCELLED' &&
-    run.attempts.length === 0 &&
+    attemptsMade(run) === 0 &&
     run.reason !== undefined &&
     run.reason.startsWith(SUPERSEDED_REASON_PREFIX)
   );

@@ -24,6 +24,7 @@ import {
   type PutCommand,
 } from './put-batch.js';
 import type { TickraftNode } from './node.js';
+import type { LeadershipTimeline } from './scheduler-runtime.js';
 import { SystemClock } from '../base/clock.js';
 import { ValidationError } from '../base/errors.js';
 import { SchedulerAdmin } from '../api/scheduler-admin.js';
@@ -249,6 +250,7 @@ export class DebugServer {
         learners: [...st.confState.learners],
         keys: this.node.kvOf(g.groupId)?.data.size ?? 0,
         quiesced: g.node.isQuiesced(),
+        ...timelineFields(this.node.scheduler.leadershipTimeline(g.groupId)),
       };
     });
     return {
@@ -354,4 +356,16 @@ function isServiceError(err: unknown): err is grpc.ServiceError {
     typeof (err as { code?: unknown }).code === 'number' &&
     'metadata' in err
   );
+}
+
+function timelineFields(t: LeadershipTimeline | undefined): Record<string, number> {
+  if (!t) return {};
+  return {
+    ledTerm: t.term,
+    campaignAtMs: t.campaignAtMs,
+    electedAtMs: t.electedAtMs,
+    caughtUpAtMs: t.caughtUpAtMs,
+    leaseAtMs: t.leaseAtMs,
+    firstHandOutAtMs: t.firstHandOutAtMs,
+  };
 }

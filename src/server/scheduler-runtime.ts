@@ -34,6 +34,7 @@ import {
   GroupDispatcher,
   type DeliveryOrder,
   type DispatcherOptions,
+  type DispatchStep,
   type Leadership,
   type ProposalFate,
   type ResultRelease,
@@ -102,6 +103,26 @@ interface GroupRuntime {
   ownerTerm: number;
   /** setDueSoon is on for this group until then (wall ms); undefined while it is off. */
   awakeUntilMs: number | undefined;
+  /** How this replica's latest campaign and leadership went (leadershipTimeline). */
+  readonly timeline: LeadershipTimeline;
+}
+
+/**
+ * When this replica's latest leadership reached each stage, as wall-clock ms seen at the
+ * runtime's steps (every 10 ms and after every loop turn); 0 until reached. What a failover
+ * spends on each stage: the campaign starts once the leader is missed (detection), then the
+ * election, the new term's no-op applied, the lease, and the first attempt handed out.
+ */
+export interface LeadershipTimeline {
+  /** The term led (0 while campaigning or before any leadership). */
+  term: number;
+  /** This replica last became a (pre-)candidate (a leader that never campaigned here: 0). */
+  campaignAtMs: number;
+  campaigning: boolean;
+  electedAtMs: number;
+  caughtUpAtMs: number;
+  leaseAtMs: number;
+  firstHandOutAtMs: number;
 }
 
 interface HandOver {
@@ -198,6 +219,15 @@ export class SchedulerRuntime {
       owner: ownerOf(groupId, 0),
       ownerTerm: 0,
       awakeUntilMs: undefined,
+      timeline: {
+        term: 0,
+        campaignAtMs: 0,
+        campaigning: false,
+        electedAtMs: 0,
+        caughtUpAtMs: 0,
+        leaseAtMs: 0,
+        firstHandOutAtMs: 0,
+      },
     });
     this.groupOrder = [...this.groups.values()];
     return dispatcher;
@@ -218,6 +248,12 @@ export class SchedulerRuntime {
    * The group's fire rate (first attempts handed out per second, over the last minute) while
    * this node leads it; 0 on a follower, which hands nothing out and so knows no rate.
    */
+  /** The group's leadership timeline on this replica (a copy), for the debug status. */
+  leadershipTimeline(groupId: number): LeadershipTimeline | undefined {
+    const t = this.groups.get(groupId)?.timeline;
+    return t && { ...t };
+  }
+
   fireRatePerSec(groupId: number): number {
     const g = this.groups.get(groupId);
     if (!g || g.ledTerm === 0) return 0;
@@ -380,6 +416,7 @@ export class SchedulerRuntime {
     g.ledTerm = term;
     const step = g.dispatcher.step(nowMs, leadership, budget, results, this.admits, this.taken);
     this.stats.steps++;
+    noteTimeline(g.timeline, replica.node.raft.role, leadership, step, nowMs);
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
     let proposedResults = 0;
@@ -637,4 +674,37 @@ function ownerOf(groupId: number, term: number): string {
 function fateOf(err: unknown): ProposalFate {
   const code = (err as { code?: unknown }).code;
   return code === 'RAFT_NOT_LEADER' || code === 'RAFT_PROPOSAL_DROPPED' ? 'dropped' : 'unknown';
+}
+
+function noteTimeline(
+  t: LeadershipTimeline,
+  role: string,
+  leadership: Leadership | undefined,
+  step: DispatchStep,
+  nowMs: number,
+): void {
+  if (role === 'pre-candidate' || role === 'candidate') {
+    // A campaign keeps its first moment through pre-vote and vote.
+    if (!t.campaigning) {
+      t.campaigning = true;
+      t.campaignAtMs = nowMs;
+      t.term = 0;
+      t.electedAtMs = t.caughtUpAtMs = t.leaseAtMs = t.firstHandOutAtMs = 0;
+    }
+    return;
+  }
+  t.campaigning = false;
+  if (!leadership) return;
+  if (t.term !== leadership.term) {
+    t.term = leadership.term;
+    t.electedAtMs = nowMs;
+    t.caughtUpAtMs = t.leaseAtMs = t.firstHandOutAtMs = 0;
+  }
+  if (t.caughtUpAtMs === 0 && leadership.caughtUp) t.caughtUpAtMs = nowMs;
+  if (t.leaseAtMs === 0 && leadership.leaseValid) t.leaseAtMs = nowMs;
+  if (
+    t.firstHandOutAtMs === 0 &&
+    (step.deliveries.length > 0 || step.proposals.some((c) => c.op === 'attempt-started'))
+  )
+    t.firstHandOutAtMs = nowMs;
 }

@@ -68,6 +68,13 @@ export interface GroupStatus {
   learners: string[];
   keys: number;
   quiesced: boolean;
+  /** The replica's leadership timeline (proto/debug.proto GroupStatus): wall ms, 0 unknown. */
+  ledTerm: number;
+  campaignAtMs: number;
+  electedAtMs: number;
+  caughtUpAtMs: number;
+  leaseAtMs: number;
+  firstHandOutAtMs: number;
 }
 
 export interface NodeStatus {

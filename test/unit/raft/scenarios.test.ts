@@ -1317,3 +1317,23 @@ t.test('a single-node group commits alone', (t) => {
   );
   t.end();
 });
+
+// Two followers whose election timers run out at the same moment both start a pre-election.
+// Were each to grant the other's pre-vote, both would become candidates of the next term, vote
+// for themselves, and split the vote: a whole election timeout lost, and under load (slow
+// messages) over and over. A pre-candidate grants only a pre-candidate that ranks above it
+// (a more up-to-date log, or the same and a greater id), so one of them wins at once.
+t.test('two followers campaigning at once do not split the vote', (t) => {
+  const net = cluster();
+  const term = net.raft('n1').term;
+  net.isolate('n1');
+  net.raft('n2').hup('pre-election');
+  net.raft('n3').hup('pre-election');
+  t.equal(net.raft('n2').role, 'pre-candidate');
+  t.equal(net.raft('n3').role, 'pre-candidate');
+  net.stabilize();
+  t.equal(net.leader(), 'n3', 'the one that ranks higher (same log, greater id) leads');
+  t.equal(net.raft('n3').term, term + 1, 'in the very next term: no split vote');
+  t.equal(net.raft('n2').lead, 'n3', 'the other follows it');
+  t.end();
+});

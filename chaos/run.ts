@@ -17,6 +17,7 @@ import { Toxiproxy } from 'toxiproxy-node-client';
 import { ApiClient } from '../src/api/client.js';
 import { ProxiedCluster } from '../test/helpers/proxied-cluster.js';
 import { eventually, TEST_ADMIN_TOKEN } from '../test/helpers/cluster.js';
+import { nodeCommand } from '../test/helpers/node-child.js';
 import { checkHistory, type CheckReport } from './checker/check-history.js';
 import { renderSummary } from './checker/summary.js';
 import { HISTORY_FORMAT_VERSION, type MetaRecord } from './history/format.js';
@@ -86,10 +87,11 @@ async function startHelper(
   args: string[],
   ready: RegExp,
 ): Promise<{ proc: ChildProcess; said: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  // The worker calls the cluster with the admin token of the clusters this process starts.
+  const env = { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN };
+  const proc = spawn(...nodeCommand(['--import', 'tsx', script, ...args], env), {
     stdio: ['ignore', 'pipe', 'pipe'],
-    // The worker calls the cluster with the admin token of the clusters this process starts.
-    env: { ...process.env, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
+    env,
   });
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));

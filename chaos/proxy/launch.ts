@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { nodeCommand } from '../../test/helpers/node-child.js';
 
 const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
 const READY_TIMEOUT_MS = 30_000;
@@ -38,7 +39,7 @@ export async function launchProxyServer(options: {
 }): Promise<ToxiproxyEndpoint> {
   const args = ['--import', 'tsx', MAIN, '--listen', options.listen];
   if (options.seed !== undefined) args.push('--seed', String(options.seed));
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...nodeCommand(args), { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -50,17 +50,7 @@ export class ApiCluster {
       if (nodes.length !== cluster.nodes.length || nodes.some((n) => n['apiAddress'] === ''))
         throw new Error('API addresses not all registered');
     }, 20_000);
-    // In a cluster's first seconds leader balancing hands each data group to its planned leader,
-    // and a write that meets a hand-over answers UNAVAILABLE: the tests start once it is over (as
-    // far as 15 s allow; a group that stays elsewhere is the tests' to meet).
-    await eventually(async () => {
-      const st = await ac.client('n1').call<Obj>('AdminService', 'ClusterStatus', {});
-      const moving = (st['groups'] as Obj[]).filter((g) => {
-        const planned = (g['replicas'] as Obj[] | undefined)?.[0]?.['nodeId'];
-        return g['groupId'] !== 0 && g['leader'] !== (g['preferredLeader'] || planned);
-      });
-      if (moving.length > 0) throw new Error(`${moving.length} groups not with their leader yet`);
-    }, 15_000).catch(() => undefined);
+    await leadersSettled(ac.client('n1'));
     await createTenantCarefully(ac.client('n2'), { tenantId: TENANT, signingSecret: TEST_SECRET });
     return ac;
   }
@@ -87,6 +77,23 @@ export class ApiCluster {
       ...extra,
     };
   }
+}
+
+/**
+ * In a cluster's first seconds leader balancing hands each data group to its planned leader, and a
+ * write that meets a hand-over answers UNAVAILABLE: a test starts once that is over, waiting (at
+ * most `withinMs`, usually not at all) until every data group is led by its preferred leader, or
+ * by the first replica of its plan. A group that stays elsewhere is the test's to meet.
+ */
+export async function leadersSettled(c: ApiClient, withinMs = 15_000): Promise<void> {
+  await eventually(async () => {
+    const st = await c.call<Obj>('AdminService', 'ClusterStatus', {});
+    const moving = (st['groups'] as Obj[]).filter((g) => {
+      const planned = (g['replicas'] as Obj[] | undefined)?.[0]?.['nodeId'];
+      return g['groupId'] !== 0 && g['leader'] !== (g['preferredLeader'] || planned);
+    });
+    if (moving.length > 0) throw new Error(`${moving.length} groups not with their leader yet`);
+  }, withinMs).catch(() => undefined);
 }
 
 /**

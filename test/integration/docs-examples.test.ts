@@ -20,6 +20,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { endpointOf } from '../helpers/api-cluster.js';
 import { eventually, freePort, ProcCluster, randomLoopbackHost } from '../helpers/cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 import { runTickctl, TICKCTL } from '../helpers/tickctl.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -173,10 +174,8 @@ interface Background {
 }
 
 function startBackground(args: string[], env: NodeJS.ProcessEnv, output?: string[]): Background {
-  const proc = spawn(process.execPath, [TICKCTL, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const [command, argv] = nodeCommand([TICKCTL, ...args], env);
+  const proc = spawn(command, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const b: Background = {
     cmd: `tickctl ${args.join(' ')}`,
     proc,

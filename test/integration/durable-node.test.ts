@@ -9,6 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventually, ProcCluster, sleep, type ProcNode } from '../helpers/cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 
 const BIN = fileURLToPath(new URL('../../bin/tickraft', import.meta.url));
 
@@ -191,11 +192,13 @@ t.test('a damaged data directory stops the node with a clear error', async (t) =
   const node = cluster.node('n2');
   await node.term();
   const corrupt = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', join(import.meta.dirname, 'corrupt-store.ts'), node.dataDir],
-    {
-      encoding: 'utf8',
-    },
+    ...nodeCommand([
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'corrupt-store.ts'),
+      node.dataDir,
+    ]),
+    { encoding: 'utf8' },
   );
   t.equal(corrupt.status, 0, `corrupted a log record: ${corrupt.stdout}${corrupt.stderr}`);
   node.start();
@@ -210,7 +213,7 @@ t.test('a damaged data directory stops the node with a clear error', async (t) =
 
 t.test('bad flags and config name the offending option and exit 2', (t) => {
   const run = (args: string[]) =>
-    spawnSync(process.execPath, [BIN, 'serve', ...args], { encoding: 'utf8' });
+    spawnSync(...nodeCommand([BIN, 'serve', ...args]), { encoding: 'utf8' });
   const r1 = run(['--id', 'n1', '--data-dir', '/tmp/x', '--groups', 'many', '--listen', 'nowhere']);
   t.equal(r1.status, 2);
   t.match(r1.stderr, /--groups: must be an integer/);

@@ -18,6 +18,7 @@ import t from 'tap';
 import { ApiClient } from '../../src/api/client.js';
 import { retryUnavailable } from '../helpers/api-retry.js';
 import { freePort, sleep } from '../helpers/cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 
 type Obj = Record<string, unknown>;
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
@@ -53,7 +54,8 @@ interface Proc {
 }
 
 function launch(args: string[], env: NodeJS.ProcessEnv = process.env): Proc {
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, argv] = nodeCommand(args, env);
+  const child = spawn(command, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = { text: '' };
   child.stdout?.on('data', (d: Buffer) => (out.text += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out.text += d.toString()));

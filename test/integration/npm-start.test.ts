@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, randomLoopbackHost } from '../helpers/cluster.js';
+import { nodeCommand, withoutTapLoaderCommand } from '../helpers/node-child.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -20,15 +21,16 @@ async function startOnce(
   peer: number,
   metrics: number,
 ): Promise<{ out: string; code: number | null; readyz: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', START], {
-    env: {
-      ...process.env,
-      TICKRAFT_HOME: home,
-      TICKRAFT_HOST: host,
-      TICKRAFT_API_PORT: String(api),
-      TICKRAFT_PEER_PORT: String(peer),
-      TICKRAFT_METRICS_PORT: String(metrics),
-    },
+  const env = {
+    ...process.env,
+    TICKRAFT_HOME: home,
+    TICKRAFT_HOST: host,
+    TICKRAFT_API_PORT: String(api),
+    TICKRAFT_PEER_PORT: String(peer),
+    TICKRAFT_METRICS_PORT: String(metrics),
+  };
+  const child = spawn(...nodeCommand(['--import', 'tsx', START], env), {
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -125,7 +127,11 @@ t.test(
       TICKRAFT_PEER_PORT: String(await freePort(host)),
       TICKRAFT_METRICS_PORT: String(await freePort(host)),
     };
-    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const npm = spawn(...withoutTapLoaderCommand('npm', ['start'], env), {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     npm.stdout.on('data', (d: Buffer) => (out += d.toString()));
     npm.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -146,7 +152,7 @@ t.test(
     tree = descendants(npm.pid!);
     const pidText = readFileSync(join(home, 'start.pid'), 'utf8');
 
-    const second = spawnSync('npm', ['start'], {
+    const second = spawnSync(...withoutTapLoaderCommand('npm', ['start'], env), {
       cwd: ROOT,
       env,
       encoding: 'utf8',
@@ -162,7 +168,7 @@ t.test(
       "the first's pid file is intact",
     );
     t.ok(tree.every(alive), 'every process of the first start still runs');
-    const rolling = spawnSync('npm', ['run', 'rolling-restart'], {
+    const rolling = spawnSync(...withoutTapLoaderCommand('npm', ['run', 'rolling-restart'], env), {
       cwd: ROOT,
       env,
       encoding: 'utf8',

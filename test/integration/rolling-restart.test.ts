@@ -13,7 +13,9 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiClient } from '../../src/api/client.js';
+import { leadersSettled } from '../helpers/api-cluster.js';
 import { freePort, randomLoopbackHost, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 import { TEST_SECRET, WebhookSink } from '../helpers/webhook-sink.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
@@ -75,7 +77,7 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
   };
   const sink = new WebhookSink([TEST_SECRET]);
   await sink.start();
-  const cluster = spawn(process.execPath, ['--import', 'tsx', START], {
+  const cluster = spawn(...nodeCommand(['--import', 'tsx', START], env), {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -98,6 +100,7 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
   t.match(out.text(), /3 nodes ready/, 'the cluster is up');
   t.match(out.text(), /npm run rolling-restart/, 'npm start mentions the rolling restart');
 
+  await leadersSettled(client);
   const hogs = contendCpu(t);
   t.comment(`CPU contention: ${hogs.length} busy-loop processes`);
   await client.call('TenantService', 'CreateTenant', {
@@ -137,7 +140,7 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
   }
   const windowStartMs = Math.ceil(Date.now() / 1000) * 1000;
 
-  const rolling = spawn(process.execPath, ['--import', 'tsx', ROLLING], {
+  const rolling = spawn(...nodeCommand(['--import', 'tsx', ROLLING], env), {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

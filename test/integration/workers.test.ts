@@ -20,6 +20,7 @@ import {
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { endpointOf } from '../helpers/api-cluster.js';
 import { iso, SchedulerCluster, slotAhead, TENANT } from '../helpers/scheduler-cluster.js';
+import { nodeCommand } from '../helpers/node-child.js';
 import { TICKCTL } from '../helpers/tickctl.js';
 
 interface Seen {
@@ -443,27 +444,15 @@ t.test(
       'if [ "$TICKRAFT_JOB_ID" = sh-fail ]; then exit 3; fi; ' +
       'cat > "$OUT/$TICKRAFT_JOB_ID.json"; echo "token=$TICKRAFT_FENCING_TOKEN attempt=$TICKRAFT_ATTEMPT"; ' +
       'echo "warned about $TICKRAFT_JOB_ID" >&2';
-    const child = spawn(
-      process.execPath,
-      [
-        TICKCTL,
-        'worker',
-        '--endpoint',
-        `${n0.host}:${n0.apiPort}`,
-        '--pool',
-        'shell',
-        '--capacity',
-        '2',
-        '--exec',
-        script,
-        '--fail-exit',
-        '3',
-      ],
-      {
-        env: { ...process.env, OUT: out, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    const env = { ...process.env, OUT: out, TICKRAFT_TOKEN: TEST_ADMIN_TOKEN };
+    const args = [
+      ...['worker', '--endpoint', `${n0.host}:${n0.apiPort}`, '--pool', 'shell'],
+      ...['--capacity', '2', '--exec', script, '--fail-exit', '3'],
+    ];
+    const child = spawn(...nodeCommand([TICKCTL, ...args], env), {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     t.teardown(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     });

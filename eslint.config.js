@@ -108,6 +108,9 @@ const layers = [
   'schedule',
   'scheduler',
   'delivery',
+  // The cluster operations (membership, moves, rebalance, splits): src/api's AdminService
+  // handlers call them, and they reach other nodes only through the ClusterContext it hands in.
+  'cluster',
   'api',
   'observe',
   'config',

@@ -1,9 +1,11 @@
 /**
  * Everything the public handlers share on one node: the node itself, the admin objects that
  * run a call on the leader, the router that gets it there, and the loaded service definitions
- * (the router forwards by method).
+ * (the router forwards by method). It is also the ClusterContext the cluster operations
+ * (src/cluster) are handed: their way to a group's leader and to the other members.
  */
 import { SystemClock } from '../base/clock.js';
+import type { ClusterContext } from '../cluster/cluster-context.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import type { ApiNode } from './api-node.js';
 import { loadApiServices, type ApiServices } from './proto.js';
@@ -13,7 +15,7 @@ import type { ApiLogger } from './service-kit.js';
 import { TenantAdmin } from './tenant-admin.js';
 import { TenantQuota } from './tenant-quota.js';
 
-export class ApiContext {
+export class ApiContext implements ClusterContext {
   readonly admin: SchedulerAdmin;
   readonly tenants: TenantAdmin;
   readonly router: Router;
@@ -48,6 +50,20 @@ export class ApiContext {
     local: () => Promise<T>,
   ): Promise<T> {
     return this.router.onGroup(ctx, groupId, local, this.method(service, name), req);
+  }
+
+  /**
+   * Calls NodeService.`name` on the member whose API listens at `address`, within ctx's deadline
+   * (src/cluster/member-fanout.ts asks every member with it).
+   */
+  callMember<T>(address: string, name: string, request: unknown, ctx: CallContext): Promise<T> {
+    return this.router.forward<T>(
+      address,
+      this.method('NodeService', name),
+      request,
+      ctx,
+      undefined,
+    );
   }
 
   /** Whether this node's replica of the job's group holds the job (a create would be a repeat). */

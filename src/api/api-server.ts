@@ -8,6 +8,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { SystemClock } from '../base/clock.js';
+import { MoveDriver } from '../cluster/membership-admin.js';
+import { SplitDriver } from '../cluster/split-admin.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc-server.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand } from '../placement/meta-state.js';
@@ -16,9 +18,7 @@ import { ApiContext } from './api-context.js';
 import type { ApiNode } from './api-node.js';
 import { guardService } from './auth-guard.js';
 import { jobServiceHandlers } from './job-service.js';
-import { MoveDriver } from './membership-admin.js';
 import { runServiceHandlers } from './run-service.js';
-import { SplitDriver } from './split-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { tenantServiceHandlers } from './tenant-service.js';
 import { tokenServiceHandlers } from './token-service.js';

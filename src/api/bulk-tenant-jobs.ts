@@ -9,13 +9,13 @@
  * and the error names the others. A retry is harmless (a second pause changes nothing).
  */
 import * as grpc from '@grpc/grpc-js';
-import { TickraftError, ValidationError } from '../base/errors.js';
+import { DeadlineError, TickraftError, ValidationError } from '../base/errors.js';
 import type { DeadRunFilter, TenantJobsAction } from '../scheduler/commands.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
 import type { CallContext } from './router.js';
 import { resolveTenant } from './tenant-scope.js';
-import { DeadlineError, isServiceError, NO_LEADER_RETRY_MS } from './status-map.js';
+import { isServiceError, NO_LEADER_RETRY_MS } from './status-map.js';
 import { TenantAdminError } from './tenant-admin.js';
 
 /** How long a bulk call waits for every group when the caller set no (or a longer) deadline. */

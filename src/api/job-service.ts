@@ -35,7 +35,7 @@ import {
   withDeadline,
   type CallContext,
 } from './router.js';
-import { answerForChildren, listAcrossGroups } from './split-admin.js';
+import { answerForChildren, listAcrossGroups } from './lists-across-splits.js';
 import {
   CREATE_BATCH_MAX,
   type CreateJobCommand,

@@ -12,7 +12,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { assertionFailed } from '../base/assert.js';
-import { TickraftError } from '../base/errors.js';
+import { DeadlineError, TickraftError } from '../base/errors.js';
 import type { Principal } from '../auth/principal.js';
 import { AUTHORIZATION_METADATA, bearerHeader } from '../auth/token-secret.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
@@ -20,7 +20,7 @@ import { NotLeaderError } from '../raft/errors.js';
 import type { ApiNode } from './api-node.js';
 import { principalOf } from './call-principal.js';
 import { askReplicasInTurn } from './replica-walk.js';
-import { DeadlineError, GroupUnavailableError, isServiceError } from './status-map.js';
+import { GroupUnavailableError, isServiceError } from './status-map.js';
 
 export const FORWARDED_HEADER = 'tickraft-forwarded';
 export const ROUTE_HEADER = 'tickraft-route';

@@ -3,10 +3,12 @@
  * answer (a promise whose rejection is mapped by status-map.ts and logged once when INTERNAL).
  */
 import type * as grpc from '@grpc/grpc-js';
-import { ValidationError, type FieldViolation } from '../base/errors.js';
 import type { Msg } from './convert.js';
 import { contextOf, type CallContext } from './router.js';
 import { toServiceError } from './status-map.js';
+
+// Reading a request's fields: shared with the cluster operations, so they live in src/base.
+export { num, optNum, str, Violations } from '../base/fields.js';
 
 export interface ApiLogger {
   error(fields: Record<string, unknown>, msg: string): void;
@@ -46,34 +48,4 @@ export function unary(
       },
     );
   };
-}
-
-/** Collects violations of request fields and throws them together. */
-export class Violations {
-  readonly list: FieldViolation[] = [];
-
-  add(field: string, reason: string): this {
-    this.list.push({ field, reason });
-    return this;
-  }
-
-  throwIfAny(code = 'REQUEST_INVALID'): void {
-    if (this.list.length > 0) throw new ValidationError(code, this.list);
-  }
-}
-
-export function str(req: Msg, key: string): string {
-  const v = req[key];
-  return typeof v === 'string' ? v : '';
-}
-
-export function num(req: Msg, key: string): number {
-  const v = req[key];
-  return typeof v === 'number' ? v : 0;
-}
-
-/** A proto3 `optional` number: undefined when absent. */
-export function optNum(req: Msg, key: string): number | undefined {
-  const v = req[key];
-  return typeof v === 'number' ? v : undefined;
 }

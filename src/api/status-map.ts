@@ -35,7 +35,7 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   RUN_WRONG_STATE: grpc.status.FAILED_PRECONDITION,
   TRANSFER_INVALID: grpc.status.FAILED_PRECONDITION,
   DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
-  // Membership (src/placement/membership-state.ts, src/api/membership-admin.ts).
+  // Membership (src/placement/membership-state.ts, src/cluster/membership-admin.ts).
   META_MEMBER_EXISTS: grpc.status.ALREADY_EXISTS,
   META_ADDRESS_IN_USE: grpc.status.ALREADY_EXISTS,
   META_MEMBER_INVALID: grpc.status.INVALID_ARGUMENT,
@@ -50,7 +50,7 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   NODE_STILL_REACHABLE: grpc.status.FAILED_PRECONDITION,
   // A joining node whose peer address does not prove a certificate of the cluster's CA.
   PEER_TLS_UNVERIFIED: grpc.status.PERMISSION_DENIED,
-  // Range splits (src/placement/split-state.ts, src/api/split-admin.ts).
+  // Range splits (src/placement/split-state.ts, src/cluster/split-admin.ts).
   META_SPLIT_IN_FLIGHT: grpc.status.FAILED_PRECONDITION,
   META_SPLIT_INVALID: grpc.status.FAILED_PRECONDITION,
   META_NO_SPLIT: grpc.status.NOT_FOUND,
@@ -79,13 +79,6 @@ export class GroupUnavailableError extends TickraftError {
     super('GROUP_NO_LEADER', `group ${groupId}: ${reason}; retry in ${NO_LEADER_RETRY_MS} ms`, {
       details: { groupId, retryDelayMs: NO_LEADER_RETRY_MS },
     });
-  }
-}
-
-export class DeadlineError extends TickraftError {
-  override readonly name = 'DeadlineError';
-  constructor(what: string) {
-    super('DEADLINE_EXCEEDED', `deadline exceeded ${what}`);
   }
 }
 

@@ -18,10 +18,10 @@
 import { RecentCounts } from '../base/recent-counts.js';
 import { TickraftError } from '../base/errors.js';
 import { TokenBuckets, type BucketLimit } from '../base/token-buckets.js';
+import { askEveryMember } from '../cluster/member-fanout.js';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from '../placement/tenant-limits.js';
 import type { ApiContext } from './api-context.js';
 import type { Msg } from './convert.js';
-import { askEveryMember } from './member-fanout.js';
 import type { CallContext } from './router.js';
 
 /** How long a tenant's job count is reused by the max-jobs check. */

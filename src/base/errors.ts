@@ -38,3 +38,11 @@ export class ValidationError extends TickraftError {
     this.violations = violations;
   }
 }
+
+/** A call's deadline passed while it waited (for a group, a leader, the answers of others). */
+export class DeadlineError extends TickraftError {
+  override readonly name = 'DeadlineError';
+  constructor(what: string) {
+    super('DEADLINE_EXCEEDED', `deadline exceeded ${what}`);
+  }
+}

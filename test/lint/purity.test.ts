@@ -87,6 +87,31 @@ t.test('src/raft may not import a higher layer', async (t) => {
   );
 });
 
+// src/cluster (the cluster operations) sits between src/delivery and src/api: the AdminService
+// handlers call it, and it reaches the router only through the ClusterContext src/api hands in.
+const RESTRICTED = 'import-x/no-restricted-paths';
+
+t.test('src/cluster may not import src/api, not even its types', async (t) => {
+  for (const code of [
+    "import { sleep } from '../api/router.js';\nexport const y = sleep;\n",
+    "import type { ApiContext } from '../api/api-context.js';\nexport type Y = ApiContext;\n",
+  ]) {
+    const ids = await ruleIdsFor(code, 'src/cluster/lint-probe.ts');
+    t.ok(ids.includes(RESTRICTED), ids.join(', ') || 'nothing reported');
+  }
+});
+
+t.test('src/api may import src/cluster; the layers below it may not', async (t) => {
+  const code =
+    "import { groupLeaderOf } from '../cluster/group-leader.js';\nexport const y = groupLeaderOf;\n";
+  const fromApi = await ruleIdsFor(code, 'src/api/lint-probe.ts');
+  t.notOk(fromApi.includes(RESTRICTED), fromApi.join(', '));
+  for (const folder of ['src/delivery', 'src/placement']) {
+    const ids = await ruleIdsFor(code, `${folder}/lint-probe.ts`);
+    t.ok(ids.includes(RESTRICTED), `${folder}: ${ids.join(', ') || 'nothing reported'}`);
+  }
+});
+
 t.test('clean pure code passes', async (t) => {
   const ids = await ruleIdsFor(
     'export function add(a: number, b: number): number {\n  return a + b;\n}\n',

@@ -4,7 +4,7 @@
 // the first seconds after a reset never read high.
 import t from 'tap';
 import { FireRateMeter } from '../../../src/scheduler/fire-rate.js';
-import { splitBoundPassed } from '../../../src/api/split-admin.js';
+import { splitBoundPassed } from '../../../src/cluster/split-admin.js';
 
 const T0 = 1_700_000_000_000;
 

@@ -12,15 +12,17 @@
  * a live node, catches it up from the group's leader and swaps it for the dead replica by joint
  * consensus, whose old and new halves both have a live majority.
  */
+import { num, str, Violations, type Msg } from '../base/fields.js';
 import { groupsHeldBy } from '../placement/membership-state.js';
 import { planRebalance, type PlanGroup } from '../placement/rebalance-plan.js';
 import type { NodeId } from '../raft/messages.js';
-import { clusterStatus, REPLICA_COUNT, transferLeader } from './admin-service.js';
-import type { ApiContext } from './api-context.js';
-import type { Msg } from './convert.js';
+import type { ClusterContext, OpContext } from './cluster-context.js';
+import { clusterStatus } from './cluster-status.js';
+import { transferLeader } from './leader-transfer.js';
 import { MembershipError, proposeMeta } from './membership-admin.js';
-import type { CallContext } from './router.js';
-import { num, str, Violations } from './service-kit.js';
+
+/** Replicas per data group the rebalancer keeps (the bootstrap plan's default). */
+export const REPLICA_COUNT = 3;
 
 function loadOf(groups: readonly PlanGroup[], nodes: readonly string[]): Msg[] {
   return nodes.map((nodeId) => ({
@@ -30,7 +32,7 @@ function loadOf(groups: readonly PlanGroup[], nodes: readonly string[]): Msg[] {
   }));
 }
 
-function moveMsgs(api: ApiContext): Msg[] {
+function moveMsgs(api: ClusterContext): Msg[] {
   return [...api.node.meta.moves.values()].map((m) => ({
     groupId: m.groupId,
     fromNode: m.from,
@@ -51,8 +53,8 @@ export interface RoundOptions {
 
 /** One round of rebalancing (or draining); see the module comment. */
 export async function rebalanceRound(
-  api: ApiContext,
-  ctx: CallContext,
+  api: ClusterContext,
+  ctx: OpContext,
   opts: RoundOptions,
 ): Promise<Msg> {
   const status = await clusterStatus(api, ctx);
@@ -113,7 +115,7 @@ export async function rebalanceRound(
     return out;
   }
   // Calls of our own to other groups' leaders: a fresh route, the caller's deadline.
-  const own: CallContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
+  const own: OpContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
   for (const t of transfers) {
     const treq = { groupId: t.groupId, toNode: t.to };
     await api.onGroup(own, t.groupId, 'AdminService', 'TransferLeader', treq, () =>
@@ -124,7 +126,7 @@ export async function rebalanceRound(
   return out;
 }
 
-export function rebalance(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+export function rebalance(api: ClusterContext, ctx: OpContext, req: Msg): Promise<Msg> {
   return rebalanceRound(api, ctx, {
     dryRun: req['dryRun'] === true,
     maxConcurrentMoves: Math.max(1, num(req, 'maxConcurrentMoves') || 1),
@@ -132,7 +134,7 @@ export function rebalance(api: ApiContext, ctx: CallContext, req: Msg): Promise<
 }
 
 /** The member a DrainNode or RemoveNode names; NOT_FOUND when there is none. */
-function memberOf(api: ApiContext, req: Msg): { id: NodeId; state: string } {
+function memberOf(api: ClusterContext, req: Msg): { id: NodeId; state: string } {
   const id = str(req, 'nodeId');
   const v = new Violations();
   if (id === '') v.add('nodeId', 'is required');
@@ -143,7 +145,7 @@ function memberOf(api: ApiContext, req: Msg): { id: NodeId; state: string } {
 }
 
 /** DrainNode on the meta leader: marks the node draining (unless dry_run), then one round. */
-export async function drainNode(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+export async function drainNode(api: ClusterContext, ctx: OpContext, req: Msg): Promise<Msg> {
   const m = memberOf(api, req);
   if (m.state === 'removed')
     throw new MembershipError('META_MEMBER_REMOVED', `member ${m.id} was removed`);
@@ -161,7 +163,7 @@ export async function drainNode(api: ApiContext, ctx: CallContext, req: Msg): Pr
  * UndrainNode on the meta leader: a draining node becomes active again (so the planner may give
  * it replicas); an active node is left as it is.
  */
-export async function undrainNode(api: ApiContext, req: Msg): Promise<Msg> {
+export async function undrainNode(api: ClusterContext, req: Msg): Promise<Msg> {
   const m = memberOf(api, req);
   if (m.state === 'removed')
     throw new MembershipError('META_MEMBER_REMOVED', `member ${m.id} was removed`);
@@ -177,7 +179,7 @@ export async function undrainNode(api: ApiContext, req: Msg): Promise<Msg> {
  * the dead replicas back instead); otherwise it is marked draining and drained like DrainNode,
  * and removed once it holds nothing.
  */
-export async function removeNode(api: ApiContext, ctx: CallContext, req: Msg): Promise<Msg> {
+export async function removeNode(api: ClusterContext, ctx: OpContext, req: Msg): Promise<Msg> {
   const m = memberOf(api, req);
   const meta = api.node.meta;
   const out = {

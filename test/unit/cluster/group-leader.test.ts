@@ -1,5 +1,5 @@
 import t from 'tap';
-import { groupLeaderOf, type ReplicaView } from '../../../src/api/group-leader.js';
+import { groupLeaderOf, type ReplicaView } from '../../../src/cluster/group-leader.js';
 
 const r = (nodeId: string, role: string, term: number, lead = ''): ReplicaView => ({
   nodeId,

@@ -1,5 +1,5 @@
 /**
- * Range splits on the API side. A split of group G is recorded in the meta group in two steps
+ * Range splits. A split of group G is recorded in the meta group in two steps
  * (src/placement/split-state.ts) and carried through by the SplitDriver on the meta leader,
  * which keeps nothing it needs in memory: every pass it reads the splits in flight from the meta
  * group and, for each, asks G's leader to commit the split entry (NodeService.SplitGroup: it
@@ -12,16 +12,13 @@
  * of a group above `--split-jobs` or `--split-fire-rate`.
  */
 import { TickraftError, ValidationError } from '../base/errors.js';
+import { num, type Msg } from '../base/fields.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import { encodeMetaCommand, type MetaResult } from '../placement/meta-state.js';
 import { encodeSplitEntry, type SplitEntry, type SplitRecord } from '../placement/split-state.js';
 import { NotLeaderError } from '../raft/errors.js';
-import type { ApiContext } from './api-context.js';
+import type { ClusterContext, ClusterLogger, OpContext } from './cluster-context.js';
 import { groupMembershipLocal } from './membership-admin.js';
-import type { Msg } from './convert.js';
-import { RouteStaleError, type CallContext } from './router.js';
-import { num, type ApiLogger } from './service-kit.js';
-import { GroupUnavailableError } from './status-map.js';
 
 export class SplitError extends TickraftError {
   override readonly name = 'SplitError';
@@ -32,7 +29,7 @@ export const SPLIT_DRAIN_MAX_MS = 5000;
 
 /** Commits a meta split command on this node (the meta leader); a refusal becomes its error. */
 async function proposeSplitMeta(
-  api: ApiContext,
+  api: ClusterContext,
   c:
     | { op: 'begin-split'; groupId: number }
     | { op: 'finish-split'; groupId: number; childId: number },
@@ -43,7 +40,7 @@ async function proposeSplitMeta(
 }
 
 /** AdminService.SplitGroup on the meta leader: records the split; the driver carries it out. */
-export async function beginSplitLocal(api: ApiContext, req: Msg): Promise<Msg> {
+export async function beginSplitLocal(api: ClusterContext, req: Msg): Promise<Msg> {
   const groupId = num(req, 'groupId');
   const split = await proposeSplitMeta(api, { op: 'begin-split', groupId });
   if (!split) throw new SplitError('META_NO_SPLIT', `group ${groupId} was not split`);
@@ -57,7 +54,7 @@ export async function beginSplitLocal(api: ApiContext, req: Msg): Promise<Msg> {
 }
 
 /** Validates a SplitGroup request against this node's meta state (begin-split checks again). */
-export function checkSplitRequest(api: ApiContext, req: Msg): void {
+export function checkSplitRequest(api: ClusterContext, req: Msg): void {
   const groupId = req['groupId'];
   if (
     typeof groupId !== 'number' ||
@@ -74,7 +71,11 @@ export function checkSplitRequest(api: ApiContext, req: Msg): void {
  * that moves is in flight when the split commits), commit the split entry, dispatch again.
  * Resolves once the entry has applied here, with how many jobs moved.
  */
-export async function splitGroupLocal(api: ApiContext, groupId: number, req: Msg): Promise<Msg> {
+export async function splitGroupLocal(
+  api: ClusterContext,
+  groupId: number,
+  req: Msg,
+): Promise<Msg> {
   const entry: SplitEntry = {
     childId: num(req, 'childGroupId'),
     start: num(req, 'start'),
@@ -113,8 +114,8 @@ export class SplitDriver {
   readonly stats = { finished: 0, triggered: 0 };
 
   constructor(
-    private readonly api: ApiContext,
-    private readonly log: ApiLogger,
+    private readonly api: ClusterContext,
+    private readonly log: ClusterLogger,
     opts: SplitDriverOptions = {},
   ) {
     this.everyMs = opts.everyMs ?? 250;
@@ -130,7 +131,7 @@ export class SplitDriver {
     if (this.timer) clearInterval(this.timer);
   }
 
-  private ctx(): CallContext {
+  private ctx(): OpContext {
     return { deadlineMs: Date.now() + 15_000, forwarded: false, route: undefined };
   }
 
@@ -249,67 +250,4 @@ export function splitBoundPassed(
 
 function round2(x: number): number {
   return Math.round(x * 100) / 100;
-}
-
-/** How often a cross-group list starts again when the group map changed while it ran. */
-export const LIST_ROUNDS_MAX = 3;
-
-/**
- * Runs a cross-group list over the ring as this node routes it, again from the start if the
- * ring changed meanwhile (a split finished: a child the list did not ask now owns part of the
- * range, and its parent answered only for its own half). Lists spanning every group (ListJobs)
- * are thereby complete across a split.
- */
-export async function listAcrossGroups<T>(
-  api: ApiContext,
-  list: (ranges: readonly { groupId: number }[]) => Promise<T>,
-): Promise<T> {
-  for (let round = 1; ; round++) {
-    const before = ringSignature(api);
-    const out = await list(api.admin.ranges());
-    if (ringSignature(api) === before) return out;
-    if (round >= LIST_ROUNDS_MAX)
-      throw new GroupUnavailableError(
-        META_GROUP_ID,
-        `the group map changed ${round} times during the list; try again`,
-      );
-  }
-}
-
-function ringSignature(api: ApiContext): string {
-  return [...api.node.meta.groups.values()].map((g) => `${g.id}:${g.epoch}`).join(',');
-}
-
-/**
- * On a group's leader, for a list call about the group: its own answer, plus the answers of the
- * groups split off it whose split has applied here but that the meta map does not list yet
- * (finish-split not committed or not applied here): no router asks those, so the parent answers
- * for them until the map names them. The caller routed by the parent's epoch, and the epoch
- * changes at finish-split; if it changed while this ran, ROUTE_STALE sends the caller back to
- * its (refreshed) map, so a child is never listed twice nor left out.
- */
-export async function answerForChildren<T>(
-  api: ApiContext,
-  ctx: CallContext,
-  groupId: number,
-  own: () => Promise<T>,
-  ofChild: (ctx: CallContext, childId: number) => Promise<T>,
-): Promise<{ own: T; children: T[] }> {
-  const epochOf = (): number | undefined => api.node.meta.groups.get(groupId)?.epoch;
-  const epoch = epochOf();
-  const mine = await own();
-  // After own(): its ReadIndex applied every split entry committed before the call.
-  const pending = (api.node.data.get(groupId)?.childIds ?? []).filter(
-    (c) => !api.node.meta.groups.has(c),
-  );
-  // A call of its own (not "forwarded": the child is another group, its leader may be elsewhere),
-  // within the caller's deadline.
-  const childCtx: CallContext = { deadlineMs: ctx.deadlineMs, forwarded: false, route: undefined };
-  const children = await Promise.all(pending.map((c) => ofChild(childCtx, c)));
-  if (epochOf() !== epoch)
-    throw new RouteStaleError(
-      'ROUTE_STALE',
-      `group ${groupId}'s epoch changed during the call (a split finished); routing again`,
-    );
-  return { own: mine, children };
 }

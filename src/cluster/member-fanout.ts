@@ -4,18 +4,17 @@
  * has no API address yet, refuses or does not answer in time is left out. What ClusterStatus and
  * GetTenant's usage are gathered with.
  */
-import type { ApiContext } from './api-context.js';
-import type { CallContext } from './router.js';
+import type { ClusterContext, OpContext } from './cluster-context.js';
 
 export async function askEveryMember<T>(
-  api: ApiContext,
-  ctx: CallContext,
+  api: ClusterContext,
+  ctx: OpContext,
   method: string,
   request: object,
   withinMs: number,
   local: () => T,
 ): Promise<T[]> {
-  const bound: CallContext = {
+  const bound: OpContext = {
     ...ctx,
     deadlineMs: Math.min(ctx.deadlineMs, Date.now() + withinMs),
   };
@@ -23,9 +22,7 @@ export async function askEveryMember<T>(
     [...api.node.meta.members.values()].map((m): Promise<T | undefined> => {
       if (m.id === api.node.id) return Promise.resolve(local());
       if (m.apiAddress === '') return Promise.resolve(undefined);
-      return api.router
-        .forward<T>(m.apiAddress, api.method('NodeService', method), request, bound, undefined)
-        .catch(() => undefined);
+      return api.callMember<T>(m.apiAddress, method, request, bound).catch(() => undefined);
     }),
   );
   return answers.filter((a) => a !== undefined);

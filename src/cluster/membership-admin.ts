@@ -1,6 +1,6 @@
 /**
- * Cluster membership on the API side: adding a node (a member record, then a learner of the meta
- * group), a group's configuration as its leader sees it, proposing a group membership change,
+ * Cluster membership: adding a node (a member record, then a learner of the meta group), a
+ * group's configuration as its leader sees it, proposing a group membership change,
  * and the MoveDriver, which carries every replica move recorded in the meta group through its
  * steps. The driver runs on the meta leader only and keeps nothing it needs in memory: each
  * pass reads the move's phase from the meta group and the group's configuration from the
@@ -9,6 +9,7 @@
  * phase, rolls back) from where it stands.
  */
 import { TickraftError } from '../base/errors.js';
+import { str, Violations, type Msg } from '../base/fields.js';
 import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import type { MoveRecord } from '../placement/membership-state.js';
 import {
@@ -20,10 +21,12 @@ import {
 import { allMembers } from '../raft/conf-change.js';
 import { NotLeaderError } from '../raft/errors.js';
 import type { ConfChange, ConfChangeSingle, NodeId } from '../raft/messages.js';
-import type { ApiContext } from './api-context.js';
-import type { Msg } from './convert.js';
-import { sleep, type CallContext } from './router.js';
-import { str, Violations, type ApiLogger } from './service-kit.js';
+import {
+  sleep,
+  type ClusterContext,
+  type ClusterLogger,
+  type OpContext,
+} from './cluster-context.js';
 
 export class MembershipError extends TickraftError {
   override readonly name = 'MembershipError';
@@ -33,13 +36,13 @@ const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 const HOST_PORT = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
 
 /** Proposes a meta command on this node (the meta leader); a refusal becomes its error code. */
-export async function proposeMeta(api: ApiContext, c: MetaCommand): Promise<void> {
+export async function proposeMeta(api: ClusterContext, c: MetaCommand): Promise<void> {
   const r = (await api.node.host.propose(META_GROUP_ID, encodeMetaCommand(c))) as MetaResult;
   if (!r.ok) throw new MembershipError(r.code, r.reason);
 }
 
 /** AddNode on the meta leader: the member record, then the node as a meta learner. */
-export async function addNodeLocal(api: ApiContext, req: Msg): Promise<Msg> {
+export async function addNodeLocal(api: ClusterContext, req: Msg): Promise<Msg> {
   const id = str(req, 'nodeId');
   const peerAddress = str(req, 'peerAddress');
   const apiAddress = str(req, 'apiAddress');
@@ -69,7 +72,7 @@ export async function addNodeLocal(api: ApiContext, req: Msg): Promise<Msg> {
  * Makes `id` a learner of a group this node leads, unless the configuration already names it;
  * waits (bounded) until the change has applied here.
  */
-async function ensureConfMember(api: ApiContext, groupId: number, id: NodeId): Promise<void> {
+async function ensureConfMember(api: ClusterContext, groupId: number, id: NodeId): Promise<void> {
   const g = api.node.host.groups.get(groupId);
   for (let i = 0; i < 200; i++) {
     if (!g?.isLeader) throw new NotLeaderError(groupId, g?.leaderId ?? '');
@@ -89,7 +92,7 @@ async function ensureConfMember(api: ApiContext, groupId: number, id: NodeId): P
 }
 
 /** GroupMembership on the group's leader. */
-export function groupMembershipLocal(api: ApiContext, groupId: number): Promise<Msg> {
+export function groupMembershipLocal(api: ClusterContext, groupId: number): Promise<Msg> {
   const g = api.node.host.groups.get(groupId);
   if (!g?.isLeader) return Promise.reject(new NotLeaderError(groupId, g?.leaderId ?? ''));
   const st = g.node.status();
@@ -112,7 +115,7 @@ const CHANGE_TYPES = new Set(['add-voter', 'add-learner', 'remove-node']);
 
 /** ChangeGroupMembership on the group's leader: resolves once Raft accepted the proposal. */
 export async function changeGroupMembershipLocal(
-  api: ApiContext,
+  api: ClusterContext,
   groupId: number,
   req: Msg,
 ): Promise<Msg> {
@@ -180,8 +183,8 @@ export class MoveDriver {
   private readonly catchUpLag: number;
 
   constructor(
-    private readonly api: ApiContext,
-    private readonly log: ApiLogger,
+    private readonly api: ClusterContext,
+    private readonly log: ClusterLogger,
     opts: MoveDriverOptions = {},
   ) {
     this.everyMs = opts.everyMs ?? 250;
@@ -263,7 +266,7 @@ export class MoveDriver {
       });
   }
 
-  private ctx(): CallContext {
+  private ctx(): OpContext {
     return { deadlineMs: Date.now() + 10_000, forwarded: false, route: undefined };
   }
 
@@ -369,7 +372,7 @@ export class MoveDriver {
 }
 
 /** Validates a MoveReplica request against the meta state; begin-move checks it again. */
-export function checkMoveRequest(api: ApiContext, req: Msg): void {
+export function checkMoveRequest(api: ClusterContext, req: Msg): void {
   const v = new Violations();
   const groupId = req['groupId'];
   if (typeof groupId !== 'number' || !api.node.meta.groups.has(groupId))

@@ -13,8 +13,9 @@ import type { TenantRecord } from '../placement/meta-state.js';
 import { jobIdOfKey, splitJobKey } from '../scheduler/job-key.js';
 import type { Attempt, Job, JobSpec, Run } from '../scheduler/model.js';
 
-/** A decoded message: fields by name, nothing trusted. */
-export type Msg = Readonly<Record<string, unknown>>;
+import type { Msg } from '../base/fields.js';
+
+export type { Msg };
 
 function sub(m: Msg | null | undefined, key: string): Msg | undefined {
   const v = m?.[key];

@@ -5,7 +5,7 @@
  */
 import { ValidationError, type FieldViolation } from './errors.js';
 
-/** A decoded message: fields by name, nothing trusted (src/api/convert.ts's Msg, the same shape). */
+/** A decoded message: fields by name, nothing trusted. */
 export type Msg = Readonly<Record<string, unknown>>;
 
 /** Collects violations of request fields and throws them together. */

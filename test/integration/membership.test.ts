@@ -8,6 +8,7 @@
 // at-most-once fire id arrived twice. It prints the moves made and the largest fire delay seen.
 import t from 'tap';
 import { ApiCallError, ApiClient } from '../../src/api/client.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import {
   checkFires,
@@ -122,7 +123,11 @@ t.test('grow 3 → 5 nodes and rebalance while jobs fire', async (t) => {
     const c = new ApiClient(`${n.host}:${n.apiPort}`, 10_000, {}, { token: TEST_ADMIN_TOKEN });
     try {
       for (const j of jobs) {
-        const got = await c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: j.id });
+        // The rebalance's last leader transfers may still be settling: a careful client retries
+        // UNAVAILABLE (not the leader) after its hint.
+        const got = await retryUnavailable(() =>
+          c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: j.id }),
+        );
         t.equal(got['id'], j.id, `${j.id} read through ${n.id}`);
       }
     } finally {

@@ -130,6 +130,8 @@ export class Raft {
   quiesced = false;
   /** The campaign under way was started by a leadership transfer (timeout-now). */
   private campaignByTransfer = false;
+  /** Pre-elections this pre-candidate has started in a row (outranks()). */
+  private preElectionRound = 0;
   /**
    * This leader won a campaign started by a leadership transfer: its predecessor handed the
    * group over (the runtime drains before it transfers) rather than failing.
@@ -410,6 +412,8 @@ export class Raft {
 
   private campaign(kind: CampaignKind): void {
     this.campaignByTransfer = kind === 'transfer';
+    this.preElectionRound =
+      kind === 'pre-election' && this.role === 'pre-candidate' ? this.preElectionRound + 1 : 1;
     let voteTerm: number;
     let type: 'pre-vote' | 'vote';
     if (kind === 'pre-election') {
@@ -472,11 +476,13 @@ export class Raft {
    * another. So a pre-candidate grants another's pre-vote only if that one ranks above it: a
    * more up-to-date log, or as up to date and a greater id. Of several pre-candidates the top
    * one then wins and the others follow it. Pre-vote changes no state, so this only decides
-   * who campaigns; with a learner or a pre-candidate partitioned away, the others still grant
-   * each other as followers do.
+   * who campaigns. Only in a pre-candidate's first round: one that could not win it (its own
+   * messages do not get through, say) grants as a follower would from then on, so it never
+   * holds the others back for more than one election timeout.
    */
   private outranks(m: Message): boolean {
-    if (m.type !== 'pre-vote' || this.role !== 'pre-candidate') return false;
+    if (m.type !== 'pre-vote' || this.role !== 'pre-candidate' || this.preElectionRound > 1)
+      return false;
     const ourTerm = this.log.lastTerm();
     if (m.logTerm !== ourTerm) return ourTerm > m.logTerm;
     const ourIndex = this.log.lastIndex();

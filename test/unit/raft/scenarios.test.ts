@@ -1337,3 +1337,26 @@ t.test('two followers campaigning at once do not split the vote', (t) => {
   t.equal(net.raft('n2').lead, 'n3', 'the other follows it');
   t.end();
 });
+
+// The rule above must not stall an election. Five voters, the leader gone, and links cut so
+// that the pre-candidates who rank higher cannot win (their messages reach too few) while the
+// lower ones need their grants: each refuses only in its first round, so a leader comes within
+// a few election timeouts rather than never.
+t.test('a pre-candidate that cannot win does not hold the others back', (t) => {
+  const net = cluster({ voters: ['n1', 'n2', 'n3', 'n4', 'n5'] });
+  const term = net.raft('n1').term;
+  net.isolate('n1');
+  net.cut('n3', 'n4');
+  net.cut('n3', 'n5');
+  net.cut('n2', 'n5');
+  net.raft('n2').hup('pre-election');
+  net.raft('n3').hup('pre-election');
+  net.stabilize();
+  const live = ['n2', 'n3', 'n4', 'n5'];
+  const led = (): string | undefined => live.find((id) => net.raft(id).role === 'leader');
+  t.notOk(led(), 'no leader in the first round: n3 outranks n2 and reaches only n2');
+  const ticks = tickUntil(net, () => led() !== undefined);
+  t.ok(ticks > 0 && ticks <= 4 * ET, `${led()} leads after ${ticks} ticks`);
+  t.ok(net.raft(led() ?? 'n2').term > term, 'in a later term');
+  t.end();
+});

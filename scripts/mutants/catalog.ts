@@ -119,8 +119,9 @@ export const MUTANTS: readonly Mutant[] = [
     id: 'vote-skips-up-to-date',
     class: 'vote check',
     file: 'src/raft/raft.ts',
-    find: 'if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {',
-    replace: "if (canVote && (m.type === 'vote' || this.log.isUpToDate(m.index, m.logTerm))) {",
+    find: 'if (canVote && this.log.isUpToDate(m.index, m.logTerm) && !this.outranks(m)) {',
+    replace:
+      "if (canVote && (m.type === 'vote' || this.log.isUpToDate(m.index, m.logTerm)) && !this.outranks(m)) {",
     description:
       'the real vote skips the up-to-date check, as if the pre-vote had settled it (pre-vote keeps it)',
     checks: [RAFT_SIM, RAFT_PAPER, RAFT_SCENARIOS],
@@ -149,8 +150,8 @@ export const MUTANTS: readonly Mutant[] = [
     id: 'lease-dispatch-when-caught-up',
     class: 'lease',
     file: 'src/scheduler/dispatcher.ts',
-    find: 'if (leadership.leaseValid) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries);',
-    replace: 'if (leadership.caughtUp) this.dispatch(ls, nowMs, out.deliveries, maxDeliveries);',
+    find: '      if (leadership.leaseValid)\n        this.dispatch(',
+    replace: '      if (leadership.caughtUp)\n        this.dispatch(',
     description:
       'due runs are handed to delivery once the leader has caught up, whether or not its lease holds',
     checks: SCHEDULER_CHECKS,
@@ -169,8 +170,8 @@ export const MUTANTS: readonly Mutant[] = [
     id: 'recovery-skipped',
     class: 'recovery',
     file: 'src/scheduler/dispatcher.ts',
-    find: '    recovered: false,\n  };',
-    replace: '    recovered: true,\n  };',
+    find: '    recovered: false,\n    lostPending: new Map(),\n  };',
+    replace: '    recovered: true,\n    lostPending: new Map(),\n  };',
     description:
       "a new term starts as already recovered: the previous leader's at-most-once runs stay DISPATCHED, never UNKNOWN",
     checks: SCHEDULER_CHECKS,

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, randomLoopbackHost } from '../helpers/cluster.js';
+import { localClusterEnv } from '../helpers/local-cluster-env.js';
 import { nodeCommand, withoutTapLoaderCommand } from '../helpers/node-child.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
@@ -21,14 +22,7 @@ async function startOnce(
   peer: number,
   metrics: number,
 ): Promise<{ out: string; code: number | null; readyz: number }> {
-  const env = {
-    ...process.env,
-    TICKRAFT_HOME: home,
-    TICKRAFT_HOST: host,
-    TICKRAFT_API_PORT: String(api),
-    TICKRAFT_PEER_PORT: String(peer),
-    TICKRAFT_METRICS_PORT: String(metrics),
-  };
+  const env = localClusterEnv({ home, host, api, peer, metrics });
   const child = spawn(...nodeCommand(['--import', 'tsx', START], env), {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -16,6 +16,7 @@ import { ApiClient } from '../../src/api/client.js';
 import { leadersSettled } from '../helpers/api-cluster.js';
 import { freePort, randomLoopbackHost, sleep, TEST_ADMIN_TOKEN } from '../helpers/cluster.js';
 import { nodeCommand } from '../helpers/node-child.js';
+import { localClusterEnv } from '../helpers/local-cluster-env.js';
 import { TEST_SECRET, WebhookSink } from '../helpers/webhook-sink.js';
 
 const START = fileURLToPath(new URL('../../cluster/start.ts', import.meta.url));
@@ -67,14 +68,7 @@ t.test('rolling restart under CPU load: no slot twice, skipped or missed', async
   const api = await freePort(host);
   const peer = await freePort(host);
   const metrics = await freePort(host);
-  const env = {
-    ...process.env,
-    TICKRAFT_HOME: home,
-    TICKRAFT_HOST: host,
-    TICKRAFT_API_PORT: String(api),
-    TICKRAFT_PEER_PORT: String(peer),
-    TICKRAFT_METRICS_PORT: String(metrics),
-  };
+  const env = localClusterEnv({ home, host, api, peer, metrics });
   const sink = new WebhookSink([TEST_SECRET]);
   await sink.start();
   const cluster = spawn(...nodeCommand(['--import', 'tsx', START], env), {

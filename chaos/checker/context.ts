@@ -193,6 +193,26 @@ export class HistoryContext {
   }
 
   /**
+   * How far behind real time a node's clock may have been between `from` and `to` (driver
+   * time), by the clock faults around then: a leader that far behind saw a slot still ahead
+   * while the driver's clock had passed it.
+   */
+  clockBehindMs(from: DriverMs, to: DriverMs): number {
+    const delta = this.tolerances.inFlightSlackMs;
+    let behind = 0;
+    for (const f of this.faults) {
+      if (f.startT > to + delta || f.endT < from - delta) continue;
+      const offset = f.spec?.['offsetMs'];
+      const rate = f.spec?.['rate'];
+      if ((f.kind === 'clock-bump' || f.kind === 'clock-strobe') && typeof offset === 'number')
+        behind = Math.max(behind, -offset);
+      else if (f.kind === 'clock-drift' && typeof rate === 'number' && rate < 1)
+        behind = Math.max(behind, this.meta.clockOffsetMaxMs ?? 0);
+    }
+    return behind;
+  }
+
+  /**
    * The fire id the cluster gives a job's slot, `<tenant>/<job id>:<slot ms>` (job ids are unique
    * per tenant), for a violation that names a slot no delivery named; without a known tenant,
    * `<job id>:<slot ms>`.

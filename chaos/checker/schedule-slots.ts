@@ -74,7 +74,7 @@ export function owedSlots(ctx: HistoryContext, jobId: string): OwedSlots {
   const compiled = new Map<string, Schedule | string>();
   const slots: EpochMs[] = [];
   let uncheckable: string | undefined;
-  for (const seg of segments) {
+  for (const [i, seg] of segments.entries()) {
     const def = seg.definition;
     if (!seg.active || def === undefined) continue;
     const to = Math.min(seg.to, ctx.horizonT);
@@ -95,7 +95,12 @@ export function owedSlots(ctx: HistoryContext, jobId: string): OwedSlots {
       seg.definitionFromMs ?? -Infinity,
       (def.startAtMs ?? -Infinity) - 1,
     );
-    const toEpoch = Math.min(ctx.epochOf(to), cutoff + 1);
+    // A delete takes effect at its leader's clock: one behind real time (a clock fault) saw
+    // slots just before the delete as still to come, and the delete won over them. The runs it
+    // cancelled are gone with the job, so those slots are not owed (within the injected skew).
+    const deleting = segments[i + 1]?.maybeDeleted === true && !seg.maybeDeleted;
+    const behindMs = deleting ? ctx.clockBehindMs(seg.to, seg.to) : 0;
+    const toEpoch = Math.min(ctx.epochOf(to) - behindMs, cutoff + 1);
     for (
       let s = nextFire(schedule, fromEpoch);
       s !== undefined && s < toEpoch;

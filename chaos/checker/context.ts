@@ -178,38 +178,32 @@ export class HistoryContext {
    * clockOffsetMaxMs. 0 when no clock ran ahead.
    */
   clockAheadMs(from: DriverMs, to: DriverMs): number {
-    const delta = this.tolerances.inFlightSlackMs;
-    let ahead = 0;
-    for (const f of this.faults) {
-      if (f.startT > to + delta || f.endT < from - delta) continue;
-      const offset = f.spec?.['offsetMs'];
-      const rate = f.spec?.['rate'];
-      if ((f.kind === 'clock-bump' || f.kind === 'clock-strobe') && typeof offset === 'number')
-        ahead = Math.max(ahead, offset);
-      else if (f.kind === 'clock-drift' && typeof rate === 'number' && rate > 1)
-        ahead = Math.max(ahead, this.meta.clockOffsetMaxMs ?? 0);
-    }
-    return ahead;
+    return this.clockOffsetMs(from, to, 1);
   }
 
   /**
-   * How far behind real time a node's clock may have been between `from` and `to` (driver
-   * time), by the clock faults around then: a leader that far behind saw a slot still ahead
-   * while the driver's clock had passed it.
+   * How far behind true time some node's clock may have been at any instant of [from, to], the
+   * same way: a leader that far behind saw a slot still ahead while the driver's clock had
+   * passed it. 0 when no clock fell behind.
    */
   clockBehindMs(from: DriverMs, to: DriverMs): number {
+    return this.clockOffsetMs(from, to, -1);
+  }
+
+  /** The largest offset of the clock faults around [from, to] in `sign`'s direction. */
+  private clockOffsetMs(from: DriverMs, to: DriverMs, sign: 1 | -1): number {
     const delta = this.tolerances.inFlightSlackMs;
-    let behind = 0;
+    let most = 0;
     for (const f of this.faults) {
       if (f.startT > to + delta || f.endT < from - delta) continue;
       const offset = f.spec?.['offsetMs'];
       const rate = f.spec?.['rate'];
       if ((f.kind === 'clock-bump' || f.kind === 'clock-strobe') && typeof offset === 'number')
-        behind = Math.max(behind, -offset);
-      else if (f.kind === 'clock-drift' && typeof rate === 'number' && rate < 1)
-        behind = Math.max(behind, this.meta.clockOffsetMaxMs ?? 0);
+        most = Math.max(most, sign * offset);
+      else if (f.kind === 'clock-drift' && typeof rate === 'number' && sign * (rate - 1) > 0)
+        most = Math.max(most, this.meta.clockOffsetMaxMs ?? 0);
     }
-    return behind;
+    return most;
   }
 
   /**

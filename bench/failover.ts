@@ -855,18 +855,28 @@ function summarize(trials: readonly FailoverTrial[]): FailoverSummary[] {
         lateSlots: sum((t) => t.lateSlots),
         leaseViolations: sum((t) => t.leaseViolations),
         quiescedBefore: done.filter((t) => t.quiescedBefore).length,
-        stagesP50: {
-          detectionMs: median(sorted((t) => t.stages.detectionMs).filter((x) => !Number.isNaN(x))),
-          electionMs: median(sorted((t) => t.stages.electionMs).filter((x) => !Number.isNaN(x))),
-          caughtUpMs: median(sorted((t) => t.stages.caughtUpMs).filter((x) => !Number.isNaN(x))),
-          leaseMs: median(sorted((t) => t.stages.leaseMs).filter((x) => !Number.isNaN(x))),
-          firstHandOutMs: median(
-            sorted((t) => t.stages.firstHandOutMs).filter((x) => !Number.isNaN(x)),
-          ),
-        },
+        stagesP50: stageMedians(done),
       });
     }
   return out;
+}
+
+/** Each stage's median over the trials that saw it. */
+function stageMedians(trials: readonly FailoverTrial[]): FailoverStages {
+  const of = (k: keyof FailoverStages): number =>
+    median(
+      trials
+        .map((t) => t.stages[k])
+        .filter((x) => !Number.isNaN(x))
+        .sort((a, b) => a - b),
+    );
+  return {
+    detectionMs: of('detectionMs'),
+    electionMs: of('electionMs'),
+    caughtUpMs: of('caughtUpMs'),
+    leaseMs: of('leaseMs'),
+    firstHandOutMs: of('firstHandOutMs'),
+  };
 }
 
 /** The middle value of an ascending list, or the mean of the two middle ones; NaN when empty. */

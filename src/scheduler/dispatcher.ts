@@ -1006,6 +1006,18 @@ export class GroupDispatcher {
   // -------------------------------------------------------------------------------------
   // Reports from the runtime
 
+  /**
+   * The attempts made of the order's run, this one included: attempts of unknown fate under a
+   * lost leader count neither for the backoff nor the limit. Asked only of a retry, so that a
+   * spike's successes cost no lookup.
+   */
+  private attemptsMadeWith(o: DeliveryOrder): number {
+    const run = this.sm.runs.get(o.fireId);
+    if (!run) return o.attempt;
+    // An at-least-once attempt is recorded by its result; an at-most-once one when it started.
+    return attemptsMade(run) + (run.attempts.length < o.attempt ? 1 : 0);
+  }
+
   /** A delivery ended. Its result is proposed at the next step (or discarded: another term). */
   attemptDone(o: DeliveryOrder, finished: AttemptFinished, nowMs: number): void {
     const ls = this.leader;
@@ -1022,12 +1034,9 @@ export class GroupDispatcher {
       outcome = 'fail';
       error = `at-most-once: not retried after a possible delivery (${error ?? finished.statusCode ?? 'error'})`;
     }
-    // Attempts of unknown fate under a lost leader count neither for the backoff nor the limit.
-    const run = this.sm.runs.get(o.fireId);
-    const made = run ? attemptsMade(run) + (run.attempts.length < o.attempt ? 1 : 0) : o.attempt;
     const retryAtMs =
       outcome === 'retry'
-        ? this.retryAt(o.job, made, o.slotMs, nowMs, finished.retryAfterMs)
+        ? this.retryAt(o.job, this.attemptsMadeWith(o), o.slotMs, nowMs, finished.retryAfterMs)
         : undefined;
     const command: AttemptResultCommand = {
       op: 'attempt-result',

@@ -153,6 +153,8 @@ export function runOut(r: Run): Msg {
     finishedAtMs: r.finishedAtMs,
     manual: r.manual,
     tenant,
+    payloadJson: r.overrides?.payload,
+    headerNames: Object.keys(r.overrides?.headers ?? {}),
   };
 }
 

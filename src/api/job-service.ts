@@ -174,11 +174,13 @@ export function jobServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       }),
 
     TriggerJob: (req, ctx) =>
-      onJob(ctx, 'TriggerJob', req, async (key) => ({ run: runOut(await admin.triggerJob(key)) })),
+      onJob(ctx, 'TriggerJob', req, async (key) => ({
+        run: runOut(await admin.triggerJob(key, req)),
+      })),
 
     BackfillJob: (req, ctx) =>
       onJob(ctx, 'BackfillJob', req, async (key) => ({
-        slotsMs: await admin.backfillJob(key, num(req, 'fromMs'), num(req, 'toMs')),
+        slotsMs: await admin.backfillJob(key, num(req, 'fromMs'), num(req, 'toMs'), req),
       })),
 
     PreviewSchedule: (req) => Promise.resolve(previewSchedule(req, Date.now())),

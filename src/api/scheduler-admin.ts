@@ -52,6 +52,8 @@ import { jobIdOfKey, jobKeyOf, publicReason, splitJobKey } from '../scheduler/jo
 import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-machine.js';
 import type { ApiNode, DataGroupView } from './api-node.js';
 import { RouteStaleError } from './router.js';
+import { runOverridesIn } from './run-overrides.js';
+import type { Msg } from './convert.js';
 
 export const CREATE_BATCH_MAX = 1000;
 export const BACKFILL_MAX = 1000;
@@ -264,7 +266,7 @@ export class SchedulerAdmin {
   }
 
   /** A manual run for every slot of the job's schedule in [fromMs, toMs), at most BACKFILL_MAX. */
-  async backfillJob(jobId: string, fromMs: number, toMs: number): Promise<number[]> {
+  async backfillJob(jobId: string, fromMs: number, toMs: number, req: Msg): Promise<number[]> {
     const nowMs = this.clock.nowMs();
     const violations: FieldViolation[] = [];
     if (!Number.isSafeInteger(fromMs) || fromMs < 0)
@@ -281,6 +283,7 @@ export class SchedulerAdmin {
     this.requireLeader(groupId);
     const job = this.node.data.get(groupId)?.scheduler.jobs.get(jobId);
     if (!job) throw jobNotFound(jobId);
+    const overrides = runOverridesIn(req, job, this.node.config.delivery.targetPolicy);
     const compiled = compileJobSpec(job, job.createdAtMs);
     const slots: number[] = [];
     for (let at = fromMs; ;) {
@@ -294,14 +297,34 @@ export class SchedulerAdmin {
       at = slot + 1;
     }
     if (slots.length > 0)
-      await this.propose(jobId, { op: 'backfill-job', atMs: nowMs, jobId, slots });
+      await this.propose(jobId, {
+        op: 'backfill-job',
+        atMs: nowMs,
+        jobId,
+        slots,
+        ...(overrides !== undefined && { overrides }),
+      });
     return slots;
   }
 
-  /** A manual run of the job now, outside its schedule. */
-  async triggerJob(jobId: string): Promise<Run> {
+  /**
+   * A manual run of the job now, outside its schedule, sending what `req` overrides
+   * (run-overrides.ts) instead of the job's own.
+   */
+  async triggerJob(jobId: string, req: Msg): Promise<Run> {
     const nowMs = this.clock.nowMs();
-    await this.propose(jobId, { op: 'trigger-job', atMs: nowMs, jobId, slotMs: nowMs });
+    const groupId = this.groupOf(jobId);
+    this.requireLeader(groupId);
+    const job = this.node.data.get(groupId)?.scheduler.jobs.get(jobId);
+    if (!job) throw jobNotFound(jobId);
+    const overrides = runOverridesIn(req, job, this.node.config.delivery.targetPolicy);
+    await this.propose(jobId, {
+      op: 'trigger-job',
+      atMs: nowMs,
+      jobId,
+      slotMs: nowMs,
+      ...(overrides !== undefined && { overrides }),
+    });
     return this.runAfter(fireIdOf(jobId, nowMs));
   }
 

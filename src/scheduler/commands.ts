@@ -4,7 +4,7 @@
  * `atMs` is the leader's wall clock when it proposed, used for bookkeeping times only.
  */
 import { decode, encode } from '../base/codec.js';
-import type { AttemptOutcome, JobSpec } from './model.js';
+import type { AttemptOutcome, JobSpec, RunOverrides } from './model.js';
 
 /** A slot the leader decided not to fire, with why (misfire, overlap, pause, end). */
 export interface SlotNotFired {
@@ -155,12 +155,16 @@ export type SchedulerCommand =
       readonly atMs: number;
       readonly jobId: string;
       readonly slotMs: number;
+      /** What this run sends instead of the job's own; absent: the job's. */
+      readonly overrides?: RunOverrides;
     }
   | {
       readonly op: 'backfill-job';
       readonly atMs: number;
       readonly jobId: string;
       readonly slots: readonly number[];
+      /** What each of these runs sends instead of the job's own; absent: the job's. */
+      readonly overrides?: RunOverrides;
     }
   | {
       readonly op: 'fire-intents';

@@ -37,6 +37,7 @@ import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-reten
 import {
   attemptsMade,
   isTerminal,
+  jobForRun,
   maxConcurrencyOf,
   type AttemptOutcome,
   type Job,
@@ -1224,7 +1225,15 @@ function hold(ls: TermState, jobId: string, fireId: string, sm: SchedulerStateMa
 }
 
 function order(run: Run, job: Job, attempt: number, token: number, term: number): DeliveryOrder {
-  return { fireId: run.fireId, jobId: run.jobId, slotMs: run.slotMs, attempt, token, term, job };
+  return {
+    fireId: run.fireId,
+    jobId: run.jobId,
+    slotMs: run.slotMs,
+    attempt,
+    token,
+    term,
+    job: jobForRun(job, run),
+  };
 }
 
 export function termOfToken(token: number): number {

@@ -168,6 +168,52 @@ export interface Run {
   finishedAtMs: number | undefined;
   /** Created by trigger-now or backfill rather than by the schedule. */
   manual: boolean;
+  /**
+   * What a trigger or backfill asked to send instead of the job's own, for this run only
+   * (RunOverrides); absent for scheduled runs and for manual runs that asked for nothing.
+   */
+  overrides?: RunOverrides;
+}
+
+/**
+ * A manual run's changes to what its job sends: the payload instead of the job's, and headers
+ * added to the job's (a name the job has already is replaced). Kept on the run, so that every
+ * attempt of it, under any leader, sends the same.
+ */
+export interface RunOverrides {
+  /** JSON text. */
+  readonly payload?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The job as a run of it sends: the job itself, or a copy with the run's overrides applied.
+ * The copy has its own target object when headers change (delivery caches checks per target).
+ */
+export function jobForRun(job: Job, run: Pick<Run, 'overrides'>): Job {
+  const o = run.overrides;
+  if (o === undefined) return job;
+  const headers = o.headers;
+  return {
+    ...job,
+    payload: o.payload ?? job.payload,
+    target:
+      headers === undefined
+        ? job.target
+        : { url: job.target.url, headers: mergeHeaders(job.target.headers, headers) },
+  };
+}
+
+/** The job's headers with `extra` added; a name in both (in any case) takes extra's value. */
+export function mergeHeaders(
+  base: Readonly<Record<string, string>>,
+  extra: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const replaced = new Set(Object.keys(extra).map((k) => k.toLowerCase()));
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(base)) if (!replaced.has(k.toLowerCase())) out[k] = v;
+  for (const [k, v] of Object.entries(extra)) out[k] = v;
+  return out;
 }
 
 /** The fire id of a job's slot; `jobId` is the job's key, so the fire id carries its tenant. */

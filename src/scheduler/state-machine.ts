@@ -27,6 +27,7 @@ import {
   type Job,
   type JobSpec,
   type Run,
+  type RunOverrides,
   type RunStatus,
 } from './model.js';
 import { JobTable, type JobColumns, type JobRowState } from './job-table.js';
@@ -323,13 +324,13 @@ export class SchedulerStateMachine {
         });
       case 'trigger-job':
         return this.withJob(c.jobId, (job) => {
-          this.addRun(job.id, c.slotMs, 'SCHEDULED', undefined, c.atMs, true);
+          this.addRun(job.id, c.slotMs, 'SCHEDULED', undefined, c.atMs, true, c.overrides);
           return { ok: true, jobId: job.id };
         });
       case 'backfill-job':
         return this.withJob(c.jobId, (job) => {
           for (const slot of c.slots)
-            this.addRun(job.id, slot, 'SCHEDULED', undefined, c.atMs, true);
+            this.addRun(job.id, slot, 'SCHEDULED', undefined, c.atMs, true, c.overrides);
           return { ok: true, jobId: job.id };
         });
       case 'fire-intents':
@@ -728,6 +729,7 @@ export class SchedulerStateMachine {
     reason: string | undefined,
     atMs: number,
     manual: boolean,
+    overrides?: RunOverrides,
   ): Run | undefined {
     const fireId = fireIdOf(jobId, slotMs);
     const prior = this.runs.get(fireId);
@@ -745,6 +747,8 @@ export class SchedulerStateMachine {
       finishedAtMs: isTerminal(status) ? atMs : undefined,
       manual,
     };
+    // Only when given: scheduled runs (most of the state) carry no such key.
+    if (overrides !== undefined) run.overrides = overrides;
     this.runs.set(fireId, run);
     // A superseded run planned again keeps its place in the history (its fire id is there).
     if (prior !== undefined) return run;

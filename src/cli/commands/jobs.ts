@@ -70,6 +70,48 @@ function maxConcurrencyOption(description: string): Option {
   });
 }
 
+/** A trigger's or backfill's flags for what its runs send instead of the job's own. */
+interface OverrideFlags {
+  payload?: string;
+  header?: string[];
+}
+
+function overrideOptions(cmd: Command, what: 'run' | 'runs'): Command {
+  return cmd
+    .option(
+      '--payload <json>',
+      `JSON the ${what === 'run' ? 'run sends' : 'runs send'} as \`payload\` instead of the job's`,
+    )
+    .option(
+      '--header <name=value>',
+      `a header the ${what === 'run' ? 'run adds' : 'runs add'} to the job's, replacing one of the same name (repeatable)`,
+      collect,
+    );
+}
+
+/** The request fields of OverrideFlags; a malformed flag is a usage error naming it. */
+function overridesOf(o: OverrideFlags): Obj {
+  const out: Obj = {};
+  if (o.payload !== undefined) {
+    try {
+      JSON.parse(o.payload);
+    } catch {
+      throw new UsageError(`--payload: not JSON: ${o.payload}`);
+    }
+    out['payloadJson'] = o.payload;
+  }
+  if (o.header !== undefined) {
+    const headers: Obj = {};
+    for (const h of o.header) {
+      const at = h.indexOf('=');
+      if (at <= 0) throw new UsageError(`--header: '${h}' is not name=value`);
+      headers[h.slice(0, at)] = h.slice(at + 1);
+    }
+    out['headers'] = headers;
+  }
+  return out;
+}
+
 /**
  * The definition flags. On create a flag left out takes the default its help names; on update
  * it keeps the job's current value, so update's help names no defaults.
@@ -377,30 +419,38 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
       }),
     );
 
-  remote(tenantOption(jobs.command('trigger'), "the job's tenant"))
+  remote(overrideOptions(tenantOption(jobs.command('trigger'), "the job's tenant"), 'run'))
     .description('fire a job now, outside its schedule')
     .argument('<job-id>')
-    .action(async (jobId: string, o: RemoteOptions & { tenant?: string }) =>
+    .action(async (jobId: string, o: RemoteOptions & OverrideFlags & { tenant?: string }) =>
       withClient(run, o, async (c) => {
-        const res = await c.call<Obj>('JobService', 'TriggerJob', { jobId, tenant: tenantOf(o) });
+        const res = await c.call<Obj>('JobService', 'TriggerJob', {
+          jobId,
+          tenant: tenantOf(o),
+          ...overridesOf(o),
+        });
         if (o.json === true) printJson(run, res);
         else run.io.writeOut(`triggered: run ${text((res['run'] as Obj)['fireId'])}\n`);
       }),
     );
 
-  remote(tenantOption(jobs.command('backfill'), "the job's tenant"))
+  remote(overrideOptions(tenantOption(jobs.command('backfill'), "the job's tenant"), 'runs'))
     .description('create a run for every slot of the schedule in [--from, --to)')
     .argument('<job-id>')
     .requiredOption('--from <instant>', 'first instant of the range (ISO)')
     .requiredOption('--to <instant>', 'end of the range, exclusive, not in the future (ISO)')
     .action(
-      async (jobId: string, o: RemoteOptions & { tenant?: string; from: string; to: string }) =>
+      async (
+        jobId: string,
+        o: RemoteOptions & OverrideFlags & { tenant?: string; from: string; to: string },
+      ) =>
         withClient(run, o, async (c) => {
           const res = await c.call<Obj>('JobService', 'BackfillJob', {
             jobId,
             tenant: tenantOf(o),
             fromMs: instant('--from', o.from),
             toMs: instant('--to', o.to),
+            ...overridesOf(o),
           });
           if (o.json === true) return printJson(run, res);
           const slots = res['slotsMs'] as number[];

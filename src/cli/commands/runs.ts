@@ -93,6 +93,11 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
         const r = await c.call<Obj>('RunService', 'GetRun', { fireId, tenant: tenantOf(o) });
         if (o.json === true) return printJson(run, r);
         table(run, RUN_HEADER, runRows([r]));
+        if (typeof r['payloadJson'] === 'string')
+          run.io.writeOut(`payload (this run's, not the job's): ${r['payloadJson']}\n`);
+        const headerNames = (r['headerNames'] as string[] | undefined) ?? [];
+        if (headerNames.length > 0)
+          run.io.writeOut(`headers added for this run: ${headerNames.join(', ')}\n`);
         const attempts = (r['attempts'] as Obj[] | undefined) ?? [];
         if (attempts.length === 0) return;
         run.io.writeOut('\n');

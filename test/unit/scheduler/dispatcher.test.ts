@@ -1048,3 +1048,50 @@ t.test('foresee: nothing for a job with another live run, nor while draining', (
   t.same(d.d.foresee(SLOT - 1_500, SLOT + 1_000, 100), [], 'a draining leader foresees nothing');
   t.end();
 });
+
+t.test(
+  'a trigger with overrides: every attempt sends its payload and headers, the job keeps its own',
+  (t) => {
+    for (const delivery of ['at_least_once', 'at_most_once'] as const) {
+      const h = new Harness();
+      h.create('j1', SLOT + 10 * MIN, {
+        delivery,
+        payload: '{"job":true}',
+        target: { url: 'http://example.test/hook', headers: { 'X-Team': 'a', 'X-Keep': 'k' } },
+        retry: {
+          maxAttempts: 3,
+          initialBackoffMs: 100,
+          maxBackoffMs: 1000,
+          multiplier: 2,
+          maxAgeMs: 3_600_000,
+        },
+      });
+      const overrides = { payload: '{"run":1}', headers: { 'x-team': 'b', 'X-Extra': 'e' } };
+      h.apply({ op: 'trigger-job', atMs: SLOT, jobId: 'j1', slotMs: SLOT, overrides });
+      h.apply({ op: 'trigger-job', atMs: SLOT, jobId: 'j1', slotMs: SLOT + 1 });
+      for (let ms = SLOT; ms <= SLOT + 5; ms++) h.step(ms);
+      const [first, plain] = h.delivered;
+      t.equal(first?.job.payload, '{"run":1}', `${delivery}: the run's payload`);
+      t.same(
+        first?.job.target.headers,
+        { 'X-Keep': 'k', 'x-team': 'b', 'X-Extra': 'e' },
+        'headers merged, a name in any case replaced',
+      );
+      t.equal(plain?.job.payload, '{"job":true}', "a trigger without overrides sends the job's");
+      t.same(h.sm.jobs.get('j1')?.payload, '{"job":true}', 'the job is unchanged');
+      t.same(h.sm.runs.get(`j1:${SLOT}`)?.overrides, overrides, 'recorded on the run');
+      if (delivery === 'at_least_once') {
+        h.d.attemptDone(
+          first!,
+          { outcome: 'retry', statusCode: 503, durationMs: 1, isProvablyUndelivered: false },
+          SLOT + 10,
+        );
+        for (let ms = SLOT + 10; ms <= SLOT + 2_000; ms += 10) h.step(ms);
+        const retry = h.delivered.filter((o) => o.fireId === `j1:${SLOT}`);
+        t.equal(retry.length, 2, 'retried');
+        t.equal(retry[1]?.job.payload, '{"run":1}', "the retry sends the run's payload too");
+      }
+    }
+    t.end();
+  },
+);

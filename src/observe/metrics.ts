@@ -5,7 +5,8 @@
  * - events, observed as they happen through the hooks below (the scheduler runtime hands a
  *   delivery out, a result comes back, a proposal settles, the loop commits, a leader changes);
  * - state, read at scrape time from the node (Raft term and indexes per group, wheel sizes, DLQ
- *   sizes, deliveries queued and in flight), so the hot path pays nothing for it.
+ *   sizes, deliveries queued and in flight, the worker hub's count of leases lost), so the hot
+ *   path pays nothing for it.
  *
  * The same per tenant, for the most active tenants of the node: tenant-metrics.ts.
  *
@@ -57,6 +58,12 @@ export interface MetricsSource extends TenantMetricsSource {
   workersConnected(): ReadonlyMap<string, number>;
   /** Runs leased to workers now, and runs waiting on this node for a worker. */
   workerLeases(): { readonly held: number; readonly waiting: number };
+  /**
+   * Leases this node has ended without a completion since it started (cumulative): not renewed
+   * within the lease, or held by a worker whose stream ended. Each sends its run to another
+   * attempt.
+   */
+  workerLeasesLost(): { readonly notRenewed: number; readonly disconnected: number };
 }
 
 export interface NodeMetricsOptions {
@@ -72,8 +79,6 @@ const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000];
 
 export class NodeMetrics {
   readonly registry = new Registry();
-  private readonly fireLagStart: Histogram;
-  private readonly fireLagResponse: Histogram;
   private readonly fires: Counter<'outcome'>;
   private readonly retries: Counter;
   private readonly proposals: Histogram<'result'>;
@@ -88,6 +93,8 @@ export class NodeMetrics {
   private readonly lagResponsePending: ObservationBuffer;
   private readonly firesPending: CountBuffer<FireOutcome>;
   private retriesPending = 0;
+  /** Label objects per group id, made once per group (lags are observed per attempt). */
+  private readonly groupLabels = new Map<number, LabelValues<'group'>>();
   // Per-outcome label objects made once: observing an attempt allocates nothing.
   private readonly outcomeLabels: Record<FireOutcome, LabelValues<'outcome'>> = {
     success: { outcome: 'success' },
@@ -104,22 +111,16 @@ export class NodeMetrics {
     const registers = [this.registry];
     this.registry.setDefaultLabels({ node: nodeId });
     collectDefaultMetrics({ register: this.registry, prefix: 'tickraft_' });
-    this.fireLagStart = new Histogram({
-      name: 'tickraft_fire_lag_start_seconds',
-      help: 'Slot time to the hand-out of its first delivery attempt',
-      buckets: FIRE_LAG_BUCKETS,
+    this.lagStartPending = this.fireLagByGroup(
       registers,
-      collect: () => this.lagStartPending.flush(),
-    });
-    this.lagStartPending = new ObservationBuffer((v) => this.fireLagStart.observe(v));
-    this.fireLagResponse = new Histogram({
-      name: 'tickraft_fire_lag_response_seconds',
-      help: 'Slot time to the end (response or failure) of its first delivery attempt',
-      buckets: FIRE_LAG_BUCKETS,
+      'tickraft_fire_lag_start_seconds',
+      'Slot time to the hand-out of its first delivery attempt, by group',
+    );
+    this.lagResponsePending = this.fireLagByGroup(
       registers,
-      collect: () => this.lagResponsePending.flush(),
-    });
-    this.lagResponsePending = new ObservationBuffer((v) => this.fireLagResponse.observe(v));
+      'tickraft_fire_lag_response_seconds',
+      'Slot time to the end (response or failure) of its first delivery attempt, by group',
+    );
     this.fires = new Counter({
       name: 'tickraft_fires_total',
       help: 'Delivery attempts by outcome (success, retry, fail, not_started)',
@@ -180,9 +181,54 @@ export class NodeMetrics {
     });
     this.raftGauges(registers);
     this.schedulerGauges(registers);
+    this.workerLeaseLosses(registers);
     this.tenants = new TenantMetrics(source, registers, {
       topN: options.tenantLabels ?? DEFAULT_METRICS_TENANTS,
       clock: options.clock ?? SystemClock,
+    });
+  }
+
+  /**
+   * A fire lag histogram by group, fed through the buffer returned (flushed by its scrape). By
+   * group, because a lag confined to one group points at its leader (a slow disk, a busy node, a
+   * group past its fire rate) where a node-wide figure would average it away. Only leaders
+   * deliver, so a node has series for the groups it leads or has led.
+   */
+  private fireLagByGroup(registers: Registry[], name: string, help: string): ObservationBuffer {
+    const pending = new ObservationBuffer((v, group) =>
+      histogram.observe(this.groupLabel(group), v),
+    );
+    const histogram = new Histogram({
+      name,
+      help,
+      labelNames: ['group'],
+      buckets: FIRE_LAG_BUCKETS,
+      registers,
+      collect: () => pending.flush(),
+    });
+    return pending;
+  }
+
+  /**
+   * Worker leases ended without a completion. The worker hub counts them as plain numbers since
+   * the node started; each scrape adds what is new since the one before, so the hub needs no
+   * prom-client and a lost lease costs it one increment. Both causes are exported from the
+   * start (at 0), so that rate() and increase() work before the first loss.
+   */
+  private workerLeaseLosses(registers: Registry[]): void {
+    const source = this.source;
+    let seen = { notRenewed: 0, disconnected: 0 };
+    new Counter({
+      name: 'tickraft_worker_leases_expired_total',
+      help: 'Worker leases this node ended without a completion, by cause: not_renewed (the lease ran out) or disconnected (the worker stream ended); each run goes to another attempt',
+      labelNames: ['cause'],
+      registers,
+      collect() {
+        const now = source.workerLeasesLost();
+        this.inc({ cause: 'not_renewed' }, Math.max(0, now.notRenewed - seen.notRenewed));
+        this.inc({ cause: 'disconnected' }, Math.max(0, now.disconnected - seen.disconnected));
+        seen = { notRenewed: now.notRenewed, disconnected: now.disconnected };
+      },
     });
   }
 
@@ -310,9 +356,15 @@ export class NodeMetrics {
   // -----------------------------------------------------------------------------------------
   // Event hooks (structurally match SchedulerObserver in src/server/scheduler-runtime.ts)
 
-  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number, tenant: string): void {
+  deliveryHandedOut(
+    attempt: number,
+    slotMs: number,
+    nowMs: number,
+    tenant: string,
+    groupId: number,
+  ): void {
     const lag = Math.max(0, nowMs - slotMs) / 1000;
-    if (attempt === 1) this.lagStartPending.add(lag);
+    if (attempt === 1) this.lagStartPending.add(lag, groupId);
     else this.retriesPending++;
     this.tenants.handedOut(tenant, attempt, lag);
   }
@@ -323,10 +375,11 @@ export class NodeMetrics {
     slotMs: number,
     nowMs: number,
     tenant: string,
+    groupId: number,
   ): void {
     this.firesPending.add(outcome);
     if (attempt === 1 && outcome !== 'not_started')
-      this.lagResponsePending.add(Math.max(0, nowMs - slotMs) / 1000);
+      this.lagResponsePending.add(Math.max(0, nowMs - slotMs) / 1000, groupId);
     this.tenants.finished(tenant, outcome);
   }
 
@@ -350,7 +403,16 @@ export class NodeMetrics {
   }
 
   leaderChanged(groupId: number): void {
-    this.leaderChanges.inc({ group: String(groupId) });
+    this.leaderChanges.inc(this.groupLabel(groupId));
+  }
+
+  private groupLabel(groupId: number): LabelValues<'group'> {
+    let labels = this.groupLabels.get(groupId);
+    if (labels === undefined) {
+      labels = { group: String(groupId) };
+      this.groupLabels.set(groupId, labels);
+    }
+    return labels;
   }
 
   /** Mutual TLS refused a connection to the peer port; `reason` is a code (a bounded set). */

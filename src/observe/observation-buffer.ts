@@ -3,19 +3,25 @@
  * bulk: at scrape time, from the histogram's collect(), or when the buffer is full. During a
  * spike that keeps the histogram's label lookup and bucket search out of the drain; the total
  * work is the same, done when the node is idle. A scrape sees every value observed before it.
+ *
+ * Each value may carry a small integer key (a group id, say) that the flush hands back with it,
+ * so that a labelled histogram is fed without storing a label object per observation.
  */
 export class ObservationBuffer {
   private readonly values: Float64Array;
+  private readonly keys: Uint32Array;
   private count = 0;
 
   constructor(
-    private readonly observe: (value: number) => void,
+    private readonly observe: (value: number, key: number) => void,
     capacity = 16_384,
   ) {
     this.values = new Float64Array(capacity);
+    this.keys = new Uint32Array(capacity);
   }
 
-  add(value: number): void {
+  add(value: number, key = 0): void {
+    this.keys[this.count] = key;
     this.values[this.count++] = value;
     if (this.count === this.values.length) this.flush();
   }
@@ -23,7 +29,7 @@ export class ObservationBuffer {
   flush(): void {
     const n = this.count;
     this.count = 0;
-    for (let i = 0; i < n; i++) this.observe(this.values[i]!);
+    for (let i = 0; i < n; i++) this.observe(this.values[i]!, this.keys[i]!);
   }
 }
 

@@ -382,6 +382,10 @@ export class TickraftNode {
         deliveryInflight: () => this.runner.inflightCount,
         workersConnected: () => this.workers.workerCounts(),
         workerLeases: () => ({ held: this.workers.heldCount, waiting: this.workers.waitingCount }),
+        workerLeasesLost: () => ({
+          notRenewed: this.workers.stats.expired,
+          disconnected: this.workers.stats.disconnected,
+        }),
         tenantDeliveries: (tenant) => this.tenantDeliveries(tenant),
         tenantQueueAgesMs: () => this.runner.oldestQueuedAgeMs(),
         deadRunsByTenant: () => this.deadRunsByTenant(),

@@ -47,8 +47,17 @@ import type { DataGroupStateMachine } from './data-group-state-machine.js';
  * it). Called on the hot path: implementations must be cheap and must not throw.
  */
 export interface SchedulerObserver {
-  /** An attempt of a job of `tenant` went to the delivery runner (`nowMs` wall clock). */
-  deliveryHandedOut(attempt: number, slotMs: number, nowMs: number, tenant: string): void;
+  /**
+   * An attempt of a job of `tenant` in data group `groupId` went to the delivery runner (`nowMs`
+   * wall clock).
+   */
+  deliveryHandedOut(
+    attempt: number,
+    slotMs: number,
+    nowMs: number,
+    tenant: string,
+    groupId: number,
+  ): void;
   /** An attempt's result came back; `not_started` = it was dropped before being sent. */
   deliveryFinished(
     attempt: number,
@@ -56,6 +65,7 @@ export interface SchedulerObserver {
     slotMs: number,
     nowMs: number,
     tenant: string,
+    groupId: number,
   ): void;
   /** A proposal batch settled: `result` is committed, dropped or unknown. */
   proposalSettled(result: ProposalFate, durationMs: number): void;
@@ -519,7 +529,7 @@ export class SchedulerRuntime {
     const observer = this.opts.observer;
     const nowMs = this.opts.clock.nowMs();
     if (order.attempt === 1) g.fireRate.record(order.slotMs);
-    observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs, order.job.tenant);
+    observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs, order.job.tenant, g.groupId);
     if (g.ownerTerm !== order.term) {
       g.owner = ownerOf(g.groupId, order.term);
       g.ownerTerm = order.term;
@@ -533,6 +543,7 @@ export class SchedulerRuntime {
           order.slotMs,
           this.opts.clock.nowMs(),
           order.job.tenant,
+          g.groupId,
         );
         g.dispatcher.attemptNotStarted(order, this.opts.clock.nowMs());
         return;
@@ -543,6 +554,7 @@ export class SchedulerRuntime {
         order.slotMs,
         this.opts.clock.nowMs(),
         order.job.tenant,
+        g.groupId,
       );
       g.dispatcher.attemptDone(
         order,

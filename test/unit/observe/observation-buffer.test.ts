@@ -19,6 +19,19 @@ t.test('ObservationBuffer hands every value over once, at flush or when full', (
   t.end();
 });
 
+t.test('ObservationBuffer hands each value back with its key', (t) => {
+  const seen: [number, number][] = [];
+  const b = new ObservationBuffer((v, k) => seen.push([v, k]), 4);
+  b.add(0.5, 7);
+  b.add(1.5);
+  b.flush();
+  t.same(seen, [
+    [0.5, 7],
+    [1.5, 0],
+  ]);
+  t.end();
+});
+
 t.test('CountBuffer adds the counts per key', (t) => {
   const got: [string, number][] = [];
   const c = new CountBuffer<'a' | 'b'>((k, n) => got.push([k, n]));
@@ -55,6 +68,7 @@ t.test('a histogram scrape sees the buffered values', async (t) => {
 
 t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
   // A node with no groups: only the delivery hooks feed these series.
+  const lost = { notRenewed: 2, disconnected: 0 };
   const source = {
     host: { groups: new Map() },
     schedulerGroups: () => [],
@@ -62,19 +76,20 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
     deliveryInflight: () => 0,
     workersConnected: () => new Map([['reports', 2]]),
     workerLeases: () => ({ held: 3, waiting: 1 }),
+    workerLeasesLost: () => lost,
     tenantDeliveries: () => ({ queued: 0, inflight: 0 }),
     tenantQueueAgesMs: () => [],
     deadRunsByTenant: () => new Map(),
   } as unknown as MetricsSource; // the metrics read only these members
   const m = new NodeMetrics(source, 'n1');
-  m.deliveryHandedOut(1, 1_000, 2_500, 'acme');
-  m.deliveryHandedOut(2, 1_000, 9_000, 'acme');
-  m.deliveryFinished(1, 'success', 1_000, 3_000, 'acme');
-  m.deliveryFinished(2, 'retry', 1_000, 9_500, 'acme');
+  m.deliveryHandedOut(1, 1_000, 2_500, 'acme', 3);
+  m.deliveryHandedOut(2, 1_000, 9_000, 'acme', 3);
+  m.deliveryFinished(1, 'success', 1_000, 3_000, 'acme', 3);
+  m.deliveryFinished(2, 'retry', 1_000, 9_500, 'acme', 3);
   const { body } = await m.render();
-  t.match(body, /tickraft_fire_lag_start_seconds_count\{node="n1"\} 1\n/);
-  t.match(body, /tickraft_fire_lag_start_seconds_sum\{node="n1"\} 1.5\n/);
-  t.match(body, /tickraft_fire_lag_response_seconds_sum\{node="n1"\} 2\n/);
+  t.match(body, /tickraft_fire_lag_start_seconds_count\{node="n1",group="3"\} 1\n/);
+  t.match(body, /tickraft_fire_lag_start_seconds_sum\{node="n1",group="3"\} 1.5\n/);
+  t.match(body, /tickraft_fire_lag_response_seconds_sum\{node="n1",group="3"\} 2\n/);
   t.match(body, /tickraft_retries_total\{node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="success",node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="retry",node="n1"\} 1\n/);
@@ -82,7 +97,13 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
   t.match(body, /tickraft_worker_leases\{state="held",node="n1"\} 3\n/);
   t.match(body, /tickraft_worker_leases\{state="waiting",node="n1"\} 1\n/);
   t.match(body, /tickraft_fires_total\{outcome="fail",node="n1"\} 0\n/);
+  t.match(body, /tickraft_worker_leases_expired_total\{cause="not_renewed",node="n1"\} 2\n/);
+  t.match(body, /tickraft_worker_leases_expired_total\{cause="disconnected",node="n1"\} 0\n/);
+  lost.notRenewed = 5;
+  lost.disconnected = 1;
   const again = (await m.render()).body;
+  t.match(again, /tickraft_worker_leases_expired_total\{cause="not_renewed",node="n1"\} 5\n/);
+  t.match(again, /tickraft_worker_leases_expired_total\{cause="disconnected",node="n1"\} 1\n/);
   t.match(again, /tickraft_retries_total\{node="n1"\} 1\n/, 'nothing counted twice');
   t.match(again, /tickraft_fires_total\{outcome="success",node="n1"\} 1\n/);
 });

@@ -22,6 +22,7 @@ function fakeSource(node: FakeNode): MetricsSource {
     deliveryInflight: () => total(node.inflight),
     workersConnected: () => new Map(),
     workerLeases: () => ({ held: 0, waiting: 0 }),
+    workerLeasesLost: () => ({ notRenewed: 0, disconnected: 0 }),
     tenantDeliveries: (tenant: string) => ({
       queued: node.queued.get(tenant) ?? 0,
       inflight: node.inflight.get(tenant) ?? 0,
@@ -77,8 +78,8 @@ const SLOT = 1_800_000_000_000;
 /** `n` attempts of `tenant` handed out (first attempts, 250 ms late) and ended with `outcome`. */
 function fire(m: NodeMetrics, tenant: string, n: number, outcome: 'success' | 'fail' = 'success') {
   for (let i = 0; i < n; i++) {
-    m.deliveryHandedOut(1, SLOT, SLOT + 250, tenant);
-    m.deliveryFinished(1, outcome, SLOT, SLOT + 300, tenant);
+    m.deliveryHandedOut(1, SLOT, SLOT + 250, tenant, 1);
+    m.deliveryFinished(1, outcome, SLOT, SLOT + 300, tenant, 1);
   }
 }
 
@@ -116,8 +117,8 @@ t.test('every per-tenant series, with the tenant and other labels', async (t) =>
   const m = new NodeMetrics(fakeSource(node), 'n1', { tenantLabels: 1, clock: new FakeClock() });
   fire(m, 'acme', 3);
   fire(m, 'acme', 1, 'fail');
-  m.deliveryHandedOut(2, SLOT, SLOT + 5000, 'acme'); // a retry: no lag observed
-  m.deliveryFinished(2, 'retry', SLOT, SLOT + 5100, 'acme');
+  m.deliveryHandedOut(2, SLOT, SLOT + 5000, 'acme', 1); // a retry: no lag observed
+  m.deliveryFinished(2, 'retry', SLOT, SLOT + 5100, 'acme', 1);
   fire(m, 'tiny', 1);
   m.fireThrottled('acme', 3);
   m.fireThrottled('tiny');

@@ -4,9 +4,10 @@
 # naming the tests that need it). `npm test` runs it first (npm run test:deps) for every system
 # package the tests use, so a fresh Debian CI machine running the README's `npm ci && npm test`
 # gets them: faketime (libfaketime) for the chaos suite's clock nemesis, openssl for the TLS tests'
-# certificates, prometheus for promtool (the alert rules check). It never fails the caller: when
-# it cannot install (not root and no sudo, no apt-get, no network), it says so, and the tests
-# that need the package fail naming it.
+# certificates, prometheus for promtool (the alert rules check), kubernetes-client for kubectl
+# (the Kubernetes manifests check). It never fails the caller: when it cannot install (not root
+# and no sudo, no apt-get, no network), it says so, and the tests that need the package fail
+# naming it.
 PACKAGE="$1"
 CHECK="$2"
 WHAT="$3"

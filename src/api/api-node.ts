@@ -7,7 +7,8 @@ import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { TargetPolicy } from '../delivery/target-policy.js';
 import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
-import type { FireIntent } from '../scheduler/commands.js';
+import type { CompleteRunCommand, FireIntent } from '../scheduler/commands.js';
+import type { RunCompletion } from '../scheduler/dispatcher.js';
 import type { MetaStateMachine } from '../placement/meta-state.js';
 import type { NodeId } from '../raft/messages.js';
 import type { SchedulerStateMachine } from '../scheduler/state-machine.js';
@@ -55,6 +56,19 @@ export interface ApiNode {
     endDrain(groupId: number): void;
     /** On the group's leader: first attempts handed out per second (last minute); else 0. */
     fireRatePerSec(groupId: number): number;
+    /** Whether this node's leader of the group has an attempt of the run in flight. */
+    isInFlight(groupId: number, fireId: string): boolean;
+    /**
+     * Calls `listener` with each run of job `jobKey` in the group whose state, or flight on
+     * this node's leader, changed; returns the function that stops it.
+     */
+    watchRuns(groupId: number, jobKey: string, listener: (fireId: string) => void): () => void;
+    /** On the group's leader: the complete-run entry of a receiver's completion. */
+    completionCommand(
+      groupId: number,
+      completion: RunCompletion,
+      nowMs: number,
+    ): CompleteRunCommand | undefined;
   };
   /**
    * How this node dials other nodes' client APIs (forwarding): TLS credentials when the client

@@ -66,8 +66,16 @@ export function guardService(
           (err: unknown) => call.emit('error', toServiceError(err).error),
         );
       }) satisfies grpc.handleBidiStreamingCall<unknown, unknown>;
+    } else if (!m.requestStream && m.responseStream) {
+      const inner = handler as grpc.handleServerStreamingCall<unknown, unknown>;
+      out[name] = ((call) => {
+        admit(call).then(
+          () => inner(call),
+          (err: unknown) => call.emit('error', toServiceError(err).error),
+        );
+      }) satisfies grpc.handleServerStreamingCall<unknown, unknown>;
     } else {
-      // Every RPC today is unary or bidirectional; a new shape must be guarded before it is served.
+      // No RPC streams only its requests; a new shape must be guarded before it is served.
       throw new Error(`${method}: no guard for this streaming shape`);
     }
   }

@@ -150,6 +150,55 @@ export class ApiClient {
     });
   }
 
+  /**
+   * A server stream (RunService.WatchRuns): `onMessage` for each message; resolves when the
+   * server ends it, rejects with an ApiCallError when it fails. No deadline: the stream lasts
+   * until it ends or `signal` aborts it (then it resolves).
+   */
+  async stream<T>(
+    service: PublicServiceName,
+    method: string,
+    request: object,
+    onMessage: (message: T) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const ctor = clientServices()[service];
+    const def = ctor.service[method];
+    if (!def) throw new Error(`${service} has no method ${method}`);
+    if (this.endpoints.length > 1) {
+      this.connected ??= this.connectToOne(service, Date.now() + this.timeoutMs);
+      await this.connected;
+    }
+    let client = this.clients.get(service);
+    if (!client) {
+      client = new ctor(this.endpoint, this.credentials, this.channelOptions);
+      this.clients.set(service, client);
+    }
+    const call = client.makeServerStreamRequest(
+      def.path,
+      def.requestSerialize,
+      def.responseDeserialize,
+      request,
+      this.metadata(),
+      {},
+    );
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => call.cancel();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      call.on('data', (m: T) => onMessage(m));
+      call.on('error', (err: grpc.ServiceError) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (signal?.aborted === true && err.code === grpc.status.CANCELLED) resolve();
+        else reject(ApiCallError.from(err));
+      });
+      call.on('status', (s: grpc.StatusObject) => {
+        if (s.code !== grpc.status.OK) return;
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
   /** The metadata every call carries: the bearer token, when this client has one. */
   metadata(): grpc.Metadata {
     return bearerMetadata(this.options.token);

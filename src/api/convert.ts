@@ -12,6 +12,7 @@ import type { JobSpecInput } from './job-spec.js';
 import type { TenantRecord } from '../placement/meta-state.js';
 import { jobIdOfKey, splitJobKey } from '../scheduler/job-key.js';
 import type { Attempt, Job, JobSpec, Run } from '../scheduler/model.js';
+import { viewStatus } from '../scheduler/run-view.js';
 
 import type { Msg } from '../base/fields.js';
 
@@ -46,7 +47,13 @@ export function jobSpecIn(m: Msg | null | undefined): JobSpecInput {
     schedule: m['schedule'],
     timezone: m['timezone'],
     anchorMs: m['anchorMs'],
-    target: target ? { url: target['url'], headers: target['headers'] ?? {} } : undefined,
+    target: target
+      ? {
+          url: target['url'],
+          headers: target['headers'] ?? {},
+          completionTimeoutMs: target['completionTimeoutMs'],
+        }
+      : undefined,
     payload: m['payloadJson'],
     delivery: enumIn(m['delivery'], 'DELIVERY_SEMANTICS_'),
     retry: retry && {
@@ -85,7 +92,11 @@ export function jobSpecOut(s: JobSpec): Msg {
     schedule: s.schedule,
     timezone: s.timezone,
     anchorMs: s.anchorMs,
-    target: { url: s.target.url, headers: { ...s.target.headers } },
+    target: {
+      url: s.target.url,
+      headers: { ...s.target.headers },
+      completionTimeoutMs: s.target.completionTimeoutMs,
+    },
     payloadJson: s.payload,
     delivery: enumOut(s.delivery, 'DELIVERY_SEMANTICS_'),
     retry: { ...s.retry },
@@ -134,18 +145,23 @@ function attemptOut(a: Attempt): Msg {
     durationMs: a.durationMs,
     error: a.error ?? '',
     responseExcerpt: a.responseExcerpt ?? '',
+    nodeId: a.node ?? '',
+    workerId: a.worker ?? '',
   };
 }
 
-/** A run; its tenant and job id come from its job's key (a deleted job's runs keep both). */
-export function runOut(r: Run): Msg {
+/**
+ * A run; its tenant and job id come from its job's key (a deleted job's runs keep both). Its
+ * status is what users see (run-view.ts): `inFlight` says its leader has an attempt of it out.
+ */
+export function runOut(r: Run, inFlight = false): Msg {
   const { tenant, jobId } = splitJobKey(r.jobId);
   return {
     fireId: r.fireId,
     jobId,
     slotMs: r.slotMs,
     slot: isoOf(r.slotMs),
-    status: enumOut(r.status, 'RUN_STATUS_'),
+    status: enumOut(viewStatus(r, inFlight), 'RUN_STATUS_'),
     reason: r.reason ?? '',
     dueAtMs: r.dueAtMs,
     attempts: r.attempts.map(attemptOut),
@@ -155,6 +171,7 @@ export function runOut(r: Run): Msg {
     tenant,
     payloadJson: r.overrides?.payload,
     headerNames: Object.keys(r.overrides?.headers ?? {}),
+    completeByMs: r.completeByMs,
   };
 }
 

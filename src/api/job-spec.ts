@@ -17,13 +17,15 @@ import type { TargetPolicy } from '../delivery/target-policy.js';
 import { validateWebhookJob } from '../delivery/webhook.js';
 import { nextFire } from '../schedule/next-fire.js';
 import { tryParseSchedule, type Schedule } from '../schedule/parse.js';
-import type {
-  DeliverySemantics,
-  JobSpec,
-  MisfirePolicyName,
-  OverlapPolicyName,
-  OverlapSettings,
-  RetryPolicy,
+import {
+  COMPLETION_TIMEOUT_MS_MAX,
+  COMPLETION_TIMEOUT_MS_MIN,
+  type DeliverySemantics,
+  type JobSpec,
+  type MisfirePolicyName,
+  type OverlapPolicyName,
+  type OverlapSettings,
+  type RetryPolicy,
 } from '../scheduler/model.js';
 
 export const PAYLOAD_BYTES_MAX = 64 * 1024;
@@ -114,6 +116,15 @@ export function compileJobSpec(
     if (typeof val === 'string') headers[k] = val;
     else add(`target.headers.${k}`, 'must be a string');
   }
+  const completionTimeoutMs = targetIn
+    ? optCount(
+        targetIn['completionTimeoutMs'],
+        'target.completionTimeoutMs',
+        COMPLETION_TIMEOUT_MS_MIN,
+        COMPLETION_TIMEOUT_MS_MAX,
+        add,
+      )
+    : undefined;
 
   let payload = '{}';
   if (input.payload !== undefined) {
@@ -198,7 +209,11 @@ export function compileJobSpec(
     schedule: scheduleText ?? '',
     timezone: schedule?.timezone ?? timezone ?? 'UTC',
     anchorMs,
-    target: { url: url ?? '', headers },
+    // Absent stays absent (retained.ts): a target without it is stored as before it existed.
+    target:
+      completionTimeoutMs === undefined
+        ? { url: url ?? '', headers }
+        : { url: url ?? '', headers, completionTimeoutMs },
     payload,
     delivery,
     retry,

@@ -287,13 +287,16 @@ function samePart(s: JobSpec, p: Record<string, unknown>): boolean {
   const o = p['overlap'] as Record<string, unknown> | null;
   if (!isMap(t) || !isMap(r) || !isMap(m) || !isMap(o)) return false;
   const headers = t['headers'] as Record<string, unknown> | null;
-  if (!isMap(headers) || Object.keys(t).length !== 2) return false;
+  // completionTimeoutMs is a key only when set (compileJobSpec leaves it out otherwise).
+  const targetKeys = s.target.completionTimeoutMs === undefined ? 2 : 3;
+  if (!isMap(headers) || Object.keys(t).length !== targetKeys) return false;
   const want = Object.entries(s.target.headers);
   const got = Object.entries(headers);
   return (
     s.tenant === p['tenant'] &&
     s.timezone === p['timezone'] &&
     s.target.url === t['url'] &&
+    s.target.completionTimeoutMs === t['completionTimeoutMs'] &&
     want.length === got.length &&
     want.every(([key, value], i) => got[i]![0] === key && got[i]![1] === value) &&
     s.payload === p['payload'] &&

@@ -228,6 +228,43 @@ export class Router {
     });
   }
 
+  /**
+   * Opens `method`'s server stream on the node at `address` (the group's leader) with the
+   * caller's credentials, for a call this node does not serve itself (WatchRuns); the caller
+   * relays its messages and its end.
+   */
+  forwardServerStream(
+    address: string,
+    method: MethodRef,
+    request: unknown,
+    ctx: CallContext,
+    groupId: number,
+  ): grpc.ClientReadableStream<unknown> {
+    const def = method.service.service[method.name];
+    if (!def) throw new Error(`unknown method ${method.name}`);
+    const md = new grpc.Metadata();
+    md.set(FORWARDED_HEADER, '1');
+    const authorization =
+      ctx.authorization ??
+      (this.nodeToken === undefined ? undefined : bearerHeader(this.nodeToken));
+    if (authorization !== undefined) md.set(AUTHORIZATION_METADATA, authorization);
+    md.set(ROUTE_HEADER, `${groupId}:${this.epochOf(groupId)}`);
+    return this.client(address).makeServerStreamRequest(
+      def.path,
+      def.requestSerialize,
+      def.responseDeserialize,
+      request,
+      md,
+      Number.isFinite(ctx.deadlineMs) ? { deadline: ctx.deadlineMs } : {},
+    );
+  }
+
+  /** The API address of the group's leader as this node knows it; '' when it knows none. */
+  leaderAddress(groupId: number): string {
+    const leader = this.node.host.groups.get(groupId)?.leaderId ?? '';
+    return leader === '' ? '' : (this.node.meta.members.get(leader)?.apiAddress ?? '');
+  }
+
   private client(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {

@@ -6,7 +6,8 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
-import { RUN_STATUSES, type Run, type RunStatus } from '../scheduler/model.js';
+import type { Run } from '../scheduler/model.js';
+import { RUN_VIEW_STATUSES, viewStatus, type RunViewStatus } from '../scheduler/run-view.js';
 import type { ApiContext } from './api-context.js';
 import { runOut, runStatusIn, type Msg } from './convert.js';
 import { JOB_ID_PATTERN } from './job-spec.js';
@@ -25,6 +26,8 @@ import {
 } from './pagination.js';
 import type { CallContext } from './router.js';
 import { bulkTenantJobs } from './bulk-tenant-jobs.js';
+import { watchRunsHandler } from './watch-runs.js';
+import { completionHandlers, type OnFire } from './run-completion.js';
 import { jobNotFound, runNotFound } from './scheduler-admin.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 
@@ -57,7 +60,7 @@ function scopedFireId(ctx: CallContext, req: Msg): { fireId: string; key: string
 
 export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const { admin } = api;
-  const onFire = <T>(
+  const onFire: OnFire = <T>(
     ctx: CallContext,
     name: string,
     req: Msg,
@@ -80,11 +83,14 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
     ListRuns: (req, ctx) => {
       const { tenant, key } = resolveJobKey(ctx, str(req, 'tenant'), str(req, 'jobId'));
       const status = runStatusIn(req['status']);
-      if (req['status'] !== 'RUN_STATUS_UNSPECIFIED' && !RUN_STATUSES.includes(status as RunStatus))
+      if (
+        req['status'] !== 'RUN_STATUS_UNSPECIFIED' &&
+        !RUN_VIEW_STATUSES.includes(status as RunViewStatus)
+      )
         throw new ValidationError('REQUEST_INVALID', [
           {
             field: 'status',
-            reason: `${JSON.stringify(req['status'])} is not one of ${RUN_STATUSES.map((s) => `RUN_STATUS_${s}`).join(', ')} (or RUN_STATUS_UNSPECIFIED for every status)`,
+            reason: `${JSON.stringify(req['status'])} is not one of ${RUN_VIEW_STATUSES.map((s) => `RUN_STATUS_${s}`).join(', ')} (or RUN_STATUS_UNSPECIFIED for every status)`,
           },
         ]);
       const pageSize = pageSizeOf(num(req, 'pageSize'));
@@ -101,20 +107,26 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
         const job = sm.jobs.get(key);
         const runs = sm.runsOf(key);
         if (!job && runs.length === 0) throw jobNotFound(key);
-        const sorted = runs
-          .filter((r) => status === undefined || r.status === status)
-          .sort((a, b) => b.slotMs - a.slotMs);
-        const page = pageAfter(sorted, (r) => after === undefined || r.slotMs < after, pageSize);
-        const last = page.items[page.items.length - 1];
+        const shown = runs.map((r) => {
+          const inFlight = admin.isInFlight(r.fireId);
+          return { r, inFlight, status: viewStatus(r, inFlight) };
+        });
+        const sorted = shown
+          .filter((s) => status === undefined || s.status === status)
+          .sort((a, b) => b.r.slotMs - a.r.slotMs);
+        const page = pageAfter(sorted, (s) => after === undefined || s.r.slotMs < after, pageSize);
+        const last = page.items[page.items.length - 1]?.r;
         return {
-          runs: page.items.map((r) => runOut(r)),
+          runs: page.items.map((s) => runOut(s.r, s.inFlight)),
           nextPageToken: page.more && last ? encodePageToken('runs', scope, last.slotMs) : '',
         };
       });
     },
 
     GetRun: (req, ctx) =>
-      onFire(ctx, 'GetRun', req, async (fireId) => runOut(await admin.getRun(fireId))),
+      onFire(ctx, 'GetRun', req, async (fireId) =>
+        runOut(await admin.getRun(fireId), admin.isInFlight(fireId)),
+      ),
 
     ReplayRun: (req, ctx) =>
       onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId)), true),
@@ -163,9 +175,21 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
       };
     },
   };
-  return Object.fromEntries(
-    Object.entries(handlers).map(([name, fn]) => [name, unary(`RunService.${name}`, fn, api.log)]),
-  );
+  return {
+    ...Object.fromEntries(
+      Object.entries(handlers).map(([name, fn]) => [
+        name,
+        unary(`RunService.${name}`, fn, api.log),
+      ]),
+    ),
+    ...Object.fromEntries(
+      Object.entries(completionHandlers(onFire, () => admin)).map(([name, fn]) => [
+        name,
+        unary(`RunService.${name}`, fn, api.log),
+      ]),
+    ),
+    WatchRuns: watchRunsHandler(api),
+  };
 }
 
 function deadKeyOf(r: Run): DeadKey {

@@ -53,6 +53,7 @@ import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-mach
 import type { ApiNode, DataGroupView } from './api-node.js';
 import { RouteStaleError } from './router.js';
 import { runOverridesIn } from './run-overrides.js';
+import type { RunCompletion } from '../scheduler/dispatcher.js';
 import type { Msg } from './convert.js';
 
 export const CREATE_BATCH_MAX = 1000;
@@ -338,6 +339,52 @@ export class SchedulerAdmin {
     const jobId = jobKeyOfFireId(fireId);
     await this.propose(jobId, { op: 'replay-run', atMs: this.clock.nowMs(), fireId });
     return this.runAfter(fireId);
+  }
+
+  /**
+   * A receiver's completion of a RUNNING run (RunService.CompleteRun), on the run's leader:
+   * FENCING_TOKEN_STALE or RUN_WRONG_STATE when it does not name the run's current attempt.
+   */
+  async completeRun(completion: RunCompletion): Promise<Run> {
+    const jobId = jobKeyOfFireId(completion.fireId);
+    const groupId = this.groupOf(jobId);
+    this.requireLeader(groupId);
+    const c = this.node.scheduler.completionCommand(groupId, completion, this.clock.nowMs());
+    if (c === undefined) throw new NotLeaderError(groupId, '', 'group not hosted on this node');
+    await this.propose(jobId, c);
+    return this.runAfter(completion.fireId);
+  }
+
+  /**
+   * A receiver still at work on a RUNNING run (RunService.Heartbeat): its deadline becomes now
+   * plus `extendMs`, or plus its target's completion timeout.
+   */
+  async heartbeatRun(fireId: string, token: number, extendMs: number | undefined): Promise<Run> {
+    const jobId = jobKeyOfFireId(fireId);
+    const groupId = this.groupOf(jobId);
+    this.requireLeader(groupId);
+    const sm = this.node.data.get(groupId)?.scheduler;
+    const run = sm?.runs.get(fireId);
+    if (!run) throw runNotFound(fireId);
+    const timeoutMs = extendMs ?? sm?.jobs.get(run.jobId)?.target.completionTimeoutMs;
+    if (timeoutMs === undefined)
+      throw new ValidationError('REQUEST_INVALID', [
+        { field: 'extendMs', reason: "is required: the run's job no longer names a timeout" },
+      ]);
+    const nowMs = this.clock.nowMs();
+    await this.propose(jobId, {
+      op: 'heartbeat-run',
+      atMs: nowMs,
+      fireId,
+      token,
+      completeByMs: nowMs + timeoutMs,
+    });
+    return this.runAfter(fireId);
+  }
+
+  /** Whether this node's leader of the run's group has an attempt of it in flight. */
+  isInFlight(fireId: string): boolean {
+    return this.node.scheduler.isInFlight(this.groupOf(jobKeyOfFireId(fireId)), fireId);
   }
 
   /** A run with every attempt, after a ReadIndex. */

@@ -33,6 +33,7 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   JOB_VERSION_CONFLICT: grpc.status.ABORTED,
   TENANT_CONFLICT: grpc.status.ABORTED,
   RUN_WRONG_STATE: grpc.status.FAILED_PRECONDITION,
+  FENCING_TOKEN_STALE: grpc.status.FAILED_PRECONDITION,
   TRANSFER_INVALID: grpc.status.FAILED_PRECONDITION,
   DEADLINE_EXCEEDED: grpc.status.DEADLINE_EXCEEDED,
   // Membership (src/placement/membership-state.ts, src/cluster/membership-admin.ts).

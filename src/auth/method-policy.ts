@@ -11,13 +11,16 @@ import { describePrincipal, type Principal } from './principal.js';
  * - `reader`: a tenant's reader or writer token (reads of its own tenant);
  * - `writer`: a tenant's writer token;
  * - `worker`: a tenant's worker token (the Work stream, its own tenant's runs);
+ * - `completer`: a tenant's worker or writer token (a webhook receiver finishing a run it
+ *   accepted: it completes runs as a worker does, and may be a service holding a writer token);
  * - `member`: any valid token (cluster topology that workers need to find the nodes);
  * - `admin`: admin tokens only (an operator's call: audited);
  * - `node`: admin tokens only, for the node-to-node methods nodes call on each other with the
  *   bootstrap token (not an operator's call: audited only when refused).
  * An admin token passes every requirement.
  */
-export type Requirement = 'reader' | 'writer' | 'worker' | 'member' | 'admin' | 'node';
+export type Requirement =
+  'reader' | 'writer' | 'worker' | 'completer' | 'member' | 'admin' | 'node';
 
 export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'JobService.CreateJob': 'writer',
@@ -36,6 +39,9 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'RunService.ListDeadRuns': 'reader',
   'RunService.ReplayRun': 'writer',
   'RunService.PurgeDeadRuns': 'writer',
+  'RunService.CompleteRun': 'completer',
+  'RunService.Heartbeat': 'completer',
+  'RunService.WatchRuns': 'reader',
   'TenantService.CreateTenant': 'admin',
   'TenantService.GetTenant': 'reader',
   'TenantService.UpdateTenant': 'admin',
@@ -83,10 +89,11 @@ export function authorize(p: Principal, need: Requirement, method: string): void
     need === 'member' ||
     (need === 'reader' && (p.role === 'reader' || p.role === 'writer')) ||
     (need === 'writer' && p.role === 'writer') ||
-    (need === 'worker' && p.role === 'worker');
+    (need === 'worker' && p.role === 'worker') ||
+    (need === 'completer' && (p.role === 'worker' || p.role === 'writer'));
   if (!ok)
     throw new PermissionDeniedError(
       'PERMISSION_DENIED',
-      `${method} needs ${need === 'admin' || need === 'node' ? 'an admin token' : `a ${need} token`}; the caller is ${describePrincipal(p)}`,
+      `${method} needs ${need === 'admin' || need === 'node' ? 'an admin token' : need === 'completer' ? 'a worker or writer token' : `a ${need} token`}; the caller is ${describePrincipal(p)}`,
     );
 }

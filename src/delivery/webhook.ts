@@ -94,6 +94,8 @@ export interface AttemptReport {
    * isProvablyUndelivered): the one case where an at-most-once job may be retried.
    */
   readonly isProvablyUndelivered: boolean;
+  /** A leased run: the worker that held the lease (its hello's worker id). */
+  readonly worker?: string;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -177,6 +179,11 @@ function checkWebhookJob(
   if (isWorkerUrl(job.target.url)) {
     // Leased to pull-based workers (worker-target.ts): no HTTP request to check.
     violations.push(...workerTargetViolations(job.target.url, job.target.headers, prefix));
+    if (job.target.completionTimeoutMs !== undefined)
+      add(
+        'target.completionTimeoutMs',
+        'a worker target completes its runs itself (LeaseCompletion); asynchronous completion is for webhooks',
+      );
     if (!isValidDeadline(job.attemptDeadlineMs)) {
       add('attemptDeadlineMs', `must be an integer in [1, ${ATTEMPT_DEADLINE_MS_MAX}]`);
     }

@@ -381,7 +381,7 @@ export class WorkerHub {
     if (revokeReason !== undefined && held.session.isOpen) {
       held.session.io.revoke(held.req.fireId, held.req.token, revokeReason);
     }
-    held.resolve(report);
+    held.resolve({ ...report, worker: held.session.hello.workerId });
     this.handOut(held.session.hello.pool);
   }
 

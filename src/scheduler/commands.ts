@@ -4,7 +4,7 @@
  * `atMs` is the leader's wall clock when it proposed, used for bookkeeping times only.
  */
 import { decode, encode } from '../base/codec.js';
-import type { AttemptOutcome, JobSpec, RunOverrides } from './model.js';
+import type { AttemptOutcome, AttemptRecordOutcome, JobSpec, RunOverrides } from './model.js';
 
 /** A slot the leader decided not to fire, with why (misfire, overlap, pause, end). */
 export interface SlotNotFired {
@@ -53,13 +53,38 @@ export interface AttemptResultCommand {
   readonly fireId: string;
   readonly attempt: number;
   readonly token: number;
-  readonly outcome: AttemptOutcome;
+  /** `accepted`: the receiver answered 202 and completes the run later (RUNNING). */
+  readonly outcome: AttemptRecordOutcome;
   readonly statusCode: number | undefined;
   readonly durationMs: number;
   readonly error: string | undefined;
   readonly responseExcerpt: string | undefined;
   /** outcome 'retry': when the next attempt may start (leader computed, with jitter). */
   readonly retryAtMs: number | undefined;
+  /** outcome 'accepted': when the receiver must complete it by (leader computed). */
+  readonly completeByMs?: number;
+  /** The node that sent it, and the worker that held its lease; absent in older entries. */
+  readonly node?: string;
+  readonly worker?: string;
+}
+
+/**
+ * The end of a RUNNING run's attempt: its receiver completed it (RunService.CompleteRun), or its
+ * completion deadline passed (proposed by the leader, `ifCompleteByMs` set: a heartbeat that
+ * moved the deadline since wins). Applies only to the run's current attempt, named by its
+ * fencing token; anything else (a stale token, a run no longer RUNNING) is refused.
+ */
+export interface CompleteRunCommand {
+  readonly op: 'complete-run';
+  readonly atMs: number;
+  readonly fireId: string;
+  readonly token: number;
+  readonly outcome: AttemptOutcome;
+  readonly error: string | undefined;
+  readonly output: string | undefined;
+  /** outcome 'retry': when the next attempt may start (leader computed). */
+  readonly retryAtMs: number | undefined;
+  readonly ifCompleteByMs?: number;
 }
 
 /** What a bulk command does to each of a tenant's jobs (AdminService BulkPause / Resume / Cancel). */
@@ -181,6 +206,18 @@ export type SchedulerCommand =
       readonly attempt: number;
     }
   | AttemptResultCommand
+  | CompleteRunCommand
+  | {
+      /**
+       * A RUNNING run's receiver is still at work (RunService.Heartbeat): its deadline moves to
+       * `completeByMs` (leader computed). Only for the current attempt's token.
+       */
+      readonly op: 'heartbeat-run';
+      readonly atMs: number;
+      readonly fireId: string;
+      readonly token: number;
+      readonly completeByMs: number;
+    }
   | {
       /** Many results in one entry: a spike's results cost one log entry per step, not each. */
       readonly op: 'attempt-results';
@@ -240,6 +277,7 @@ export function specPartKey(s: SpecPart): string {
     s.timezone,
     s.target.url,
     Object.entries(s.target.headers),
+    s.target.completionTimeoutMs ?? null,
     s.payload,
     s.delivery,
     s.retry.maxAttempts,

@@ -22,8 +22,16 @@
  * reports each with attemptDone(). Nothing here reads a clock, the network or randomness.
  */
 import { assertionFailed } from '../base/assert.js';
+import { formatInstant } from '../schedule/civil.js';
 import { parseSchedule, type Schedule } from '../schedule/parse.js';
-import type { AttemptResultCommand, FireIntent, MissedRun, SchedulerCommand } from './commands.js';
+import type {
+  AttemptResultCommand,
+  CompleteRunCommand,
+  FireIntent,
+  MissedRun,
+  SchedulerCommand,
+} from './commands.js';
+import { MinHeap } from '../base/min-heap.js';
 import { DueIndex } from './due-index.js';
 import {
   ADMIT_ALL,
@@ -87,6 +95,19 @@ export interface AttemptFinished {
   readonly retryAfterMs?: number | undefined;
   /** The request certainly never reached the target: the one retry at-most-once allows. */
   readonly isProvablyUndelivered: boolean;
+  /** The worker that held the lease of a leased run. */
+  readonly worker?: string | undefined;
+}
+
+/** What a receiver says of a RUNNING run it completes (RunService.CompleteRun). */
+export interface RunCompletion {
+  readonly fireId: string;
+  readonly token: number;
+  readonly outcome: AttemptOutcome;
+  readonly error?: string | undefined;
+  readonly output?: string | undefined;
+  /** A retryable failure's wish for the wait before the next attempt. */
+  readonly retryAfterMs?: number | undefined;
 }
 
 export interface DispatcherOptions {
@@ -139,6 +160,8 @@ export interface DispatcherOptions {
   readonly planningScanPhaseMs?: number;
   /** Where the wheels start (the runtime's clock when the replica is created). */
   readonly startMs: number;
+  /** This replica's node id, recorded in the attempts its leader sends. */
+  readonly nodeId?: string;
   /**
    * When a failed attempt may be tried again, or undefined when it must not (the runtime passes
    * src/delivery/backoff.ts planRetry with its Rand, so a seed replays the leader's choices).
@@ -193,7 +216,9 @@ type InFlight =
       readonly phase: 'reporting';
       readonly attempt: number;
       readonly command: AttemptResultCommand;
-    };
+    }
+  /** A RUNNING run's completion deadline passed: its complete-run proposed, waiting to apply. */
+  | { readonly phase: 'expiring'; readonly attempt: number; readonly completeByMs: number };
 
 /** The leader's memory, valid for one term; dropped (and its ids re-indexed) when it ends. */
 interface TermState {
@@ -275,8 +300,25 @@ export class GroupDispatcher {
   private retentionCursor: Iterator<string> | undefined;
   /** Non-terminal runs per job (derived, every replica). */
   private readonly liveRuns = new Map<string, Set<string>>();
+  /** How many runs liveRuns holds in all. */
+  private liveRunCount = 0;
   /** at-most-once runs whose attempt started and has no result (derived, every replica). */
   private readonly dispatched = new Set<string>();
+  /** RUNNING runs (a receiver completes them later) and their deadlines (derived). */
+  private readonly awaiting = new Map<string, number>();
+  /**
+   * The same deadlines, soonest first, for the leader to find those that passed. Entries are
+   * not removed when a run completes or its deadline moves: one that no longer matches
+   * `awaiting` is skipped when it comes up.
+   */
+  private readonly deadlines = new MinHeap<readonly [number, string]>((a, b) => a[0] < b[0]);
+  private readonly nodeId: string | undefined;
+  /**
+   * Told of every run whose applied state changed, or that this leader started or stopped
+   * having in flight (what a run shows, run-view.ts, may have changed): WatchRuns follows runs
+   * through it. Synchronous; it must not change this dispatcher.
+   */
+  onRunTouched: ((fireId: string) => void) | undefined;
   private readonly schedules = new Map<string, { version: number; schedule: Schedule }>();
   private leader: TermState | undefined;
   private draining = false;
@@ -295,6 +337,7 @@ export class GroupDispatcher {
     this.resultHoldMs = options.resultHoldMs ?? 0;
     this.heldResultsMax = options.heldResultsMax ?? 16 * this.resultsPerEntry;
     this.retryAt = options.retryAt;
+    this.nodeId = options.nodeId;
     this.originOf = options.originOf ?? ((url) => url);
     this.retentionOf = options.retentionOf ?? (() => DEFAULT_RUN_RETENTION);
     this.index = new DueIndex(
@@ -316,7 +359,10 @@ export class GroupDispatcher {
     this.nextDueCache = undefined;
     this.sm.takeTouched();
     this.liveRuns.clear();
+    this.liveRunCount = 0;
     this.dispatched.clear();
+    this.awaiting.clear();
+    this.deadlines.clear();
     this.index.syncJobs(this.sm, this.sm.jobs.keys());
     this.index.syncRuns(this.sm, this.sm.runs.keys());
     for (const [fireId, run] of this.sm.runs) this.trackRun(fireId, run);
@@ -339,8 +385,10 @@ export class GroupDispatcher {
    */
   get hasLiveWork(): boolean {
     const ls = this.leader;
+    // A RUNNING run waits for its receiver, maybe for days: its deadline is in nextDueMs(),
+    // which wakes the group in time, so it alone does not keep the group awake.
     return (
-      this.liveRuns.size > 0 ||
+      this.liveRunCount > this.awaiting.size ||
       (ls !== undefined && (ls.pendingIntents.size > 0 || ls.inFlight.size > 0))
     );
   }
@@ -355,8 +403,12 @@ export class GroupDispatcher {
    * leader. A full pass the first time after a change: ask it of quiet groups only.
    */
   nextDueMs(): number | undefined {
-    if (this.nextDueCache === undefined)
-      this.nextDueCache = this.index.nextDueMs(this.sm.jobs) ?? 'none';
+    if (this.nextDueCache === undefined) {
+      const due = this.index.nextDueMs(this.sm.jobs);
+      // The earliest deadline of a RUNNING run (an entry no longer current only wakes early).
+      const deadline = this.deadlines.peek()?.[0];
+      this.nextDueCache = due === undefined ? (deadline ?? 'none') : Math.min(due, deadline ?? due);
+    }
     return this.nextDueCache === 'none' ? undefined : this.nextDueCache;
   }
 
@@ -378,14 +430,18 @@ export class GroupDispatcher {
     this.index.syncRuns(this.sm, runs);
     const ls = this.leader;
     const release = new Set<string>();
+    const touched = this.onRunTouched;
     for (const fireId of runs) {
       const run = this.sm.runs.get(fireId);
       this.trackRun(fireId, run);
-      if (!ls) continue;
-      const jobId = run?.jobId ?? jobIdOfFireId(fireId);
-      const f = ls.inFlight.get(fireId);
-      if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
-      if (!run || isTerminal(run.status)) release.add(jobId);
+      if (ls) {
+        const jobId = run?.jobId ?? jobIdOfFireId(fireId);
+        const f = ls.inFlight.get(fireId);
+        if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
+        if (!run || isTerminal(run.status)) release.add(jobId);
+      }
+      // After the leader's bookkeeping: what the run shows depends on both.
+      touched?.(fireId);
     }
     for (const jobId of gone) {
       this.schedules.delete(jobId);
@@ -399,16 +455,94 @@ export class GroupDispatcher {
     if (run && !isTerminal(run.status)) {
       let set = this.liveRuns.get(jobId);
       if (!set) this.liveRuns.set(jobId, (set = new Set()));
+      if (!set.has(fireId)) this.liveRunCount++;
       set.add(fireId);
     } else {
       const set = this.liveRuns.get(jobId);
-      if (set) {
-        set.delete(fireId);
+      if (set?.delete(fireId) === true) {
+        this.liveRunCount--;
         if (set.size === 0) this.liveRuns.delete(jobId);
       }
     }
     if (run?.status === 'DISPATCHED') this.dispatched.add(fireId);
     else this.dispatched.delete(fireId);
+    const completeByMs = run?.status === 'RUNNING' ? run.completeByMs : undefined;
+    if (completeByMs === undefined) this.awaiting.delete(fireId);
+    else if (this.awaiting.get(fireId) !== completeByMs) {
+      this.awaiting.set(fireId, completeByMs);
+      this.deadlines.push([completeByMs, fireId]);
+    }
+  }
+
+  /**
+   * Whether this leader has the run's attempt in flight: being started, sent or leased, or its
+   * result not yet applied. A run in flight shows as RUNNING although applied state still says
+   * SCHEDULED (an at-least-once send reaches the log only with its result).
+   */
+  isInFlight(fireId: string): boolean {
+    const f = this.leader?.inFlight.get(fireId);
+    return f !== undefined && f.phase !== 'missing';
+  }
+
+  /**
+   * The complete-run entry for a receiver's completion, on the leader: the retry time of a
+   * retryable failure computed here (as for any attempt), everything else as given. Whether it
+   * names the run's current attempt is the state machine's to decide when it applies.
+   */
+  completionCommand(c: RunCompletion, nowMs: number): CompleteRunCommand {
+    const run = this.sm.runs.get(c.fireId);
+    const job = run === undefined ? undefined : this.sm.jobs.get(run.jobId);
+    const retryAtMs =
+      c.outcome === 'retry' && run !== undefined && job !== undefined
+        ? this.retryAt(job, Math.max(1, attemptsMade(run)), run.slotMs, nowMs, c.retryAfterMs)
+        : undefined;
+    return {
+      op: 'complete-run',
+      atMs: nowMs,
+      fireId: c.fireId,
+      token: c.token,
+      outcome: c.outcome,
+      error: c.error,
+      output: c.output,
+      retryAtMs,
+    };
+  }
+
+  /**
+   * RUNNING runs whose receiver neither completed them nor sent a heartbeat in time: each is
+   * retried by its job's policy (at least once) or fails (at most once: the receiver may have
+   * done the work), as one complete-run entry per run naming the deadline it saw pass.
+   */
+  private expireCompletions(ls: TermState, nowMs: number): void {
+    for (;;) {
+      const top = this.deadlines.peek();
+      if (top === undefined || top[0] > nowMs) return;
+      this.deadlines.pop();
+      const [completeByMs, fireId] = top;
+      if (this.awaiting.get(fireId) !== completeByMs || ls.inFlight.has(fireId)) continue;
+      const run = this.sm.runs.get(fireId);
+      const last = run?.attempts[run.attempts.length - 1];
+      if (run === undefined || last === undefined) continue;
+      const job = this.sm.jobs.get(run.jobId);
+      const atMostOnce = job === undefined || job.delivery === 'at_most_once';
+      const outcome: AttemptOutcome = atMostOnce ? 'fail' : 'retry';
+      const retryAtMs =
+        job !== undefined && !atMostOnce
+          ? this.retryAt(job, attemptsMade(run), run.slotMs, nowMs, undefined)
+          : undefined;
+      ls.inFlight.set(fireId, { phase: 'expiring', attempt: last.attempt, completeByMs });
+      ls.outbox.push({
+        op: 'complete-run',
+        atMs: nowMs,
+        fireId,
+        token: last.token,
+        outcome,
+        error: `${COMPLETION_TIMEOUT_ERROR} (deadline ${formatInstant(completeByMs)})`,
+        output: undefined,
+        retryAtMs,
+        ifCompleteByMs: completeByMs,
+      });
+    }
   }
 
   /** A run this leader has in flight changed in applied state. True when it left flight. */
@@ -432,6 +566,10 @@ export class GroupDispatcher {
         return false;
       case 'delivering':
         return false;
+      case 'expiring':
+        if (run?.status === 'RUNNING' && run.completeByMs === f.completeByMs) return false;
+        ls.inFlight.delete(fireId);
+        return true;
       case 'missing':
         if (run?.status === 'SCHEDULED') return false;
         ls.inFlight.delete(fireId);
@@ -483,6 +621,7 @@ export class GroupDispatcher {
       this.plan(ls, nowMs);
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
       this.sweepRetention(ls, nowMs);
+      this.expireCompletions(ls, nowMs);
       if (leadership.leaseValid)
         this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits, taken);
       else {
@@ -870,6 +1009,7 @@ export class GroupDispatcher {
       ls.issued.set(job.id, token);
       ls.inFlight.set(fireId, { phase: 'delivering', attempt });
       deliveries.push(order(run, job, attempt, token, ls.term));
+      this.onRunTouched?.(fireId);
       handed++;
     }
     if (missed.length > 0) ls.outbox.push({ op: 'miss-runs', atMs: nowMs, runs: missed });
@@ -1039,18 +1179,25 @@ export class GroupDispatcher {
       outcome === 'retry'
         ? this.retryAt(o.job, this.attemptsMadeWith(o), o.slotMs, nowMs, finished.retryAfterMs)
         : undefined;
+    // A receiver that takes the run to finish it later (its target allows it) answers 202.
+    const completionTimeoutMs = o.job.target.completionTimeoutMs;
+    const accepted =
+      outcome === 'success' && finished.statusCode === 202 && completionTimeoutMs !== undefined;
     const command: AttemptResultCommand = {
       op: 'attempt-result',
       atMs: nowMs,
       fireId: o.fireId,
       attempt: o.attempt,
       token: o.token,
-      outcome,
+      outcome: accepted ? 'accepted' : outcome,
       statusCode: finished.statusCode,
       durationMs: finished.durationMs,
       error,
       responseExcerpt: finished.responseExcerpt,
       retryAtMs,
+      ...(accepted && { completeByMs: nowMs + completionTimeoutMs }),
+      ...(this.nodeId !== undefined && { node: this.nodeId }),
+      ...(finished.worker !== undefined && { worker: finished.worker }),
     };
     ls.inFlight.set(o.fireId, { phase: 'reporting', attempt: o.attempt, command });
     ls.outbox.push(command);
@@ -1076,6 +1223,7 @@ export class GroupDispatcher {
     }
     ls.inFlight.delete(o.fireId);
     ls.dispatchQueue.add(o.fireId);
+    this.onRunTouched?.(o.fireId);
   }
 
   /**
@@ -1092,6 +1240,15 @@ export class GroupDispatcher {
         // Committed: applied (or stale) and re-indexed; otherwise plan it again. An intent
         // that commits twice is a no-op the second time (expectedNextFireAtMs).
         if (fate !== 'committed') ls.planQueue.add(i.jobId);
+      }
+      return;
+    }
+    if (c.op === 'complete-run') {
+      // A deadline's expiry not in the log: look at the run again at the next step.
+      const f = ls.inFlight.get(c.fireId);
+      if (fate !== 'committed' && f?.phase === 'expiring') {
+        ls.inFlight.delete(c.fireId);
+        this.deadlines.push([f.completeByMs, c.fireId]);
       }
       return;
     }
@@ -1177,6 +1334,9 @@ export class GroupDispatcher {
     this.leader = undefined;
     this.index.syncJobs(this.sm, [...ls.planQueue, ...ls.pendingIntents]);
     const runs = new Set<string>([...ls.dispatchQueue.ids(), ...ls.inFlight.keys()]);
+    // Expiries this term proposed and never saw apply: the next leader finds them again.
+    for (const [fireId, f] of ls.inFlight)
+      if (f.phase === 'expiring') this.deadlines.push([f.completeByMs, fireId]);
     for (const held of ls.held.values()) for (const id of held) runs.add(id);
     this.index.syncRuns(this.sm, [...runs]);
   }
@@ -1223,6 +1383,10 @@ function hold(ls: TermState, jobId: string, fireId: string, sm: SchedulerStateMa
   const slot = (id: string): number => sm.runs.get(id)?.slotMs ?? 0;
   list.sort((a, b) => slot(a) - slot(b));
 }
+
+/** The error a RUNNING attempt records when its receiver let its completion deadline pass. */
+export const COMPLETION_TIMEOUT_ERROR =
+  'COMPLETION_TIMEOUT: no CompleteRun or Heartbeat before the completion deadline';
 
 function order(run: Run, job: Job, attempt: number, token: number, term: number): DeliveryOrder {
   return {

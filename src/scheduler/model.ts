@@ -41,7 +41,17 @@ export interface OverlapSettings {
 export interface WebhookTarget {
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
+  /**
+   * Asynchronous completion: a 202 answer leaves the run RUNNING until the receiver completes
+   * it (CompleteRun) or this long passes without a completion or heartbeat. Absent (the key
+   * left out, so that targets without it are stored as before it existed): a 202 is a success.
+   */
+  readonly completionTimeoutMs?: number;
 }
+
+/** Bounds of WebhookTarget.completionTimeoutMs: a second to a week. */
+export const COMPLETION_TIMEOUT_MS_MIN = 1000;
+export const COMPLETION_TIMEOUT_MS_MAX = 7 * 24 * 3_600_000;
 
 /**
  * Most runs of a job in flight at once under its overlap settings: no limit (infinity) for
@@ -100,13 +110,16 @@ export interface Job extends JobSpec {
 
 /**
  * SCHEDULED → (at-most-once: DISPATCHED) → SUCCEEDED, or back to SCHEDULED for a retry, or DEAD
- * (retries exhausted, too old, or a non-retryable answer; DEAD runs form the DLQ). Slots that
- * never fire end as MISSED or SKIPPED with a reason; CANCELLED by a delete; UNKNOWN when an
- * at-most-once attempt was sent but its result was lost with the leader.
+ * (retries exhausted, too old, or a non-retryable answer; DEAD runs form the DLQ). A receiver
+ * that accepted the run to finish it later (202, WebhookTarget.completionTimeoutMs) leaves it
+ * RUNNING until it completes it or its deadline passes. Slots that never fire end as MISSED or
+ * SKIPPED with a reason; CANCELLED by a delete; UNKNOWN when an at-most-once attempt was sent but
+ * its result was lost with the leader. What the API shows is derived from these (run-view.ts).
  */
 export const RUN_STATUSES = [
   'SCHEDULED',
   'DISPATCHED',
+  'RUNNING',
   'SUCCEEDED',
   'DEAD',
   'CANCELLED',
@@ -119,16 +132,28 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export type AttemptOutcome = 'success' | 'retry' | 'fail';
 
+/**
+ * What an attempt's record may say: its outcome, or `accepted` while the receiver that answered
+ * 202 has not completed it yet (the run is RUNNING).
+ */
+export type AttemptRecordOutcome = AttemptOutcome | 'accepted';
+
 export interface Attempt {
   readonly attempt: number;
   readonly token: number;
   readonly startedAtMs: number;
-  outcome: AttemptOutcome | undefined;
+  outcome: AttemptRecordOutcome | undefined;
   statusCode: number | undefined;
   durationMs: number | undefined;
   error: string | undefined;
   /** A short excerpt of the response body. */
   responseExcerpt: string | undefined;
+  /**
+   * Where it ran: the node whose leader sent it, and the worker that held its lease (leased
+   * runs). Absent in attempts recorded before these were kept, and in lost attempts.
+   */
+  node?: string;
+  worker?: string;
 }
 
 /**
@@ -169,6 +194,11 @@ export interface Run {
   /** Created by trigger-now or backfill rather than by the schedule. */
   manual: boolean;
   /**
+   * RUNNING: when its receiver must have completed it (or sent a heartbeat) by; the leader
+   * retries or fails the run after it. Absent otherwise.
+   */
+  completeByMs?: number;
+  /**
    * What a trigger or backfill asked to send instead of the job's own, for this run only
    * (RunOverrides); absent for scheduled runs and for manual runs that asked for nothing.
    */
@@ -200,7 +230,7 @@ export function jobForRun(job: Job, run: Pick<Run, 'overrides'>): Job {
     target:
       headers === undefined
         ? job.target
-        : { url: job.target.url, headers: mergeHeaders(job.target.headers, headers) },
+        : { ...job.target, headers: mergeHeaders(job.target.headers, headers) },
   };
 }
 
@@ -221,9 +251,9 @@ export function fireIdOf(jobId: string, slotMs: number): string {
   return `${jobId}:${slotMs}`;
 }
 
-/** Every status but the two of a run still to be sent or in flight. */
+/** Every status but those of a run still to be sent or in flight. */
 export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(
-  RUN_STATUSES.filter((s) => s !== 'SCHEDULED' && s !== 'DISPATCHED'),
+  RUN_STATUSES.filter((s) => s !== 'SCHEDULED' && s !== 'DISPATCHED' && s !== 'RUNNING'),
 );
 
 export function isTerminal(status: RunStatus): boolean {

@@ -10,7 +10,7 @@
  * walks. None of these values is ever mutated, so sharing is safe.
  */
 import { specPartKey, type SpecPart } from './commands.js';
-import type { JobSpec, OverlapSettings } from './model.js';
+import type { JobSpec, OverlapSettings, WebhookTarget } from './model.js';
 
 /** A job's definition without what usually differs from job to job (name, anchor). */
 export type SharedSpec = Readonly<Omit<JobSpec, 'name' | 'anchorMs'>>;
@@ -115,10 +115,20 @@ export class Retained {
       tenant: this.shared(spec.tenant),
       schedule: this.shared(schedule),
       timezone: this.shared(spec.timezone),
-      target: this.sharedObject(`t${spec.target.url}\u0000${headersKey}`, () => ({
-        url: this.shared(spec.target.url),
-        headers: Object.fromEntries(headers.map(([k, v]) => [this.shared(k), this.shared(v)])),
-      })),
+      target: this.sharedObject(
+        `t${spec.target.url}\u0000${headersKey}\u0000${spec.target.completionTimeoutMs ?? ''}`,
+        (): WebhookTarget => {
+          const url = this.shared(spec.target.url);
+          const shared = Object.fromEntries(
+            headers.map(([k, v]) => [this.shared(k), this.shared(v)]),
+          );
+          // Absent stays absent: a target without it is stored as before the field existed.
+          const timeout = spec.target.completionTimeoutMs;
+          return timeout === undefined
+            ? { url, headers: shared }
+            : { url, headers: shared, completionTimeoutMs: timeout };
+        },
+      ),
       payload:
         spec.payload.length <= INTERNED_PAYLOAD_CHARS_MAX
           ? this.shared(spec.payload)

@@ -10,8 +10,21 @@ const LEGAL: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   // Attempt started (at-most-once), succeeded, retried later, or ended without firing (MISSED:
   // planned before an outage, its slot passed while nobody could deliver it; SKIPPED: paused,
   // or its job had its overlap policy's maxConcurrency runs in flight when its turn came).
-  SCHEDULED: ['DISPATCHED', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'CANCELLED', 'SKIPPED', 'MISSED'],
-  DISPATCHED: ['SUCCEEDED', 'SCHEDULED', 'DEAD', 'UNKNOWN', 'SKIPPED'],
+  // RUNNING: the receiver accepted it (202) to complete it later.
+  SCHEDULED: [
+    'DISPATCHED',
+    'RUNNING',
+    'SUCCEEDED',
+    'SCHEDULED',
+    'DEAD',
+    'CANCELLED',
+    'SKIPPED',
+    'MISSED',
+  ],
+  DISPATCHED: ['RUNNING', 'SUCCEEDED', 'SCHEDULED', 'DEAD', 'UNKNOWN', 'SKIPPED'],
+  // Completed (CompleteRun), or its completion deadline passed (retried or DEAD), or SKIPPED: a
+  // retry of a paused job.
+  RUNNING: ['SUCCEEDED', 'SCHEDULED', 'DEAD', 'SKIPPED'],
   // Only a replay leaves a terminal status.
   DEAD: ['SCHEDULED'],
   SUCCEEDED: [],

@@ -13,6 +13,7 @@ import type { Entry } from '../raft/messages.js';
 import {
   decodeSchedulerCommand,
   type AttemptResultCommand,
+  type CompleteRunCommand,
   type CreateJobsCommand,
   type FireIntent,
   type SchedulerCommand,
@@ -22,6 +23,7 @@ import { nextToken } from './fencing.js';
 import {
   attemptsMade,
   fireIdOf,
+  type AttemptOutcome,
   isTerminal,
   type Attempt,
   type Job,
@@ -40,6 +42,8 @@ export type SchedulerErrorCode =
   | 'JOB_VERSION_CONFLICT'
   | 'RUN_NOT_FOUND'
   | 'RUN_WRONG_STATE'
+  /** A completion or heartbeat named an attempt that is not the run's current one. */
+  | 'FENCING_TOKEN_STALE'
   | 'INTENT_STALE'
   /** The job's shard hash is outside the range this group owns (it was split away). */
   | 'ROUTE_STALE';
@@ -204,6 +208,8 @@ export class SchedulerStateMachine {
         break;
       case 'attempt-started':
       case 'attempt-result':
+      case 'complete-run':
+      case 'heartbeat-run':
       case 'replay-run':
         run(c.fireId);
         break;
@@ -343,6 +349,13 @@ export class SchedulerStateMachine {
       case 'attempt-results':
         for (const r of c.results) this.attemptResult(r);
         return { ok: true };
+      case 'complete-run':
+        return this.completeRun(c);
+      case 'heartbeat-run':
+        return this.withCurrentAttempt(c.fireId, c.token, (run) => {
+          run.completeByMs = c.completeByMs;
+          return { ok: true, status: run.status };
+        });
       case 'mark-unknown':
         for (const id of c.fireIds) {
           const run = this.runs.get(id);
@@ -761,6 +774,7 @@ export class SchedulerStateMachine {
 
   private finish(run: Run, status: RunStatus, reason: string | undefined, atMs: number): void {
     assertTransition(run.status, status);
+    if (run.completeByMs !== undefined) delete run.completeByMs;
     run.status = status;
     run.reason = reason;
     run.finishedAtMs = atMs;
@@ -797,7 +811,6 @@ export class SchedulerStateMachine {
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
     // Single fields, not a copy of the job: a spike applies thousands of results per entry.
     this.jobs.raiseLastToken(run.jobId, c.token);
-    const spec = this.jobs.specOf(run.jobId);
     // At-least-once attempts start without a log entry: the result records the attempt.
     let attempt = run.attempts.find((a) => a.attempt === c.attempt);
     // A result proposed again after an unknown outcome: the first one counted.
@@ -813,41 +826,108 @@ export class SchedulerStateMachine {
     attempt.durationMs = c.durationMs;
     attempt.error = this.keep.optional(c.error);
     attempt.responseExcerpt = this.keep.optional(c.responseExcerpt);
+    if (c.node !== undefined) attempt.node = this.keep.shared(c.node);
+    if (c.worker !== undefined) attempt.worker = this.keep.shared(c.worker);
     if (run.status !== 'SCHEDULED' && run.status !== 'DISPATCHED') {
       // A result for a run already ended (paused or deleted while the attempt was in flight):
       // the attempt is history, the run keeps its final status.
       return { ok: true, status: run.status };
     }
-    switch (c.outcome) {
+    if (c.outcome === 'accepted') {
+      assert(c.completeByMs !== undefined, 'an accepted attempt result without its deadline');
+      assertTransition(run.status, 'RUNNING');
+      run.status = 'RUNNING';
+      run.completeByMs = c.completeByMs;
+      return { ok: true, status: run.status };
+    }
+    this.settle(run, c.outcome, c.retryAtMs, c.statusCode ?? c.error, c.atMs);
+    return { ok: true, status: run.status };
+  }
+
+  /**
+   * Where an attempt's outcome takes its run: SUCCEEDED; SCHEDULED again at `retryAtMs` while
+   * the retry policy allows (DEAD when it does not; SKIPPED when the job is paused); DEAD for a
+   * failure. `why` names a failure in the run's reason.
+   */
+  private settle(
+    run: Run,
+    outcome: AttemptOutcome,
+    retryAtMs: number | undefined,
+    why: number | string | undefined,
+    atMs: number,
+  ): void {
+    const spec = this.jobs.specOf(run.jobId);
+    switch (outcome) {
       case 'success':
-        this.finish(run, 'SUCCEEDED', undefined, c.atMs);
+        this.finish(run, 'SUCCEEDED', undefined, atMs);
         break;
       case 'retry': {
         const maxAttempts = spec?.retry.maxAttempts ?? 1;
         const maxAgeMs = spec?.retry.maxAgeMs ?? 0;
         // Attempts of unknown fate under a lost leader do not use up the retries.
         const made = attemptsMade(run);
-        if (!spec) this.finish(run, 'DEAD', 'job deleted', c.atMs);
+        if (!spec) this.finish(run, 'DEAD', 'job deleted', atMs);
         else if (made >= maxAttempts)
-          this.finish(run, 'DEAD', `retries exhausted after ${made} attempts`, c.atMs);
-        else if (c.retryAtMs === undefined || c.retryAtMs - run.slotMs > maxAgeMs)
-          this.finish(run, 'DEAD', 'retry would pass the max age', c.atMs);
+          this.finish(run, 'DEAD', `retries exhausted after ${made} attempts`, atMs);
+        else if (retryAtMs === undefined || retryAtMs - run.slotMs > maxAgeMs)
+          this.finish(run, 'DEAD', 'retry would pass the max age', atMs);
         else if (this.jobs.pausedOf(run.jobId) === true)
-          this.finish(run, 'SKIPPED', 'paused', c.atMs);
+          this.finish(run, 'SKIPPED', 'paused', atMs);
         else {
           assertTransition(run.status, 'SCHEDULED');
           run.status = 'SCHEDULED';
-          run.dueAtMs = c.retryAtMs;
+          run.dueAtMs = retryAtMs;
+          delete run.completeByMs;
         }
         break;
       }
       case 'fail':
-        this.finish(run, 'DEAD', `non-retryable: ${c.statusCode ?? c.error ?? 'error'}`, c.atMs);
+        this.finish(run, 'DEAD', `non-retryable: ${why ?? 'error'}`, atMs);
         break;
       default:
-        assertNever(c.outcome, 'attempt outcome');
+        assertNever(outcome, 'attempt outcome');
     }
-    return { ok: true, status: run.status };
+  }
+
+  /**
+   * `then` on a RUNNING run whose current attempt has fencing token `token`; refused (changing
+   * nothing) for a run that does not exist, is not RUNNING, or has moved to another attempt.
+   */
+  private withCurrentAttempt(
+    fireId: string,
+    token: number,
+    then: (run: Run, attempt: Attempt) => ApplyResult,
+  ): ApplyResult {
+    const run = this.runs.get(fireId);
+    if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
+    const last = run.attempts[run.attempts.length - 1];
+    if (last !== undefined && last.token !== token && run.attempts.some((a) => a.token === token))
+      return fail(
+        'FENCING_TOKEN_STALE',
+        `fencing token ${token} is of attempt ${run.attempts.find((a) => a.token === token)!.attempt}; the run is at attempt ${last.attempt} (token ${last.token})`,
+      );
+    if (run.status !== 'RUNNING' || last === undefined)
+      return fail('RUN_WRONG_STATE', `run ${fireId} is ${run.status}, not RUNNING`);
+    if (last.token !== token)
+      return fail(
+        'FENCING_TOKEN_STALE',
+        `fencing token ${token} is not the current attempt's (attempt ${last.attempt}, token ${last.token})`,
+      );
+    return then(run, last);
+  }
+
+  private completeRun(c: CompleteRunCommand): ApplyResult {
+    return this.withCurrentAttempt(c.fireId, c.token, (run, attempt) => {
+      // A deadline the leader saw pass, which a heartbeat has moved since: not expired.
+      if (c.ifCompleteByMs !== undefined && c.ifCompleteByMs !== run.completeByMs)
+        return fail('RUN_WRONG_STATE', `run ${c.fireId}'s deadline moved`);
+      attempt.outcome = c.outcome;
+      attempt.durationMs = Math.max(0, c.atMs - attempt.startedAtMs);
+      attempt.error = this.keep.optional(c.error);
+      if (c.output !== undefined) attempt.responseExcerpt = c.output;
+      this.settle(run, c.outcome, c.retryAtMs, c.error, c.atMs);
+      return { ok: true, status: run.status };
+    });
   }
 
   private replayRun(fireId: string, atMs: number): ApplyResult {

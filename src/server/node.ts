@@ -283,6 +283,7 @@ export class TickraftNode {
       // the new leader's first commit, before a quiet group's next due work.
       dueWakeLeadMs: 4 * cfg.raft.electionTimeoutTicks * cfg.tickMs,
       dispatcher: {
+        nodeId: this.id,
         lookAheadMs: cfg.scheduler.lookAheadMs,
         misfireThresholdMs: cfg.scheduler.misfireThresholdMs,
         resultHoldMs: cfg.scheduler.resultHoldMs,

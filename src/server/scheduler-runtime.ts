@@ -27,9 +27,11 @@ import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
 import {
   encodeSchedulerCommand,
+  type CompleteRunCommand,
   type FireIntent,
   type SchedulerCommand,
 } from '../scheduler/commands.js';
+import { RunWatchers, type RunListener } from './run-watchers.js';
 import {
   GroupDispatcher,
   type DeliveryOrder,
@@ -38,6 +40,7 @@ import {
   type Leadership,
   type ProposalFate,
   type ResultRelease,
+  type RunCompletion,
 } from '../scheduler/dispatcher.js';
 import { FireRateMeter } from '../scheduler/fire-rate.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -194,6 +197,8 @@ export class SchedulerRuntime {
 
   private readonly dueWakeLeadMs: number;
 
+  private readonly watchers = new RunWatchers();
+
   constructor(private readonly opts: SchedulerRuntimeOptions) {
     this.dueWakeLeadMs = opts.dueWakeLeadMs ?? 2000;
     const observer = opts.observer;
@@ -219,6 +224,7 @@ export class SchedulerRuntime {
         planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),
     });
     sm.onRestore = () => dispatcher.rebuild();
+    dispatcher.onRunTouched = (fireId) => this.watchers.touched(groupId, fireId);
     this.groups.set(groupId, {
       groupId,
       sm,
@@ -566,6 +572,7 @@ export class SchedulerRuntime {
           responseExcerpt: report.responseExcerpt === '' ? undefined : report.responseExcerpt,
           retryAfterMs: report.retryAfterMs,
           isProvablyUndelivered: report.isProvablyUndelivered,
+          worker: report.worker,
         },
         this.opts.clock.nowMs(),
       );
@@ -575,6 +582,31 @@ export class SchedulerRuntime {
   /** The intent settling a job's overdue slots before a change (GroupDispatcher.overdueIntent). */
   overdueIntent(groupId: number, jobId: string, nowMs: number): FireIntent | undefined {
     return this.groups.get(groupId)?.dispatcher.overdueIntent(jobId, nowMs);
+  }
+
+  /**
+   * Calls `listener` with the fire id of every run of job `jobKey` in the group whose state or
+   * flight changed on this replica; returns the function that stops it (RunService.WatchRuns).
+   */
+  watchRuns(groupId: number, jobKey: string, listener: RunListener): () => void {
+    return this.watchers.watch(groupId, jobKey, listener);
+  }
+
+  /** Whether this node's leader of the group has an attempt of the run in flight. */
+  isInFlight(groupId: number, fireId: string): boolean {
+    return this.groups.get(groupId)?.dispatcher.isInFlight(fireId) === true;
+  }
+
+  /**
+   * On the group's leader: the complete-run entry of a receiver's completion
+   * (GroupDispatcher.completionCommand); undefined when the group is not hosted here.
+   */
+  completionCommand(
+    groupId: number,
+    completion: RunCompletion,
+    nowMs: number,
+  ): CompleteRunCommand | undefined {
+    return this.groups.get(groupId)?.dispatcher.completionCommand(completion, nowMs);
   }
 
   // -------------------------------------------------------------------------------------

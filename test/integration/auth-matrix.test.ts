@@ -36,6 +36,9 @@ function requestFor(method: string, sinkUrl: string, tokenId: string): Obj {
     'RunService.ListDeadRuns': { tenant: TENANT },
     'RunService.ReplayRun': fire,
     'RunService.PurgeDeadRuns': { tenant: TENANT },
+    'RunService.CompleteRun': { ...fire, fencingToken: 1, outcome: 'ATTEMPT_OUTCOME_SUCCESS' },
+    'RunService.Heartbeat': { ...fire, fencingToken: 1 },
+    'RunService.WatchRuns': job,
     'TenantService.CreateTenant': { tenantId: 'm-tenant' },
     'TenantService.GetTenant': { tenantId: TENANT },
     'TenantService.UpdateTenant': { tenantId: TENANT, inflightMax: 7 },
@@ -71,7 +74,8 @@ function expectedForTenantToken(
   const covers =
     need === 'member' ||
     (need === 'reader' && (role === 'reader' || role === 'writer')) ||
-    (need === 'writer' && role === 'writer');
+    (need === 'writer' && role === 'writer') ||
+    (need === 'completer' && role === 'writer');
   if (!covers) return 'PERMISSION_DENIED';
   // Allowed by role: another tenant's token naming this tenant is still refused, except on the
   // calls that name no tenant (the schedule preview, the cluster's topology).
@@ -117,6 +121,42 @@ function unary(
         resolve(err ? codeOf(err) : 'OK');
       },
     );
+  });
+}
+
+/** A server stream opened with this metadata: its error's code, or OK once it sends or waits. */
+function serverStream(
+  services: ApiServices,
+  address: string,
+  method: string,
+  req: Obj,
+  auth: string | undefined,
+): Promise<string> {
+  const [service, name] = method.split('.') as [keyof ApiServices, string];
+  const ctor = services[service];
+  const def = ctor.service[name]!;
+  const client = new ctor(address, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  if (auth !== undefined) md.set('authorization', auth);
+  const call = client.makeServerStreamRequest(
+    def.path,
+    def.requestSerialize,
+    def.responseDeserialize,
+    req,
+    md,
+    {},
+  );
+  return new Promise<string>((resolve) => {
+    const done = (code: string): void => {
+      clearTimeout(timer);
+      call.cancel();
+      client.close();
+      resolve(code);
+    };
+    // An admitted watch sends the job's runs, or stays open waiting for changes: "allowed".
+    const timer = setTimeout(() => done('OK'), 3000);
+    call.on('error', (err) => done(codeOf(err)));
+    call.on('data', () => done('OK'));
   });
 }
 
@@ -231,13 +271,15 @@ t.test('every RPC refuses every stranger, and nothing they sent changes anything
       const got =
         method === 'WorkerService.Work'
           ? await work(services, address, auth)
-          : await unary(
-              services,
-              address,
-              method,
-              requestFor(method, ac.sink.url, ownReader.id),
-              auth,
-            );
+          : method === 'RunService.WatchRuns'
+            ? await serverStream(services, address, method, requestFor(method, '', ''), auth)
+            : await unary(
+                services,
+                address,
+                method,
+                requestFor(method, ac.sink.url, ownReader.id),
+                auth,
+              );
       cells++;
       if (
         expected === undefined

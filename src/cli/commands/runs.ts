@@ -5,7 +5,8 @@
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
-import { RUN_STATUSES } from '../../scheduler/model.js';
+import { RUN_VIEW_STATUSES } from '../../scheduler/run-view.js';
+import { registerRunWorkflowCommands } from './run-workflow.js';
 import {
   choiceOption,
   durationMs,
@@ -70,7 +71,7 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
   remote(tenantOption(pageOptions(runs.command('list')), "the job's tenant"))
     .description("a job's runs, newest slot first")
     .argument('<job-id>')
-    .addOption(choiceOption('--status <status>', 'only runs in this status', RUN_STATUSES))
+    .addOption(choiceOption('--status <status>', 'only runs in this status', RUN_VIEW_STATUSES))
     .action(async (jobId: string, o: PageOpts & { tenant?: string; status?: string }) =>
       withClient(run, o, async (c) => {
         const res = await c.call<Obj>('RunService', 'ListRuns', {
@@ -119,6 +120,7 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
         );
       }),
     );
+  registerRunWorkflowCommands(runs, run);
   program.addCommand(runs);
 
   const dlq = new Command('dlq').description('the dead-letter queue: runs that exhausted retries');

@@ -157,6 +157,9 @@ t.test('--tenant left out where a job, run or tenant is named: exit 2, naming it
     'jobs backfill',
     'runs list',
     'runs get',
+    'runs watch',
+    'runs complete',
+    'runs heartbeat',
     'dlq list',
     'dlq purge',
     'dlq replay',
@@ -210,7 +213,7 @@ t.test('enum flags take only the documented values', async (t) => {
   t.equal(status.code, 2, 'runs list --status BOGUS: exit 2');
   t.match(
     status.err,
-    "option '--status <status>' argument 'BOGUS' is invalid. Allowed values are SCHEDULED, DISPATCHED, SUCCEEDED, DEAD, CANCELLED, SKIPPED, MISSED, UNKNOWN.",
+    "option '--status <status>' argument 'BOGUS' is invalid. Allowed values are SCHEDULED, RUNNING, FAILED, SUCCEEDED, DEAD, CANCELLED, SKIPPED, MISSED, UNKNOWN.",
   );
 });
 

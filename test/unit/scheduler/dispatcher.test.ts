@@ -9,6 +9,7 @@ import {
 } from '../../../src/scheduler/dispatcher.js';
 import type { JobSpec } from '../../../src/scheduler/model.js';
 import { SchedulerStateMachine } from '../../../src/scheduler/state-machine.js';
+import { viewStatus } from '../../../src/scheduler/run-view.js';
 import { MIN, T0, spec } from './fixtures.js';
 
 /** One replica whose proposals commit at once (or not, as a test says). */
@@ -1092,6 +1093,202 @@ t.test(
         t.equal(retry[1]?.job.payload, '{"run":1}', "the retry sends the run's payload too");
       }
     }
+    t.end();
+  },
+);
+
+/** A job whose webhook completes asynchronously within `timeoutMs`, one-off at SLOT. */
+function asyncJob(
+  h: Harness,
+  delivery: 'at_least_once' | 'at_most_once',
+  timeoutMs = 10_000,
+): void {
+  h.create('j1', SLOT, {
+    schedule: `at ${new Date(SLOT).toISOString()}`,
+    delivery,
+    target: { url: 'http://example.test/hook', headers: {}, completionTimeoutMs: timeoutMs },
+    retry: {
+      maxAttempts: 3,
+      initialBackoffMs: 100,
+      maxBackoffMs: 1000,
+      multiplier: 2,
+      maxAgeMs: 3_600_000,
+    },
+  });
+}
+
+function accept(h: Harness, o: DeliveryOrder, nowMs: number): void {
+  h.d.attemptDone(
+    o,
+    { outcome: 'success', statusCode: 202, durationMs: 4, isProvablyUndelivered: false },
+    nowMs,
+  );
+  h.step(nowMs);
+}
+
+t.test(
+  '202 with a completion timeout: RUNNING until CompleteRun, which only the current token may send',
+  (t) => {
+    const h = new Harness();
+    asyncJob(h, 'at_least_once');
+    h.step(SLOT - 2_000);
+    h.step(SLOT);
+    const o = h.delivered[0]!;
+    const fireId = o.fireId;
+    t.ok(h.d.isInFlight(fireId), 'sent: in flight (shown RUNNING)');
+    t.equal(viewStatus(h.sm.runs.get(fireId)!, true), 'RUNNING');
+    accept(h, o, SLOT + 10);
+    const run = h.sm.runs.get(fireId)!;
+    t.equal(run.status, 'RUNNING', 'accepted: RUNNING in replicated state');
+    t.equal(run.completeByMs, SLOT + 10 + 10_000, 'with its deadline');
+    t.equal(run.attempts[0]?.outcome, 'accepted');
+    t.notOk(h.d.isInFlight(fireId), "no longer in the leader's flight");
+    const stale = h.sm.applyCommand(
+      h.d.completionCommand({ fireId, token: o.token - 1, outcome: 'success' }, SLOT + 20),
+    );
+    t.match(stale, { ok: false, code: 'FENCING_TOKEN_STALE' }, 'another token is refused');
+    t.equal(h.sm.runs.get(fireId)?.status, 'RUNNING', 'and changes nothing');
+    const done = h.sm.applyCommand(
+      h.d.completionCommand(
+        { fireId, token: o.token, outcome: 'success', output: 'rows: 42' },
+        SLOT + 5_000,
+      ),
+    );
+    h.d.afterApply();
+    t.match(done, { ok: true, status: 'SUCCEEDED' });
+    t.equal(h.sm.runs.get(fireId)?.attempts[0]?.outcome, 'success');
+    t.equal(h.sm.runs.get(fireId)?.attempts[0]?.responseExcerpt, 'rows: 42', 'the output is kept');
+    t.equal(
+      h.sm.runs.get(fireId)?.attempts[0]?.durationMs,
+      5_000 - 6, // sent at SLOT + 6 (its 202 came 4 ms later, at SLOT + 10)
+      'duration: from the send to the completion',
+    );
+    t.equal(h.sm.runs.get(fireId)?.completeByMs, undefined);
+    const again = h.sm.applyCommand(
+      h.d.completionCommand({ fireId, token: o.token, outcome: 'fail' }, SLOT + 5_001),
+    );
+    t.match(again, { ok: false, code: 'RUN_WRONG_STATE' }, 'a finished run is refused');
+    t.end();
+  },
+);
+
+t.test('a 202 without a completion timeout is a success, as any 2xx', (t) => {
+  const h = new Harness();
+  h.create('j1', SLOT);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  accept(h, h.delivered[0]!, SLOT + 10);
+  t.equal(h.sm.runs.get(h.delivered[0]!.fireId)?.status, 'SUCCEEDED');
+  t.end();
+});
+
+t.test(
+  'the completion deadline: heartbeats move it; past it at-least-once retries, at-most-once dies',
+  (t) => {
+    for (const delivery of ['at_least_once', 'at_most_once'] as const) {
+      const h = new Harness();
+      asyncJob(h, delivery, 5_000);
+      h.step(SLOT - 2_000);
+      for (let ms = SLOT; ms <= SLOT + 5; ms++) h.step(ms);
+      const o = h.delivered[0]!;
+      accept(h, o, SLOT + 10);
+      const hb = h.sm.applyCommand({
+        op: 'heartbeat-run',
+        atMs: SLOT + 4_000,
+        fireId: o.fireId,
+        token: o.token,
+        completeByMs: SLOT + 9_000,
+      });
+      h.d.afterApply();
+      t.match(
+        hb,
+        { ok: true, status: 'RUNNING' },
+        `${delivery}: a heartbeat with the current token`,
+      );
+      const staleHb = h.sm.applyCommand({
+        op: 'heartbeat-run',
+        atMs: SLOT + 4_000,
+        fireId: o.fireId,
+        token: o.token + 1,
+        completeByMs: SLOT + 99_000,
+      });
+      t.match(staleHb, { ok: false, code: 'FENCING_TOKEN_STALE' });
+      h.step(SLOT + 6_000);
+      t.equal(
+        h.sm.runs.get(o.fireId)?.status,
+        'RUNNING',
+        'the first deadline moved: still RUNNING',
+      );
+      t.equal(h.d.nextDueMs(), SLOT + 9_000, 'a quiet group wakes for the deadline');
+      h.step(SLOT + 9_001);
+      const run = h.sm.runs.get(o.fireId)!;
+      t.match(run.attempts[0]?.error, /COMPLETION_TIMEOUT/, 'the attempt says why');
+      if (delivery === 'at_least_once') {
+        t.equal(run.status, 'SCHEDULED', "retried by the job's policy");
+        t.equal(viewStatus(run, false), 'FAILED', 'shown FAILED until the retry goes');
+        for (let ms = SLOT + 9_001; ms <= SLOT + 11_000; ms += 10) h.step(ms);
+        t.equal(h.delivered.length, 2, 'the retry is sent');
+        t.equal(h.delivered[1]!.attempt, 2);
+      } else {
+        t.equal(run.status, 'DEAD', 'at most once: the receiver may have done it, so never again');
+      }
+    }
+    t.end();
+  },
+);
+
+t.test('a deadline outlives its leader: the next one expires it from replicated state', (t) => {
+  const h = new Harness();
+  asyncJob(h, 'at_least_once', 5_000);
+  h.step(SLOT - 2_000);
+  h.step(SLOT);
+  const o = h.delivered[0]!;
+  accept(h, o, SLOT + 10);
+  // The leader dies; a new replica built from the same state takes over in a later term.
+  h.d = h.newDispatcher();
+  h.term = 2;
+  h.step(SLOT + 3_000);
+  t.equal(
+    h.sm.runs.get(o.fireId)?.status,
+    'RUNNING',
+    'nothing lost: still RUNNING under the new leader',
+  );
+  const late = h.sm.applyCommand(
+    h.d.completionCommand({ fireId: o.fireId, token: o.token, outcome: 'success' }, SLOT + 3_500),
+  );
+  t.match(
+    late,
+    { ok: true, status: 'SUCCEEDED' },
+    "the old leader's token still names the current attempt: accepted",
+  );
+  t.end();
+});
+
+t.test(
+  'a completion after a new leader re-sent the run carries the deposed token: refused',
+  (t) => {
+    const h = new Harness();
+    asyncJob(h, 'at_least_once', 5_000);
+    h.step(SLOT - 2_000);
+    h.step(SLOT);
+    const first = h.delivered[0]!;
+    accept(h, first, SLOT + 10);
+    h.step(SLOT + 5_011); // expired: retried
+    for (let ms = SLOT + 5_011; ms <= SLOT + 8_000; ms += 10) h.step(ms);
+    const second = h.delivered[1]!;
+    t.equal(second.attempt, 2);
+    accept(h, second, SLOT + 8_010);
+    const old = h.sm.applyCommand(
+      h.d.completionCommand(
+        { fireId: first.fireId, token: first.token, outcome: 'success' },
+        SLOT + 8_100,
+      ),
+    );
+    t.match(
+      old,
+      { ok: false, code: 'FENCING_TOKEN_STALE', reason: /attempt 1.*attempt 2/ },
+      'names both attempts',
+    );
     t.end();
   },
 );

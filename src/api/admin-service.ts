@@ -27,6 +27,7 @@ import { isDeadKey } from './pagination.js';
 import { localListDead } from './run-service.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 import { TenantAdminError } from './tenant-admin.js';
+import type { UpstreamAnswer } from '../scheduler/upstream.js';
 
 export function adminServiceHandlers(api: ApiContext): grpc.UntypedServiceImplementation {
   const handlers: Record<string, Handler> = {
@@ -126,6 +127,17 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
         ),
       );
     },
+    UpstreamRun: (req, ctx) => {
+      const jobKey = str(req, 'jobKey');
+      return api.onGroup(
+        ctx,
+        () => api.admin.groupOf(jobKey),
+        'NodeService',
+        'UpstreamRun',
+        req,
+        async () => upstreamRunOut(await api.admin.upstreamRun(jobKey, num(req, 'slotMs'))),
+      );
+    },
     GroupTenantJobs: (req, ctx) => {
       const groupId = num(req, 'groupId');
       const tenant = str(req, 'tenant');
@@ -183,4 +195,8 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [name, unary(`NodeService.${name}`, fn, api.log)]),
   );
+}
+
+function upstreamRunOut(a: UpstreamAnswer): Msg {
+  return { outcome: a.outcome, fireId: a.fireId ?? '', status: a.status ?? '' };
 }

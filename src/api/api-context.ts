@@ -10,6 +10,9 @@ import { META_GROUP_ID } from '../placement/bootstrap-plan.js';
 import type { ApiNode } from './api-node.js';
 import { loadApiServices, type ApiServices } from './proto.js';
 import { Router, type CallContext, type MethodRef } from './router.js';
+import type { Msg } from './convert.js';
+import type { RunStatus } from '../scheduler/model.js';
+import type { UpstreamAnswer } from '../scheduler/upstream.js';
 import { SchedulerAdmin } from './scheduler-admin.js';
 import type { ApiLogger } from './service-kit.js';
 import { TenantAdmin } from './tenant-admin.js';
@@ -64,6 +67,40 @@ export class ApiContext implements ClusterContext {
       ctx,
       undefined,
     );
+  }
+
+  /**
+   * What upstream job `jobKey` came to for a downstream slot, asked of its group's leader (this
+   * node's own call, as the admin): the scheduler runtime's UpstreamReader.
+   */
+  async readUpstream(jobKey: string, slotMs: number): Promise<UpstreamAnswer> {
+    const ctx: CallContext = { deadlineMs: Date.now() + 5000, forwarded: false, route: undefined };
+    const res = await this.onGroup<Msg>(
+      ctx,
+      () => this.admin.groupOf(jobKey),
+      'NodeService',
+      'UpstreamRun',
+      { jobKey, slotMs },
+      async () => {
+        const a = await this.admin.upstreamRun(jobKey, slotMs);
+        return { outcome: a.outcome, fireId: a.fireId ?? '', status: a.status ?? '' };
+      },
+    );
+    const text = (v: unknown): string => (typeof v === 'string' ? v : '');
+    const said = text(res['outcome']);
+    // Anything but a known answer (another release's word, say) counts as not known yet.
+    const outcome: UpstreamAnswer['outcome'] = (
+      ['succeeded', 'failed', 'missing'] as const
+    ).includes(said as 'succeeded')
+      ? (said as UpstreamAnswer['outcome'])
+      : 'pending';
+    const fireId = text(res['fireId']);
+    const status = text(res['status']);
+    return {
+      outcome,
+      ...(fireId !== '' && { fireId }),
+      ...(status !== '' && { status: status as RunStatus }),
+    };
   }
 
   /** Whether this node's replica of the job's group holds the job (a create would be a repeat). */

@@ -9,6 +9,10 @@ import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { CompleteRunCommand, FireIntent } from '../scheduler/commands.js';
 import type { RunCompletion } from '../scheduler/dispatcher.js';
+import type { UpstreamAnswer } from '../scheduler/upstream.js';
+
+/** What upstream job `jobKey`'s run for downstream slot `slotMs` came to, read where it lives. */
+export type UpstreamReader = (jobKey: string, slotMs: number) => Promise<UpstreamAnswer>;
 import type { MetaStateMachine } from '../placement/meta-state.js';
 import type { NodeId } from '../raft/messages.js';
 import type { SchedulerStateMachine } from '../scheduler/state-machine.js';
@@ -58,6 +62,8 @@ export interface ApiNode {
     fireRatePerSec(groupId: number): number;
     /** Whether this node's leader of the group has an attempt of the run in flight. */
     isInFlight(groupId: number, fireId: string): boolean;
+    /** How the node's leaders read a waiting run's upstreams (the API routes to their groups). */
+    setUpstreamReader(reader: UpstreamReader): void;
     /**
      * Calls `listener` with each run of job `jobKey` in the group whose state, or flight on
      * this node's leader, changed; returns the function that stops it.

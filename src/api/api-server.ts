@@ -90,6 +90,11 @@ export class ApiServer {
   }
 
   start(): void {
+    // The node's scheduler exists once the node started: from now on its leaders read their
+    // waiting runs' upstreams through this API's routing.
+    this.node.scheduler.setUpstreamReader((jobKey, slotMs) =>
+      this.api.readUpstream(jobKey, slotMs),
+    );
     this.timer = setInterval(() => this.register(), REGISTER_EVERY_MS);
     this.timer.unref();
     this.moves.start();

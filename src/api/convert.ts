@@ -78,6 +78,8 @@ export function jobSpecIn(m: Msg | null | undefined): JobSpecInput {
     startAtMs: m['startAtMs'],
     endAtMs: m['endAtMs'],
     remainingFires: m['remainingFires'],
+    dependsOn: m['dependsOn'],
+    onUpstreamFailure: enumIn(m['onUpstreamFailure'], 'UPSTREAM_FAILURE_POLICY_'),
   };
 }
 
@@ -109,6 +111,11 @@ export function jobSpecOut(s: JobSpec): Msg {
     startAtMs: s.startAtMs,
     endAtMs: s.endAtMs,
     remainingFires: s.remainingFires,
+    dependsOn: (s.dependsOn?.jobs ?? []).map(jobIdOfKey),
+    onUpstreamFailure:
+      s.dependsOn === undefined
+        ? 'UPSTREAM_FAILURE_POLICY_UNSPECIFIED'
+        : enumOut(s.dependsOn.onUpstreamFailure, 'UPSTREAM_FAILURE_POLICY_'),
   };
 }
 

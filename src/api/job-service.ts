@@ -46,6 +46,8 @@ import { encodeSchedulerCommand, packCreates } from '../scheduler/commands.js';
 import { decodePackedCreates, tenantsOf } from './packed-creates.js';
 import { lookupRange } from '../placement/ring.js';
 import { num, optNum, str, unary, Violations, type Handler } from './service-kit.js';
+import { checkDependencies } from './dependency-graph.js';
+import { jobIdOfKey } from '../scheduler/job-key.js';
 
 export const PREVIEW_COUNT_MAX = 1000;
 
@@ -239,8 +241,17 @@ async function createJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<M
     await api.freshTenant(scoped.tenant);
   }
   // Refused here, before any hop, when invalid; the leader checks again before proposing.
-  const { jobId: key } = createCommandOf(api, scoped, Date.now(), '');
+  const { jobId: key, spec } = createCommandOf(api, scoped, Date.now(), '');
   const tenant = scoped.tenant ?? '';
+  if (spec.dependsOn !== undefined && !ctx.forwarded)
+    await checkDependencies(
+      api,
+      ctx,
+      tenant,
+      jobIdOfKey(key),
+      spec.dependsOn.jobs.map(jobIdOfKey),
+      'spec.',
+    );
   const adding = api.holdsJob(key) ? 0 : 1;
   await api.quota.checkJobs(ctx, tenant, adding);
   const res = await api.onGroup(
@@ -277,6 +288,15 @@ async function updateJob(api: ApiContext, req: Msg, ctx: CallContext): Promise<M
       : tenant;
   const spec = { ...given, tenant: specTenant };
   await api.freshTenant(specTenant);
+  if (!ctx.forwarded && Array.isArray(given.dependsOn) && given.dependsOn.length > 0)
+    await checkDependencies(
+      api,
+      ctx,
+      specTenant,
+      jobIdOfKey(key),
+      given.dependsOn.filter((id): id is string => typeof id === 'string'),
+      'spec.',
+    );
   const message = { ...req, tenant, spec: { ...(specMsg ?? {}), tenant: specTenant } };
   return api.onGroup(
     ctx,
@@ -310,6 +330,17 @@ async function createJobs(
       { field: 'jobs', reason: `must hold 1 to ${CREATE_BATCH_MAX} jobs` },
     ]);
   const scoped = jobs.map((m, i) => scopeCreate(ctx, m, `jobs[${i}].`));
+  const withDeps = scoped.flatMap((s, i) =>
+    hasDependencies(s.input.spec)
+      ? [
+          {
+            field: `jobs[${i}].spec.dependsOn`,
+            reason: 'CreateJobs takes no jobs with dependencies: create those with CreateJob',
+          },
+        ]
+      : [],
+  );
+  if (withDeps.length > 0) throw new ValidationError('JOB_SPEC_INVALID', withDeps);
   api.quota.admitWrite(
     ctx,
     scoped.flatMap((s) => (s.tenant === undefined ? [] : [s.tenant])),
@@ -651,4 +682,10 @@ export function previewSchedule(req: Msg, nowMs: number): Msg {
     fireTimesMs: times,
     fireTimes: times.map((ms) => formatInstant(ms)),
   };
+}
+
+/** Whether a create's spec lists upstream jobs. */
+function hasDependencies(spec: unknown): boolean {
+  const deps = (spec as { dependsOn?: unknown } | null)?.dependsOn;
+  return Array.isArray(deps) && deps.length > 0;
 }

@@ -26,7 +26,11 @@ import {
   type OverlapPolicyName,
   type OverlapSettings,
   type RetryPolicy,
+  type Dependencies,
+  type UpstreamFailurePolicy,
+  UPSTREAMS_MAX,
 } from '../scheduler/model.js';
+import { jobKeyOf } from '../scheduler/job-key.js';
 
 export const PAYLOAD_BYTES_MAX = 64 * 1024;
 export const NAME_CHARS_MAX = 200;
@@ -67,6 +71,9 @@ export interface JobSpecInput {
   readonly startAtMs?: unknown;
   readonly endAtMs?: unknown;
   readonly remainingFires?: unknown;
+  /** Job ids of the same tenant. */
+  readonly dependsOn?: unknown;
+  readonly onUpstreamFailure?: unknown;
 }
 
 export interface CompiledJobSpec {
@@ -191,6 +198,7 @@ export function compileJobSpec(
   const remainingFires = optInt(input.remainingFires, 'remainingFires', add);
   if (remainingFires !== undefined && remainingFires < 1)
     add('remainingFires', 'must be at least 1 when given');
+  const dependsOn = compileDependencies(input, tenant, add);
 
   let schedule: Schedule | undefined;
   let anchorMs = anchorIn;
@@ -224,6 +232,7 @@ export function compileJobSpec(
     startAtMs,
     endAtMs,
     remainingFires,
+    dependsOn,
   };
   if (url !== undefined)
     v.push(...validateWebhookJob({ ...spec, id: 'x' }, '', options.targetPolicy));
@@ -295,7 +304,9 @@ function sameSharedFields(a: JobSpecInput, b: JobSpecInput): boolean {
     sameValue(a.priority, b.priority) &&
     sameValue(a.startAtMs, b.startAtMs) &&
     sameValue(a.endAtMs, b.endAtMs) &&
-    sameValue(a.remainingFires, b.remainingFires)
+    sameValue(a.remainingFires, b.remainingFires) &&
+    sameValue(a.dependsOn, b.dependsOn) &&
+    sameValue(a.onUpstreamFailure, b.onUpstreamFailure)
   );
 }
 
@@ -366,7 +377,9 @@ function sharedFieldsKey(input: JobSpecInput): string {
     valueKey(input.priority) +
     valueKey(input.startAtMs) +
     valueKey(input.endAtMs) +
-    valueKey(input.remainingFires)
+    valueKey(input.remainingFires) +
+    valueKey(input.dependsOn) +
+    valueKey(input.onUpstreamFailure)
   );
 }
 
@@ -442,6 +455,7 @@ function withOwnFields(
     startAtMs: base.startAtMs,
     endAtMs: base.endAtMs,
     remainingFires: base.remainingFires,
+    dependsOn: base.dependsOn,
   };
   return { spec, schedule: parsed.schedule };
 }
@@ -612,6 +626,49 @@ function oneOf<T extends string>(
     return dflt;
   }
   return value as T;
+}
+
+/**
+ * `dependsOn` (job ids of the tenant) and `onUpstreamFailure` as the state keeps them (job keys);
+ * undefined when the job has none. That they exist and form no cycle is checked by the API with
+ * the tenant's other jobs (dependency-graph.ts); the job naming itself is checked there too.
+ */
+function compileDependencies(
+  input: JobSpecInput,
+  tenant: string | undefined,
+  add: Add,
+): Dependencies | undefined {
+  const policy = oneOf<UpstreamFailurePolicy>(
+    input.onUpstreamFailure,
+    'onUpstreamFailure',
+    'UPSTREAM_FAILURE_POLICY_',
+    ['skip', 'run'],
+    'skip',
+    add,
+  );
+  const ids = input.dependsOn;
+  if (ids === undefined || ids === null || (Array.isArray(ids) && ids.length === 0)) {
+    if (input.onUpstreamFailure !== undefined && input.onUpstreamFailure !== null)
+      add('onUpstreamFailure', 'applies only to a job with depends_on');
+    return undefined;
+  }
+  if (!Array.isArray(ids)) {
+    add('dependsOn', 'must be a list of job ids');
+    return undefined;
+  }
+  if (ids.length > UPSTREAMS_MAX) add('dependsOn', `at most ${UPSTREAMS_MAX} jobs`);
+  const seen = new Set<string>();
+  ids.forEach((id, i) => {
+    if (typeof id !== 'string' || !JOB_ID_PATTERN.test(id))
+      add(`dependsOn[${i}]`, 'must be a job id of the same tenant');
+    else if (seen.has(id)) add(`dependsOn[${i}]`, `${JSON.stringify(id)} is listed twice`);
+    else seen.add(id);
+  });
+  if (tenant === undefined || !TENANT_ID_PATTERN.test(tenant)) return undefined;
+  return {
+    jobs: [...seen].map((id) => jobKeyOf(tenant, id)),
+    onUpstreamFailure: policy,
+  };
 }
 
 function dedupe(v: FieldViolation[]): FieldViolation[] {

@@ -98,6 +98,7 @@ const PART_KEYS = [
   'startAtMs',
   'endAtMs',
   'remainingFires',
+  'dependsOn',
 ] as const;
 
 /**
@@ -320,7 +321,10 @@ function samePart(s: JobSpec, p: Record<string, unknown>): boolean {
     s.priority === p['priority'] &&
     s.startAtMs === p['startAtMs'] &&
     s.endAtMs === p['endAtMs'] &&
-    s.remainingFires === p['remainingFires']
+    s.remainingFires === p['remainingFires'] &&
+    // Jobs with dependencies are created one by one (CreateJob), never packed.
+    s.dependsOn === undefined &&
+    p['dependsOn'] === undefined
   );
 }
 

@@ -53,6 +53,8 @@ import type { ApplyResult, SchedulerStateMachine } from '../scheduler/state-mach
 import type { ApiNode, DataGroupView } from './api-node.js';
 import { RouteStaleError } from './router.js';
 import { runOverridesIn } from './run-overrides.js';
+import { answerUpstream, type UpstreamAnswer } from '../scheduler/upstream.js';
+import { parseSchedule } from '../schedule/parse.js';
 import type { RunCompletion } from '../scheduler/dispatcher.js';
 import type { Msg } from './convert.js';
 
@@ -380,6 +382,18 @@ export class SchedulerAdmin {
       completeByMs: nowMs + timeoutMs,
     });
     return this.runAfter(fireId);
+  }
+
+  /**
+   * What upstream job `jobKey`'s run for a downstream slot came to (upstream.ts), on the
+   * upstream's leader after a ReadIndex: a 'missing' must not come from a replica that has not
+   * applied the job yet.
+   */
+  async upstreamRun(jobKey: string, slotMs: number): Promise<UpstreamAnswer> {
+    const sm = await this.readJobGroup(jobKey);
+    return answerUpstream(sm, jobKey, slotMs, (job) =>
+      parseSchedule(job.schedule, { timezone: job.timezone, anchorMs: job.anchorMs }),
+    );
   }
 
   /** Whether this node's leader of the run's group has an attempt of it in flight. */

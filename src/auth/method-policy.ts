@@ -76,6 +76,7 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'NodeService.GroupCreateJobs': 'node',
   'NodeService.NodeCreateJobs': 'node',
   'NodeService.NodeTenantUsage': 'node',
+  'NodeService.UpstreamRun': 'node',
 };
 
 export function requirementOf(method: string): Requirement {

@@ -4,7 +4,23 @@
  * `atMs` is the leader's wall clock when it proposed, used for bookkeeping times only.
  */
 import { decode, encode } from '../base/codec.js';
-import type { AttemptOutcome, AttemptRecordOutcome, JobSpec, RunOverrides } from './model.js';
+import type {
+  AttemptOutcome,
+  AttemptRecordOutcome,
+  JobSpec,
+  RunOverrides,
+  RunStatus,
+  UpstreamOutcome,
+} from './model.js';
+
+/** What the leader learnt of one upstream of a waiting run (an upstream-settled entry). */
+export interface UpstreamSettlement {
+  readonly job: string;
+  readonly outcome: UpstreamOutcome;
+  /** The upstream run that decided it, when there is one. */
+  readonly fireId?: string;
+  readonly status?: RunStatus;
+}
 
 /** A slot the leader decided not to fire, with why (misfire, overlap, pause, end). */
 export interface SlotNotFired {
@@ -254,6 +270,19 @@ export type SchedulerCommand =
       readonly runs: readonly MissedRun[];
     }
   | TenantJobsCommand
+  | {
+      /**
+       * Runs waiting for their upstreams, and what the leader found of some of them (read from
+       * the upstreams' groups' committed state, or a wait given up). Applies to each upstream
+       * still pending on a run still waiting and never attempted; the rest changed meanwhile.
+       */
+      readonly op: 'upstream-settled';
+      readonly atMs: number;
+      readonly runs: readonly {
+        readonly fireId: string;
+        readonly upstream: readonly UpstreamSettlement[];
+      }[];
+    }
   | { readonly op: 'replay-run'; readonly atMs: number; readonly fireId: string }
   | {
       /**
@@ -296,6 +325,8 @@ export function specPartKey(s: SpecPart): string {
     s.startAtMs ?? null,
     s.endAtMs ?? null,
     s.remainingFires ?? null,
+    s.dependsOn?.onUpstreamFailure ?? null,
+    s.dependsOn?.jobs ?? null,
   ]);
 }
 
@@ -314,6 +345,7 @@ function specPartOf(s: SpecPart): SpecPart {
     startAtMs: s.startAtMs,
     endAtMs: s.endAtMs,
     remainingFires: s.remainingFires,
+    dependsOn: s.dependsOn,
   };
 }
 
@@ -338,7 +370,8 @@ function samePart(a: SpecPart, b: SpecPart): boolean {
     a.priority === b.priority &&
     a.startAtMs === b.startAtMs &&
     a.endAtMs === b.endAtMs &&
-    a.remainingFires === b.remainingFires
+    a.remainingFires === b.remainingFires &&
+    a.dependsOn === b.dependsOn
   );
 }
 

@@ -30,6 +30,7 @@ import type {
   FireIntent,
   MissedRun,
   SchedulerCommand,
+  UpstreamSettlement,
 } from './commands.js';
 import { MinHeap } from '../base/min-heap.js';
 import { DueIndex } from './due-index.js';
@@ -45,6 +46,7 @@ import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-reten
 import {
   attemptsMade,
   isTerminal,
+  isWaitingForUpstream,
   jobForRun,
   maxConcurrencyOf,
   type AttemptOutcome,
@@ -182,7 +184,25 @@ export interface DispatchStep {
   readonly proposals: SchedulerCommand[];
   /** Attempts to perform now; report each one's end with attemptDone(). */
   readonly deliveries: DeliveryOrder[];
+  /**
+   * Runs waiting for their upstreams whose state to read now (in the upstreams' groups: the
+   * runtime's I/O); report each answer with upstreamAnswered().
+   */
+  readonly upstreamQueries: UpstreamQuery[];
 }
+
+/** A waiting run's pending upstreams, to read for its slot. */
+export interface UpstreamQuery {
+  readonly fireId: string;
+  readonly slotMs: number;
+  /** The upstream job keys still pending. */
+  readonly jobs: readonly string[];
+  /** The term that asked; an answer for another term is dropped. */
+  readonly term: number;
+}
+
+/** How often a waiting run's pending upstreams are read again. */
+export const UPSTREAM_POLL_MS = 1000;
 
 export type ProposalFate = 'committed' | 'dropped' | 'unknown';
 
@@ -279,6 +299,8 @@ interface TermState {
    * they wait, so that their next send is numbered after it.
    */
   readonly lostPending: Map<string, number>;
+  /** Waiting runs: when their upstreams are read next (absent: now); in flight: Infinity. */
+  readonly upstreamAskAt: Map<string, number>;
 }
 
 export class GroupDispatcher {
@@ -304,6 +326,8 @@ export class GroupDispatcher {
   private liveRunCount = 0;
   /** at-most-once runs whose attempt started and has no result (derived, every replica). */
   private readonly dispatched = new Set<string>();
+  /** SCHEDULED runs waiting for an upstream (derived, every replica). */
+  private readonly waiting = new Set<string>();
   /** RUNNING runs (a receiver completes them later) and their deadlines (derived). */
   private readonly awaiting = new Map<string, number>();
   /**
@@ -361,6 +385,7 @@ export class GroupDispatcher {
     this.liveRuns.clear();
     this.liveRunCount = 0;
     this.dispatched.clear();
+    this.waiting.clear();
     this.awaiting.clear();
     this.deadlines.clear();
     this.index.syncJobs(this.sm, this.sm.jobs.keys());
@@ -372,6 +397,11 @@ export class GroupDispatcher {
   /** The term this replica holds leader state for (until its next step sees it ended). */
   get leaderTerm(): number | undefined {
     return this.leader?.term;
+  }
+
+  /** Runs waiting for an upstream in this group. */
+  get waitingCount(): number {
+    return this.waiting.size;
   }
 
   /** Leader state of the current term, for tests and metrics. */
@@ -440,6 +470,7 @@ export class GroupDispatcher {
         if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
         if (!run || isTerminal(run.status)) release.add(jobId);
       }
+      if (ls && !this.waiting.has(fireId)) ls.upstreamAskAt.delete(fireId);
       // After the leader's bookkeeping: what the run shows depends on both.
       touched?.(fireId);
     }
@@ -466,6 +497,8 @@ export class GroupDispatcher {
     }
     if (run?.status === 'DISPATCHED') this.dispatched.add(fireId);
     else this.dispatched.delete(fireId);
+    if (run?.status === 'SCHEDULED' && isWaitingForUpstream(run)) this.waiting.add(fireId);
+    else this.waiting.delete(fireId);
     const completeByMs = run?.status === 'RUNNING' ? run.completeByMs : undefined;
     if (completeByMs === undefined) this.awaiting.delete(fireId);
     else if (this.awaiting.get(fireId) !== completeByMs) {
@@ -506,6 +539,72 @@ export class GroupDispatcher {
       output: c.output,
       retryAtMs,
     };
+  }
+
+  /**
+   * Waiting runs whose upstreams are due to be read: one query per run (its pending upstreams).
+   * A run waiting past its job's retry.maxAgeMs gives up instead: its pending upstreams are
+   * settled as `timeout` (so a cycle made by two racing updates, or an upstream paused for good,
+   * ends in SKIPPED runs rather than runs that wait forever).
+   */
+  private askUpstreams(ls: TermState, nowMs: number, out: UpstreamQuery[]): void {
+    if (this.waiting.size === 0) return;
+    const timedOut: { fireId: string; upstream: UpstreamSettlement[] }[] = [];
+    for (const fireId of this.waiting) {
+      if ((ls.upstreamAskAt.get(fireId) ?? 0) > nowMs || ls.inFlight.has(fireId)) continue;
+      const run = this.sm.runs.get(fireId);
+      if (run === undefined || run.upstream === undefined) continue;
+      const pending = run.upstream.filter((u) => u.outcome === undefined).map((u) => u.job);
+      const maxAgeMs = this.sm.jobs.specOf(run.jobId)?.retry.maxAgeMs ?? 0;
+      if (nowMs - run.slotMs > maxAgeMs) {
+        timedOut.push({ fireId, upstream: pending.map((job) => ({ job, outcome: 'timeout' })) });
+        ls.upstreamAskAt.set(fireId, Number.POSITIVE_INFINITY);
+        continue;
+      }
+      ls.upstreamAskAt.set(fireId, Number.POSITIVE_INFINITY);
+      out.push({ fireId, slotMs: run.slotMs, jobs: pending, term: ls.term });
+    }
+    if (timedOut.length > 0)
+      ls.outbox.push({ op: 'upstream-settled', atMs: nowMs, runs: timedOut });
+  }
+
+  /**
+   * What a query found (answerUpstream for each job it named). The settled ones are proposed;
+   * the run is asked again after UPSTREAM_POLL_MS (sooner when upstreamChanged() says so).
+   */
+  upstreamAnswered(
+    q: UpstreamQuery,
+    answers: readonly (
+      UpstreamSettlement | { readonly job: string; readonly outcome: 'pending' }
+    )[],
+    nowMs: number,
+  ): void {
+    const ls = this.leader;
+    if (!ls || ls.term !== q.term) return;
+    const settled: UpstreamSettlement[] = [];
+    for (const a of answers) if (a.outcome !== 'pending') settled.push(a);
+    if (settled.length > 0)
+      ls.outbox.push({
+        op: 'upstream-settled',
+        atMs: nowMs,
+        runs: [{ fireId: q.fireId, upstream: settled }],
+      });
+    ls.upstreamAskAt.set(q.fireId, nowMs + UPSTREAM_POLL_MS);
+  }
+
+  /**
+   * A job's run finished somewhere this node sees (a group it hosts applied it): the runs here
+   * waiting for that job are read again at the next step instead of after their poll interval.
+   */
+  upstreamChanged(jobKey: string): void {
+    const ls = this.leader;
+    if (!ls || this.waiting.size === 0) return;
+    for (const fireId of this.waiting) {
+      const run = this.sm.runs.get(fireId);
+      if (!run?.upstream?.some((u) => u.job === jobKey && u.outcome === undefined)) continue;
+      if (ls.upstreamAskAt.get(fireId) !== Number.POSITIVE_INFINITY)
+        ls.upstreamAskAt.delete(fireId);
+    }
   }
 
   /**
@@ -610,7 +709,7 @@ export class GroupDispatcher {
     admits: HandOutAdmission = ADMIT_ALL,
     taken: (tenant: string) => void = NOTHING_TAKEN,
   ): DispatchStep {
-    const out: DispatchStep = { proposals: [], deliveries: [] };
+    const out: DispatchStep = { proposals: [], deliveries: [], upstreamQueries: [] };
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
     if (!leadership || !leadership.caughtUp) return out;
     if (!this.leader) this.leader = newTermState(leadership.term, (id) => this.laneOf(id));
@@ -622,6 +721,7 @@ export class GroupDispatcher {
       for (const { key } of this.index.dispatch.advance(nowMs)) ls.dispatchQueue.add(key);
       this.sweepRetention(ls, nowMs);
       this.expireCompletions(ls, nowMs);
+      this.askUpstreams(ls, nowMs, out.upstreamQueries);
       if (leadership.leaseValid)
         this.dispatch(ls, nowMs, out.deliveries, maxDeliveries, admits, taken);
       else {
@@ -967,8 +1067,12 @@ export class GroupDispatcher {
       }
       const job = this.sm.jobs.get(run.jobId)!;
       // Buffered runs wait on purpose, so lateness says nothing about an outage for them.
+      // Waiting for its upstreams: it goes back to the wheel once they are settled.
+      if (isWaitingForUpstream(run)) continue;
+      // A run that waited for its upstreams waited on purpose: lateness says nothing either.
       const isStale =
         !run.manual &&
+        run.upstream === undefined &&
         attemptsMade(run) === 0 &&
         job.overlap.policy !== 'buffer_one' &&
         job.overlap.policy !== 'buffer_all' &&
@@ -1243,6 +1347,14 @@ export class GroupDispatcher {
       }
       return;
     }
+    if (c.op === 'upstream-settled') {
+      // Applied: the runs moved on (or are asked again after their interval). Otherwise: ask
+      // again at the next step.
+      for (const r of c.runs)
+        if (fate === 'committed') ls.upstreamAskAt.set(r.fireId, 0);
+        else ls.upstreamAskAt.delete(r.fireId);
+      return;
+    }
     if (c.op === 'complete-run') {
       // A deadline's expiry not in the log: look at the run again at the next step.
       const f = ls.inFlight.get(c.fireId);
@@ -1372,6 +1484,7 @@ function newTermState(
     unsettled: 0,
     recovered: false,
     lostPending: new Map(),
+    upstreamAskAt: new Map(),
   };
 }
 

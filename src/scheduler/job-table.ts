@@ -525,6 +525,7 @@ export class JobTable {
       startAtMs: s.startAtMs,
       endAtMs: s.endAtMs,
       remainingFires: s.remainingFires,
+      dependsOn: s.dependsOn,
       id,
       version: this.version.get(row),
       paused: this.paused.get(row) === 1,

@@ -62,6 +62,22 @@ export function maxConcurrencyOf(overlap: OverlapSettings): number {
   return overlap.maxConcurrency ?? 1;
 }
 
+/**
+ * The jobs a job's scheduled runs wait for (docs/workflows.md): each slot S of the job runs once,
+ * for every upstream, the upstream's run of its latest slot at or before S has SUCCEEDED. If one
+ * of those ends otherwise (or has no such run), the slot is SKIPPED (`skip`) or runs anyway
+ * (`run`). Upstreams are job keys of the job's own tenant.
+ */
+export interface Dependencies {
+  readonly jobs: readonly string[];
+  readonly onUpstreamFailure: UpstreamFailurePolicy;
+}
+
+export type UpstreamFailurePolicy = 'skip' | 'run';
+
+/** Most upstreams a job may list. */
+export const UPSTREAMS_MAX = 16;
+
 /** What a client defines; everything the state machine needs to decide, nothing derived. */
 export interface JobSpec {
   readonly tenant: string;
@@ -85,6 +101,8 @@ export interface JobSpec {
   readonly endAtMs: number | undefined;
   /** Fires left; undefined = unbounded. */
   readonly remainingFires: number | undefined;
+  /** The jobs its scheduled runs wait for; undefined (or absent) = none. */
+  readonly dependsOn?: Dependencies | undefined;
 }
 
 /**
@@ -199,6 +217,11 @@ export interface Run {
    */
   completeByMs?: number;
   /**
+   * A scheduled run of a job with dependencies: each upstream and, once known, the upstream
+   * run that decided it. The run is not sent while one is still pending. Absent otherwise.
+   */
+  upstream?: UpstreamState[];
+  /**
    * What a trigger or backfill asked to send instead of the job's own, for this run only
    * (RunOverrides); absent for scheduled runs and for manual runs that asked for nothing.
    */
@@ -244,6 +267,30 @@ export function mergeHeaders(
   for (const [k, v] of Object.entries(base)) if (!replaced.has(k.toLowerCase())) out[k] = v;
   for (const [k, v] of Object.entries(extra)) out[k] = v;
   return out;
+}
+
+/** What one upstream of a run came to (a run's `upstream`). */
+export interface UpstreamState {
+  /** The upstream job's key. */
+  readonly job: string;
+  /** Undefined while pending. */
+  outcome: UpstreamOutcome | undefined;
+  /** The upstream run that decided it (absent for `missing` and `timeout`). */
+  fireId: string | undefined;
+  /** That run's status (for the run's reason), when there is one. */
+  status: RunStatus | undefined;
+}
+
+/**
+ * succeeded: its run SUCCEEDED; failed: its run ended otherwise; missing: no run of that slot will
+ * ever exist (the job was deleted or paused over it, or has no slot at or before); timeout: the
+ * waiting run gave up (its retry.maxAgeMs passed).
+ */
+export type UpstreamOutcome = 'succeeded' | 'failed' | 'missing' | 'timeout';
+
+/** Whether a run still waits for one of its upstreams. */
+export function isWaitingForUpstream(run: Run): boolean {
+  return run.upstream !== undefined && run.upstream.some((u) => u.outcome === undefined);
 }
 
 /** The fire id of a job's slot; `jobId` is the job's key, so the fire id carries its tenant. */

@@ -10,7 +10,7 @@
  * walks. None of these values is ever mutated, so sharing is safe.
  */
 import { specPartKey, type SpecPart } from './commands.js';
-import type { JobSpec, OverlapSettings, WebhookTarget } from './model.js';
+import type { Dependencies, JobSpec, OverlapSettings, WebhookTarget } from './model.js';
 
 /** A job's definition without what usually differs from job to job (name, anchor). */
 export type SharedSpec = Readonly<Omit<JobSpec, 'name' | 'anchorMs'>>;
@@ -164,6 +164,16 @@ export class Retained {
       startAtMs: spec.startAtMs,
       endAtMs: spec.endAtMs,
       remainingFires: spec.remainingFires,
+      dependsOn:
+        spec.dependsOn === undefined
+          ? undefined
+          : this.sharedObject(
+              `d${spec.dependsOn.onUpstreamFailure}/${spec.dependsOn.jobs.join('\u0000')}`,
+              (): Dependencies => ({
+                jobs: spec.dependsOn!.jobs.map((j) => this.shared(j)),
+                onUpstreamFailure: spec.dependsOn!.onUpstreamFailure,
+              }),
+            ),
     };
   }
 }
@@ -185,5 +195,6 @@ function withSchedule(s: SharedSpec, schedule: string): SharedSpec {
     startAtMs: s.startAtMs,
     endAtMs: s.endAtMs,
     remainingFires: s.remainingFires,
+    dependsOn: s.dependsOn,
   };
 }

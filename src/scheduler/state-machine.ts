@@ -15,6 +15,7 @@ import {
   type AttemptResultCommand,
   type CompleteRunCommand,
   type CreateJobsCommand,
+  type UpstreamSettlement,
   type FireIntent,
   type SchedulerCommand,
   type TenantJobsCommand,
@@ -218,6 +219,7 @@ export class SchedulerStateMachine {
         break;
       case 'miss-runs':
       case 'lost-attempts':
+      case 'upstream-settled':
         for (const r of c.runs) run(r.fireId);
         break;
       case 'mark-unknown':
@@ -386,6 +388,9 @@ export class SchedulerStateMachine {
               c.atMs,
             );
         }
+        return { ok: true };
+      case 'upstream-settled':
+        for (const r of c.runs) this.upstreamSettled(r.fireId, r.upstream, c.atMs);
         return { ok: true };
       case 'replay-run':
         return this.replayRun(c.fireId, c.atMs);
@@ -762,6 +767,15 @@ export class SchedulerStateMachine {
     };
     // Only when given: scheduled runs (most of the state) carry no such key.
     if (overrides !== undefined) run.overrides = overrides;
+    // A scheduled slot of a job with dependencies waits for them; a manual run does not.
+    const deps = manual || status !== 'SCHEDULED' ? undefined : this.jobs.specOf(jobId)?.dependsOn;
+    if (deps !== undefined)
+      run.upstream = deps.jobs.map((job) => ({
+        job,
+        outcome: undefined,
+        fireId: undefined,
+        status: undefined,
+      }));
     this.runs.set(fireId, run);
     // A superseded run planned again keeps its place in the history (its fire id is there).
     if (prior !== undefined) return run;
@@ -928,6 +942,39 @@ export class SchedulerStateMachine {
       this.settle(run, c.outcome, c.retryAtMs, c.error, c.atMs);
       return { ok: true, status: run.status };
     });
+  }
+
+  /**
+   * Records what became of some upstreams of a waiting run. Once none is pending, the run goes
+   * (every upstream succeeded, or the job runs anyway on failure) or is SKIPPED with
+   * UPSTREAM_FAILED naming the first upstream that did not succeed.
+   */
+  private upstreamSettled(
+    fireId: string,
+    settled: readonly UpstreamSettlement[],
+    atMs: number,
+  ): void {
+    const run = this.runs.get(fireId);
+    if (run?.status !== 'SCHEDULED' || run.upstream === undefined || attemptsMade(run) > 0) return;
+    for (const s of settled) {
+      const state = run.upstream.find((u) => u.job === s.job && u.outcome === undefined);
+      if (state === undefined) continue;
+      state.outcome = s.outcome;
+      state.fireId = s.fireId === undefined ? undefined : this.keep.flat(s.fireId);
+      state.status = s.status;
+    }
+    if (run.upstream.some((u) => u.outcome === undefined)) return;
+    const failed = run.upstream.find((u) => u.outcome !== 'succeeded');
+    if (failed === undefined) return;
+    const policy = this.jobs.specOf(run.jobId)?.dependsOn?.onUpstreamFailure ?? 'skip';
+    if (policy === 'run') return;
+    const why =
+      failed.outcome === 'failed'
+        ? `its run ${failed.fireId ?? ''} is ${failed.status ?? 'not SUCCEEDED'}`
+        : failed.outcome === 'missing'
+          ? 'it has no run of its latest slot at or before this one'
+          : 'the wait passed the max age';
+    this.finish(run, 'SKIPPED', `${UPSTREAM_FAILED_REASON}: job ${failed.job}: ${why}`, atMs);
   }
 
   private replayRun(fireId: string, atMs: number): ApplyResult {
@@ -1165,6 +1212,9 @@ function isSupersededUnattempted(run: Run): boolean {
     run.reason.startsWith(SUPERSEDED_REASON_PREFIX)
   );
 }
+
+/** The reason of a run SKIPPED because an upstream did not succeed (it names which, and why). */
+export const UPSTREAM_FAILED_REASON = 'UPSTREAM_FAILED';
 
 /** The error of a lost attempt (isLostAttempt): what its history says. */
 export const LOST_ATTEMPT_ERROR =

@@ -31,6 +31,7 @@ import {
   type FireIntent,
   type SchedulerCommand,
 } from '../scheduler/commands.js';
+import { isTerminal } from '../scheduler/model.js';
 import { RunWatchers, type RunListener } from './run-watchers.js';
 import {
   GroupDispatcher,
@@ -41,7 +42,9 @@ import {
   type ProposalFate,
   type ResultRelease,
   type RunCompletion,
+  type UpstreamQuery,
 } from '../scheduler/dispatcher.js';
+import type { UpstreamReader } from '../api/api-node.js';
 import { FireRateMeter } from '../scheduler/fire-rate.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
 
@@ -198,6 +201,27 @@ export class SchedulerRuntime {
   private readonly dueWakeLeadMs: number;
 
   private readonly watchers = new RunWatchers();
+  /** Reads a waiting run's upstreams where they live; none until the API sets it. */
+  private upstreamReader: UpstreamReader | undefined;
+
+  /** Some group here had runs waiting for upstreams at the last step. */
+  private anyWaiting = false;
+
+  /**
+   * A run of a group hosted here changed: if it finished, the runs here waiting for its job are
+   * read again at once rather than at their next poll (an upstream in another node's group is
+   * found by the poll alone).
+   */
+  private upstreamMayHaveChanged(sm: DataGroupStateMachine, fireId: string): void {
+    const run = sm.scheduler.runs.get(fireId);
+    if (run === undefined || !isTerminal(run.status)) return;
+    for (const g of this.groups.values()) g.dispatcher.upstreamChanged(run.jobId);
+  }
+
+  /** How waiting runs' upstreams are read (the API routes each to its group's leader). */
+  setUpstreamReader(reader: UpstreamReader): void {
+    this.upstreamReader = reader;
+  }
 
   constructor(private readonly opts: SchedulerRuntimeOptions) {
     this.dueWakeLeadMs = opts.dueWakeLeadMs ?? 2000;
@@ -224,7 +248,10 @@ export class SchedulerRuntime {
         planRetry(job.retry, attempt, slotMs, nowMs, retryAfterMs, rand),
     });
     sm.onRestore = () => dispatcher.rebuild();
-    dispatcher.onRunTouched = (fireId) => this.watchers.touched(groupId, fireId);
+    dispatcher.onRunTouched = (fireId) => {
+      this.watchers.touched(groupId, fireId);
+      if (this.anyWaiting) this.upstreamMayHaveChanged(sm, fireId);
+    };
     this.groups.set(groupId, {
       groupId,
       sm,
@@ -328,6 +355,9 @@ export class SchedulerRuntime {
       const nowMs = this.opts.clock.nowMs();
       const runner = this.opts.runner;
       const budget = handOutBudget(runner);
+      this.anyWaiting = false;
+      for (const g of this.groups.values())
+        if (g.dispatcher.waitingCount > 0) this.anyWaiting = true;
       this.fireRate?.step(nowMs);
       // Deliveries wait for this node to send them (in the runner below their caps, or due and
       // not handed out at the last step for want of budget): the groups hold their results back
@@ -435,6 +465,7 @@ export class SchedulerRuntime {
     noteTimeline(g.timeline, replica.node.raft.role, leadership, step, nowMs);
     if (step.proposals.length > 0) this.propose(g, step.proposals, term);
     for (const order of step.deliveries) this.deliver(g, order);
+    for (const q of step.upstreamQueries) this.readUpstreams(g, q);
     let proposedResults = 0;
     for (const c of step.proposals) {
       if (c.op === 'attempt-result') proposedResults++;
@@ -577,6 +608,29 @@ export class SchedulerRuntime {
         this.opts.clock.nowMs(),
       );
     });
+  }
+
+  /**
+   * Reads each pending upstream of a waiting run where it lives and reports what was found; a
+   * read that fails counts as pending (the run is asked again after its interval).
+   */
+  private readUpstreams(g: GroupRuntime, q: UpstreamQuery): void {
+    const reader = this.upstreamReader;
+    const pending = (job: string): { job: string; outcome: 'pending' } => ({
+      job,
+      outcome: 'pending',
+    });
+    const answers = q.jobs.map((job) =>
+      reader === undefined
+        ? Promise.resolve(pending(job))
+        : reader(job, q.slotMs).then(
+            (a) => (a.outcome === 'pending' ? pending(job) : { ...a, job, outcome: a.outcome }),
+            () => pending(job),
+          ),
+    );
+    void Promise.all(answers).then((all) =>
+      g.dispatcher.upstreamAnswered(q, all, this.opts.clock.nowMs()),
+    );
   }
 
   /** The intent settling a job's overdue slots before a change (GroupDispatcher.overdueIntent). */

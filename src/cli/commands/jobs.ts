@@ -6,9 +6,11 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { CliRun } from '../io.js';
+import { registerJobGraphCommand } from './job-graph.js';
 import {
   choiceOption,
   collect,
+  durationMs,
   enumText,
   enumValue,
   EXIT_CODES_HELP,
@@ -48,7 +50,12 @@ interface SpecFlags {
   readonly start?: string;
   readonly end?: string;
   readonly fires?: string;
+  readonly completionTimeout?: string;
+  readonly dependsOn?: string;
+  readonly onUpstreamFailure?: string;
 }
+
+export const UPSTREAM_FAILURE_CHOICES = ['skip', 'run'] as const;
 
 export const DELIVERY_CHOICES = ['at_least_once', 'at_most_once'] as const;
 export const MISFIRE_CHOICES = ['fire_once', 'fire_all', 'skip'] as const;
@@ -178,7 +185,24 @@ function specOptions(cmd: Command, mode: 'create' | 'update'): Command {
     .option('--priority <0-3>', `0 is first${dflt('2')}`)
     .option('--start <instant>', 'no slot before this ISO instant')
     .option('--end <instant>', 'no slot after this ISO instant')
-    .option('--fires <n>', 'end after this many fires');
+    .option('--fires <n>', 'end after this many fires')
+    .option(
+      '--completion-timeout <duration>',
+      'a 202 answer leaves the run RUNNING until `runs complete` within this long (e.g. 10m)' +
+        (create ? '' : "; 'off': a 202 is a success again"),
+    )
+    .option(
+      '--depends-on <job-ids>',
+      'comma-separated job ids of the tenant: each slot runs once their runs of it succeeded' +
+        (create ? '' : "; '' drops them"),
+    )
+    .addOption(
+      choiceOption(
+        '--on-upstream-failure <policy>',
+        `what a slot does when an upstream's run did not succeed${dflt('skip')}`,
+        UPSTREAM_FAILURE_CHOICES,
+      ),
+    );
 }
 
 /** Flags that change a definition: `jobs update` with none of them has nothing to do. */
@@ -200,6 +224,9 @@ const SPEC_FLAG_KEYS: readonly (keyof SpecFlags)[] = [
   'start',
   'end',
   'fires',
+  'completionTimeout',
+  'dependsOn',
+  'onUpstreamFailure',
 ];
 
 /** The flags given, laid over `base` (a JobSpec message), as a JobSpec message. */
@@ -265,6 +292,22 @@ export function specFrom(flags: SpecFlags, base: Obj = {}): Obj {
   if (flags.start !== undefined) spec['startAtMs'] = instant('--start', flags.start);
   if (flags.end !== undefined) spec['endAtMs'] = instant('--end', flags.end);
   if (flags.fires !== undefined) spec['remainingFires'] = wholeNumber('--fires', flags.fires, 1);
+  if (flags.completionTimeout !== undefined) {
+    const target = sub('target');
+    if (flags.completionTimeout === 'off') delete target['completionTimeoutMs'];
+    else
+      target['completionTimeoutMs'] = durationMs('--completion-timeout', flags.completionTimeout);
+  }
+  if (flags.dependsOn !== undefined) {
+    const ids = flags.dependsOn
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    spec['dependsOn'] = ids;
+    if (ids.length === 0) spec['onUpstreamFailure'] = 'UPSTREAM_FAILURE_POLICY_UNSPECIFIED';
+  }
+  if (flags.onUpstreamFailure !== undefined)
+    spec['onUpstreamFailure'] = enumValue(flags.onUpstreamFailure, 'UPSTREAM_FAILURE_POLICY_');
   return spec;
 }
 
@@ -383,7 +426,7 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
       withClient(run, o, async (c) => {
         if (!SPEC_FLAG_KEYS.some((k) => o[k] !== undefined))
           throw new UsageError(
-            'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --max-concurrency, --priority, --start, --end, --fires',
+            'nothing to change: give at least one of --name, --schedule, --tz, --anchor, --url, --header, --payload, --delivery, --max-attempts, --deadline-ms, --misfire, --overlap, --max-concurrency, --priority, --start, --end, --fires, --completion-timeout, --depends-on, --on-upstream-failure',
           );
         const tenant = tenantOf(o);
         const current = await c.call<Obj>('JobService', 'GetJob', { jobId, tenant });
@@ -477,5 +520,6 @@ export function registerJobsCommand(program: Command, run: CliRun): void {
         }),
     );
 
+  registerJobGraphCommand(jobs, run);
   program.addCommand(jobs);
 }

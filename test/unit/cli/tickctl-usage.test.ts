@@ -155,6 +155,7 @@ t.test('--tenant left out where a job, run or tenant is named: exit 2, naming it
     'jobs delete',
     'jobs trigger',
     'jobs backfill',
+    'jobs graph',
     'runs list',
     'runs get',
     'runs watch',

@@ -10,6 +10,8 @@ import {
 import type { JobSpec } from '../../../src/scheduler/model.js';
 import { SchedulerStateMachine } from '../../../src/scheduler/state-machine.js';
 import { viewStatus } from '../../../src/scheduler/run-view.js';
+import { answerUpstream, latestSlotAtOrBefore } from '../../../src/scheduler/upstream.js';
+import { parseSchedule } from '../../../src/schedule/parse.js';
 import { MIN, T0, spec } from './fixtures.js';
 
 /** One replica whose proposals commit at once (or not, as a test says). */
@@ -77,6 +79,18 @@ class Harness {
       this.d.proposalSettled(p, this.fate, this.term);
     }
     this.delivered.push(...s.deliveries);
+    // Upstreams live in this one group: read them from its applied state, as their leader would.
+    for (const q of s.upstreamQueries)
+      this.d.upstreamAnswered(
+        q,
+        q.jobs.map((job) => ({
+          ...answerUpstream(this.sm, job, q.slotMs, (j) =>
+            parseSchedule(j.schedule, { timezone: j.timezone, anchorMs: j.anchorMs }),
+          ),
+          job,
+        })),
+        nowMs,
+      );
     return s;
   }
 
@@ -283,7 +297,7 @@ t.test('not caught up: a new leader does nothing until its term applied', (t) =>
   const h = new Harness();
   h.create('j1', SLOT);
   const s = h.d.step(SLOT, { term: 1, leaseValid: true, caughtUp: false });
-  t.same(s, { proposals: [], deliveries: [] });
+  t.same(s, { proposals: [], deliveries: [], upstreamQueries: [] });
   t.end();
 });
 
@@ -1292,3 +1306,170 @@ t.test(
     t.end();
   },
 );
+
+const RETRY_ONCE = {
+  maxAttempts: 1,
+  initialBackoffMs: 100,
+  maxBackoffMs: 100,
+  multiplier: 2,
+  maxAgeMs: 60_000,
+};
+
+/** Upstream `up` and `down` depending on it, both every minute; steps until `untilMs`. */
+function dag(policy: 'skip' | 'run' = 'skip'): Harness {
+  const h = new Harness();
+  h.create('up', SLOT, { retry: RETRY_ONCE });
+  h.create('down', SLOT, { dependsOn: { jobs: ['up'], onUpstreamFailure: policy } });
+  return h;
+}
+
+function runTo(
+  h: Harness,
+  fromMs: number,
+  toMs: number,
+  answer?: (o: DeliveryOrder) => void,
+): void {
+  for (let ms = fromMs; ms <= toMs; ms += 10) {
+    const before = h.delivered.length;
+    h.step(ms);
+    for (const o of h.delivered.slice(before)) answer?.(o);
+  }
+}
+
+t.test("depends_on: the downstream slot waits for its upstream's run, then goes", (t) => {
+  const h = dag();
+  h.step(SLOT - 2_000);
+  const down = h.sm.runs.get(`down:${SLOT}`)!;
+  t.same(
+    down.upstream?.map((u) => [u.job, u.outcome]),
+    [['up', undefined]],
+    'created waiting',
+  );
+  let upDone = 0;
+  runTo(h, SLOT, SLOT + 3_000, (o) => {
+    if (o.jobId === 'up') {
+      upDone = SLOT + 1_000;
+      // The upstream answers late: the downstream must not go before.
+      return;
+    }
+  });
+  t.same(
+    h.delivered.map((o) => o.jobId),
+    ['up'],
+    'only the upstream went',
+  );
+  t.equal(h.sm.runs.get(`down:${SLOT}`)?.status, 'SCHEDULED', 'the downstream waits');
+  h.succeed(h.delivered[0]!, SLOT + 3_000);
+  runTo(h, SLOT + 3_000, SLOT + 6_000);
+  t.same(
+    h.delivered.map((o) => o.jobId),
+    ['up', 'down'],
+    'then the downstream',
+  );
+  const settled = h.sm.runs.get(`down:${SLOT}`)!.upstream![0]!;
+  t.same(
+    [settled.outcome, settled.fireId],
+    ['succeeded', `up:${SLOT}`],
+    'which upstream run it was',
+  );
+  t.ok(upDone > 0);
+  t.end();
+});
+
+t.test('depends_on: an upstream that died SKIPs the slot (skip) or lets it run (run)', (t) => {
+  for (const policy of ['skip', 'run'] as const) {
+    const h = dag(policy);
+    h.step(SLOT - 2_000);
+    runTo(h, SLOT, SLOT + 100);
+    const up = h.delivered.find((o) => o.jobId === 'up')!;
+    h.d.attemptDone(
+      up,
+      { outcome: 'fail', statusCode: 400, durationMs: 1, isProvablyUndelivered: false },
+      SLOT + 200,
+    );
+    runTo(h, SLOT + 200, SLOT + 3_000);
+    const down = h.sm.runs.get(`down:${SLOT}`)!;
+    if (policy === 'skip') {
+      t.equal(down.status, 'SKIPPED', 'skip: SKIPPED');
+      t.match(
+        down.reason,
+        /^UPSTREAM_FAILED: job up: its run up:\d+ is DEAD/,
+        'naming the upstream',
+      );
+      t.notOk(
+        h.delivered.some((o) => o.jobId === 'down'),
+        'never sent',
+      );
+    } else
+      t.ok(
+        h.delivered.some((o) => o.jobId === 'down'),
+        'run: sent anyway',
+      );
+  }
+  t.end();
+});
+
+t.test(
+  'depends_on: an upstream paused over the slot is missing; a wait gives up at max age',
+  (t) => {
+    const h = dag();
+    h.apply({ op: 'pause-job', atMs: T0, jobId: 'up' });
+    h.step(SLOT - 2_000);
+    runTo(h, SLOT, SLOT + 2_000);
+    const down = h.sm.runs.get(`down:${SLOT}`)!;
+    t.equal(down.status, 'SKIPPED');
+    t.match(down.reason, /its run up:\d+ is SKIPPED/, 'the paused slot was recorded SKIPPED');
+
+    const w = new Harness();
+    w.create('up', SLOT + MIN, {});
+    w.create('down', SLOT, {
+      dependsOn: { jobs: ['up'], onUpstreamFailure: 'skip' },
+      retry: { ...RETRY_ONCE, maxAgeMs: 5_000 },
+    });
+    // The upstream's only slot is after the downstream's: no run at or before it, ever.
+    w.step(SLOT - 2_000);
+    runTo(w, SLOT, SLOT + 1_000);
+    t.equal(
+      w.sm.runs.get(`down:${SLOT}`)?.status,
+      'SKIPPED',
+      'an upstream with no slot before: missing',
+    );
+    t.end();
+  },
+);
+
+t.test('latestSlotAtOrBefore: the last slot of a schedule at or before an instant', (t) => {
+  const hourly = parseSchedule('0 * * * *', { timezone: 'UTC', anchorMs: undefined });
+  const at = Date.UTC(2026, 0, 1, 10, 15);
+  t.equal(latestSlotAtOrBefore(hourly, Date.UTC(2025, 0, 1), at), Date.UTC(2026, 0, 1, 10));
+  t.equal(
+    latestSlotAtOrBefore(hourly, Date.UTC(2025, 0, 1), Date.UTC(2026, 0, 1, 10)),
+    Date.UTC(2026, 0, 1, 10),
+    'a slot exactly at it',
+  );
+  t.equal(latestSlotAtOrBefore(hourly, at, at), undefined, 'none after the lower bound');
+  const every = parseSchedule('every 90s', { timezone: 'UTC', anchorMs: 0 });
+  t.equal(latestSlotAtOrBefore(every, -1, 1_000_000), 990_000);
+  t.end();
+});
+
+t.test('depends_on: a wait that passes the max age gives up (timeout), never sent', (t) => {
+  const h = new Harness();
+  // The upstream's slot comes, but its run never finishes: the receiver never answers.
+  h.create('up', SLOT, {});
+  h.create('down', SLOT, {
+    dependsOn: { jobs: ['up'], onUpstreamFailure: 'skip' },
+    retry: { ...RETRY_ONCE, maxAgeMs: 5_000 },
+  });
+  h.step(SLOT - 2_000);
+  runTo(h, SLOT, SLOT + 7_000);
+  const down = h.sm.runs.get(`down:${SLOT}`)!;
+  t.equal(down.status, 'SKIPPED');
+  t.match(down.reason, /the wait passed the max age/);
+  t.same(
+    down.upstream?.map((u) => u.outcome),
+    ['timeout'],
+  );
+  t.notOk(h.delivered.some((o) => o.jobId === 'down'));
+  t.end();
+});

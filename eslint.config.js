@@ -112,6 +112,8 @@ const layers = [
   // handlers call them, and they reach other nodes only through the ClusterContext it hands in.
   'cluster',
   'api',
+  // The HTTP/JSON API: a gateway in front of src/api's gRPC services (it calls them over gRPC).
+  'http',
   'observe',
   'config',
   'cli',

@@ -1,8 +1,9 @@
 /**
  * `npm start`: a local 3-node tickraft cluster on loopback, data under ./.tickraft/ (override
- * with TICKRAFT_HOME), client API on 127.0.0.1:7001-7003, peers on 7101-7103 and metrics/health
- * on 9101-9103 (override the address with TICKRAFT_HOST, a loopback address, and the port bases
- * with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT and TICKRAFT_METRICS_PORT). Node logs go to
+ * with TICKRAFT_HOME), client API on 127.0.0.1:7001-7003, peers on 7101-7103, metrics/health
+ * on 9101-9103 and the HTTP/JSON API on 8001-8003 (override the address with TICKRAFT_HOST, a
+ * loopback address, and the port bases with TICKRAFT_API_PORT, TICKRAFT_PEER_PORT,
+ * TICKRAFT_METRICS_PORT and TICKRAFT_HTTP_PORT). Node logs go to
  * .tickraft/<id>.log. Once ready it prints the endpoints and a first session to try with the
  * demo sink (`tickctl sink`). Its nodes may send webhooks to loopback (`--allow-target
  * 127.0.0.0/8`), where the demo sink listens; they serve no DebugService (readiness is read from
@@ -37,6 +38,7 @@ const home = resolve(process.env['TICKRAFT_HOME'] ?? '.tickraft');
 const apiBase = Number(process.env['TICKRAFT_API_PORT'] ?? 7001);
 const peerBase = Number(process.env['TICKRAFT_PEER_PORT'] ?? 7101);
 const metricsBase = Number(process.env['TICKRAFT_METRICS_PORT'] ?? 9101);
+const httpBase = Number(process.env['TICKRAFT_HTTP_PORT'] ?? 8001);
 /** A fixed secret for the demo tenant, so the sink can check signatures without copy-paste. */
 const DEMO_SECRET = 'whsec_dGlja3JhZnQtZGVtby1zZWNyZXQtMDAw';
 const host = process.env['TICKRAFT_HOST'] ?? '127.0.0.1';
@@ -125,6 +127,8 @@ function spawnNode(id: string, i: number): ChildProcess {
       initialCluster,
       '--metrics-listen',
       `${host}:${metricsBase + i}`,
+      '--http-listen',
+      `${host}:${httpBase + i}`,
       '--admin-token-file',
       tokenFile,
       // The demo sink (tickctl sink) listens on loopback, which webhooks may not reach by default.
@@ -242,7 +246,7 @@ try {
   for (const [i, id] of ids.entries()) {
     console.log(
       `  ${id}  api ${host}:${apiBase + i}  peer ${host}:${peerBase + i}  ` +
-        `metrics http://${host}:${metricsBase + i}/metrics  ` +
+        `metrics http://${host}:${metricsBase + i}/metrics  http http://${host}:${httpBase + i}  ` +
         `leads ${leaders.get(id) ?? 0} groups  data ${join(home, id)}`,
     );
   }
@@ -257,6 +261,8 @@ In a third, a tenant with the same secret and a job that fires every 5 seconds:
   npm run tickctl -- cluster status${endpoint}
 tickctl calls with the admin token in ${tokenFile} (made by the first npm start; keep it secret).
 Health and readiness: http://${host}:${metricsBase}/healthz and /readyz (docs/OPERATIONS.md).
+The HTTP/JSON API (docs/HTTP.md), with the same token:
+  curl -H "Authorization: Bearer $(cat ${tokenFile})" http://${host}:${httpBase}/v1/tenants/acme/jobs
 npm run rolling-restart restarts the nodes one at a time while jobs keep firing.
 Ctrl-C stops the cluster; npm start again resumes on the same data.`);
 } catch (err) {

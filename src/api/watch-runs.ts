@@ -74,6 +74,9 @@ async function serveLocally(
 ): Promise<void> {
   const sm = await api.admin.readJobGroup(key);
   if (!sm.jobs.has(key) && sm.runsOf(key).length === 0) throw jobNotFound(key);
+  // The response headers go now, not with the first run: a watcher of a job with no runs yet
+  // learns that the watch is set up (the HTTP API answers 200 on them, src/http).
+  call.sendMetadata(new grpc.Metadata());
   const shown = new Map<string, string>();
   const send = (kind: string, run: Run, inFlight: boolean): void => {
     call.write({ kind, run: runOut(run, inFlight), atMs: Date.now() });
@@ -128,6 +131,7 @@ function relay(
     ctx,
     groupId,
   );
+  upstream.on('metadata', () => call.sendMetadata(new grpc.Metadata()));
   upstream.on('data', (m: Msg) => call.write(m));
   upstream.on('error', (err: grpc.ServiceError) => {
     if (err.code === grpc.status.CANCELLED) return;

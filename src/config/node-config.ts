@@ -79,6 +79,12 @@ export interface NodeOptions {
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
   /**
+   * host:port of the HTTP/JSON API (src/http, docs/HTTP.md): each request is served as a call of
+   * the client API on --listen, so it is authenticated and routed alike; HTTPS with the client
+   * API's TLS flags. Not served when absent.
+   */
+  httpListen?: string;
+  /**
    * Tenants named in the per-tenant metrics (`tenant` label): the most active on this node; the
    * rest are `other`. 0 puts every tenant under `other`. @default 20
    */
@@ -191,6 +197,8 @@ export interface CompiledNodeConfig {
   readonly delivery: DeliveryConfig;
   /** The metrics and health HTTP address, or undefined: the node serves no HTTP. */
   readonly metricsListen: HostPort | undefined;
+  /** The HTTP/JSON API's address, or undefined: not served. */
+  readonly httpListen: HostPort | undefined;
   /** Tenants labelled by name in the per-tenant metrics; the rest are `other`. */
   readonly metricsTenants: number;
   /** The test-only DebugService's address, or undefined: not served. */
@@ -235,6 +243,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
   metricsListen: '--metrics-listen',
+  httpListen: '--http-listen',
   metricsTenants: '--metrics-tenants',
   debugListen: '--debug-listen',
   allowTarget: '--allow-target',
@@ -279,7 +288,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   const dataDir = options.dataDir ?? '';
   if (dataDir === '') bad('dataDir', 'is required');
   const address = (
-    key: 'listen' | 'peerListen' | 'metricsListen' | 'debugListen',
+    key: 'listen' | 'peerListen' | 'metricsListen' | 'debugListen' | 'httpListen',
     fallback: string,
   ): HostPort => {
     const parsed = parseHostPort(options[key] ?? fallback);
@@ -304,6 +313,11 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('debugListen', '');
   checkDebugDistinct(debugListen, { listen, peerListen, metricsListen }, bad);
+  const httpListen =
+    options.httpListen === undefined || options.httpListen === ''
+      ? undefined
+      : address('httpListen', '');
+  checkHttpDistinct(httpListen, { listen, peerListen, metricsListen, debugListen }, bad);
   const targetPolicy = parseAllowTarget(options.allowTarget, bad);
   const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
@@ -410,6 +424,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       targetPolicy,
     },
     metricsListen,
+    httpListen,
     metricsTenants,
     debugListen,
     join,
@@ -572,6 +587,24 @@ function checkDebugDistinct(
   for (const [key, hp] of Object.entries(others) as [keyof NodeOptions, HostPort | undefined][]) {
     if (hp !== undefined && hp.host === debug.host && hp.port === debug.port)
       bad('debugListen', `must differ from ${OPTION_FLAGS[key]}`);
+  }
+}
+
+/** The HTTP/JSON API's port may not be one of the node's other ports (port 0 picks a free one). */
+function checkHttpDistinct(
+  http: HostPort | undefined,
+  others: {
+    listen: HostPort;
+    peerListen: HostPort;
+    metricsListen: HostPort | undefined;
+    debugListen: HostPort | undefined;
+  },
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): void {
+  if (http === undefined || http.port === 0) return;
+  for (const [key, hp] of Object.entries(others) as [keyof NodeOptions, HostPort | undefined][]) {
+    if (hp !== undefined && hp.host === http.host && hp.port === http.port)
+      bad('httpListen', `must differ from ${OPTION_FLAGS[key]}`);
   }
 }
 

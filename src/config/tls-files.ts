@@ -284,5 +284,7 @@ export function plaintextListeners(cfg: CompiledNodeConfig): PlaintextListener[]
   if (cfg.peerTls === undefined) add('--peer-listen', cfg.peerListen);
   if (cfg.apiTls === undefined && cfg.metricsListen !== undefined)
     add('--metrics-listen', cfg.metricsListen);
+  if (cfg.apiTls === undefined && cfg.httpListen !== undefined)
+    add('--http-listen', cfg.httpListen);
   return out;
 }

@@ -29,6 +29,8 @@ import {
   type NodeTls,
 } from '../config/tls-files.js';
 import { serverCredentials } from '../transport/tls.js';
+import { HttpApiServer } from '../http/http-api-server.js';
+import { loopbackAddress } from '../http/grpc-loopback.js';
 import { DebugServer } from './debug-service.js';
 import { TickraftNode, type NodeLogger } from './node.js';
 
@@ -194,6 +196,10 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         previous === undefined ? value : `${previous},${value}`,
     )
     .option(
+      '--http-listen <host:port>',
+      'serve the HTTP/JSON API (docs/HTTP.md) on this address: every request is a call of the client API on --listen, with the same token; HTTPS with --tls-cert (default: not served)',
+    )
+    .option(
       '--debug-listen <host:port>',
       'serve the test-only DebugService (unauthenticated: key-value store, scheduler internals) ' +
         'on this address, for tests and benchmarks (default: not served)',
@@ -322,6 +328,37 @@ function reloadOnHangup(config: CompiledNodeConfig, tls: NodeTls, log: NodeLogge
   });
 }
 
+/**
+ * The HTTP/JSON API when --http-listen asks for it: started once the client API listens (each
+ * request becomes a call of it, on `apiPort`), closed before it.
+ */
+function httpApiOf(
+  config: CompiledNodeConfig,
+  node: TickraftNode,
+  tls: NodeTls,
+  log: NodeLogger,
+): { start(apiPort: number): Promise<void>; close(): Promise<void> } | undefined {
+  const at = config.httpListen;
+  if (at === undefined) return undefined;
+  const server = new HttpApiServer({
+    grpcCredentials: node.apiDialCredentials,
+    tls: tls.api && { source: tls.api.server, requireClientCert: tls.api.requireClientCert },
+    log,
+  });
+  return {
+    async start(apiPort) {
+      const port = await server.start(
+        at.host,
+        at.port,
+        loopbackAddress(config.listen.host, apiPort),
+      );
+      const tlsOn = tls.api !== undefined;
+      log.info({ httpListen: `${at.host}:${port}`, tls: tlsOn }, 'serving the HTTP API');
+    },
+    close: () => server.close(),
+  };
+}
+
 function serve(options: NodeOptions): Promise<number> {
   const config = compileNodeOptions(options);
   const adminToken =
@@ -344,6 +381,7 @@ function serve(options: NodeOptions): Promise<number> {
   reloadOnHangup(config, tls, log);
   const node = new TickraftNode(config, log, tls, adminToken?.token);
   const debug = config.debugListen === undefined ? undefined : new DebugServer(node);
+  const http = httpApiOf(config, node, tls, log);
   const apiCredentials = tls.api && serverCredentials(tls.api.server, tls.api.requireClientCert);
   const auth = new Authenticator({
     adminTokenHash: adminToken === undefined ? undefined : hashToken(adminToken.token),
@@ -373,6 +411,8 @@ function serve(options: NodeOptions): Promise<number> {
       node
         .shutdown()
         .then(async (r) => {
+          // The HTTP API calls the gRPC API: it stops first.
+          await http?.close();
           await api.close();
           await debug?.close();
           clearTimeout(hardStop);
@@ -396,6 +436,7 @@ function serve(options: NodeOptions): Promise<number> {
         },
         async () => {
           apiPort = await api.listen(formatHostPort(config.listen), apiCredentials);
+          await http?.start(apiPort);
           if (debug !== undefined && config.debugListen !== undefined) {
             const debugPort = await debug.start(formatHostPort(config.debugListen));
             log.warn(
@@ -415,6 +456,7 @@ function serve(options: NodeOptions): Promise<number> {
       })
       .catch(async (err: unknown) => {
         // node.start released what it opened; the client API and debug servers are ours to close.
+        await http?.close();
         await api.close();
         await debug?.close();
         const code = (err as { code?: unknown }).code;

@@ -22,12 +22,18 @@ export class ApiCluster {
 
   static async start(
     t: Test,
-    opts: { groups?: number; metrics?: boolean; allowTarget?: readonly string[] } = {},
+    opts: {
+      groups?: number;
+      metrics?: boolean;
+      http?: boolean;
+      allowTarget?: readonly string[];
+    } = {},
   ): Promise<ApiCluster> {
     const cluster = await ProcCluster.create({
       groups: opts.groups ?? 4,
       extraArgs: ['--tick-ms', '20'],
       metrics: opts.metrics ?? false,
+      http: opts.http ?? false,
       // The harness's default (loopback, where the sink listens) unless the test says otherwise.
       ...(opts.allowTarget === undefined ? {} : { allowTarget: opts.allowTarget }),
     });

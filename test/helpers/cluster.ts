@@ -142,6 +142,8 @@ export class ProcNode {
   stdout = '';
   /** The node's --metrics-listen port, when the cluster was created with metrics. */
   metricsPort: number | undefined;
+  /** The node's --http-listen port (the HTTP/JSON API), when the cluster was created with http. */
+  httpPort: number | undefined;
   /** Flags of this node alone, given at every start (e.g. --peer-route through proxies). */
   ownArgs: string[] = [];
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
@@ -273,6 +275,8 @@ export interface ClusterOptions {
   extraArgs?: string[];
   /** Give each node a --metrics-listen address (ProcNode.metricsPort). */
   metrics?: boolean;
+  /** Give each node an --http-listen address, the HTTP/JSON API (ProcNode.httpPort). */
+  http?: boolean;
   /**
    * `--allow-target` ranges of every node; [] gives none (the default policy: no loopback).
    * @default LOOPBACK_TARGETS
@@ -364,7 +368,13 @@ export class ProcCluster {
     const root = mkdtempSync(join(tmpdir(), 'tickraft-it-'));
     const cluster = new ProcCluster(root);
     const host = randomLoopbackHost();
-    const ports: { api: number; peer: number; debug: number; metrics: number | undefined }[] = [];
+    const ports: {
+      api: number;
+      peer: number;
+      debug: number;
+      metrics: number | undefined;
+      http: number | undefined;
+    }[] = [];
     // The kernel may hand the same free port out twice in a row; every port must be distinct.
     const taken = new Set<number>();
     const distinctPort = async (): Promise<number> => {
@@ -382,6 +392,7 @@ export class ProcCluster {
         peer: await distinctPort(),
         debug: await distinctPort(),
         metrics: opts.metrics === true ? await distinctPort() : undefined,
+        http: opts.http === true ? await distinctPort() : undefined,
       });
     const allowTarget = opts.allowTarget ?? LOOPBACK_TARGETS;
     cluster.security = opts.security ?? 'auth';
@@ -405,6 +416,7 @@ export class ProcCluster {
         '--groups',
         String(opts.groups ?? 16),
         ...(p.metrics === undefined ? [] : ['--metrics-listen', `${host}:${p.metrics}`]),
+        ...(p.http === undefined ? [] : ['--http-listen', `${host}:${p.http}`]),
         ...securityArgs(i),
         ...(opts.debugService === false ? [] : ['--debug-listen', `${host}:${p.debug}`]),
         ...allowTarget.flatMap((cidr) => ['--allow-target', cidr]),
@@ -412,6 +424,7 @@ export class ProcCluster {
       ];
       const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, p.debug);
       node.metricsPort = p.metrics;
+      node.httpPort = p.http;
       cluster.nodes.push(node);
     }
     return cluster;

@@ -8,6 +8,8 @@ export interface LocalClusterPlace {
   readonly api: number;
   readonly peer: number;
   readonly metrics: number;
+  /** The HTTP/JSON API's first port; absent: start.ts's default (8001). */
+  readonly http?: number;
 }
 
 export function localClusterEnv(p: LocalClusterPlace): NodeJS.ProcessEnv {
@@ -18,5 +20,6 @@ export function localClusterEnv(p: LocalClusterPlace): NodeJS.ProcessEnv {
     TICKRAFT_API_PORT: String(p.api),
     TICKRAFT_PEER_PORT: String(p.peer),
     TICKRAFT_METRICS_PORT: String(p.metrics),
+    ...(p.http === undefined ? {} : { TICKRAFT_HTTP_PORT: String(p.http) }),
   };
 }

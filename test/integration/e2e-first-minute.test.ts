@@ -125,6 +125,7 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
   const api = await freePortRun(3, taken);
   const peer = await freePortRun(3, taken);
   const metrics = await freePortRun(3, taken);
+  const httpPort = await freePortRun(3, taken);
   const sinkPort = await freePortRun(1, taken);
   const cluster = launch(['--import', 'tsx', START], {
     ...process.env,
@@ -133,6 +134,7 @@ t.test('npm start, tickctl and gRPC creates, the sink, and a kill -9', async (t)
     TICKRAFT_API_PORT: String(api),
     TICKRAFT_PEER_PORT: String(peer),
     TICKRAFT_METRICS_PORT: String(metrics),
+    TICKRAFT_HTTP_PORT: String(httpPort),
   });
   let nodePids = new Map<string, number>();
   /** Started once start.ts has printed the demo secret. */

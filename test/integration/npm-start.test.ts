@@ -21,8 +21,9 @@ async function startOnce(
   api: number,
   peer: number,
   metrics: number,
-): Promise<{ out: string; code: number | null; readyz: number }> {
-  const env = localClusterEnv({ home, host, api, peer, metrics });
+  http: number,
+): Promise<{ out: string; code: number | null; readyz: number; httpStatus: number }> {
+  const env = localClusterEnv({ home, host, api, peer, metrics, http });
   const child = spawn(...nodeCommand(['--import', 'tsx', START], env), {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -43,9 +44,16 @@ async function startOnce(
     (r) => r.status,
     () => 0,
   );
+  const token = readFileSync(join(home, 'admin.token'), 'utf8').trim();
+  const httpStatus = await fetch(`http://${host}:${http + 2}/v1/admin/cluster`, {
+    headers: { authorization: `Bearer ${token}` },
+  }).then(
+    (r) => r.status,
+    () => 0,
+  );
   child.kill('SIGINT');
   const code = await exited;
-  return { out, code, readyz };
+  return { out, code, readyz, httpStatus };
 }
 
 t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) => {
@@ -56,12 +64,15 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   const api = await freePort(host);
   const peer = await freePort(host);
   const metrics = await freePort(host);
-  const first = await startOnce(home, host, api, peer, metrics);
+  const http = await freePort(host);
+  const first = await startOnce(home, host, api, peer, metrics, http);
   t.match(first.out, /3 nodes ready, 16 data groups/, 'reports ready');
   t.match(first.out, `metrics http://${host}:${metrics + 1}/metrics`, 'prints the endpoints');
   t.match(first.out, /npm run tickctl -- sink --secret whsec_/, 'suggests the demo sink');
   t.match(first.out, /jobs create hello .*--url http:\/\/127\.0\.0\.1:8080\/hook/);
   t.equal(first.readyz, 200, "n3's /readyz answers 200");
+  t.match(first.out, `http http://${host}:${http + 1}`, 'prints the HTTP API addresses');
+  t.equal(first.httpStatus, 200, "n3's HTTP API answers with the admin token");
   const leads = [...first.out.matchAll(/leads (\d+) groups/g)].map((m) => Number(m[1]));
   t.equal(
     leads.reduce((a, b) => a + b, 0),
@@ -75,7 +86,7 @@ t.test('npm start brings up 3 nodes, stops on Ctrl-C, and resumes', async (t) =>
   const token = readFileSync(tokenFile, 'utf8').trim();
   t.match(token, /^[0-9a-f]{64}$/, 'the admin token is 256 random bits');
   t.match(first.out, tokenFile, 'npm start says where the admin token is');
-  const second = await startOnce(home, host, api, peer, metrics);
+  const second = await startOnce(home, host, api, peer, metrics, http);
   t.match(second.out, /3 nodes ready/, 'a second start resumes on the same data');
   t.equal(second.code, 0);
   t.equal(readFileSync(tokenFile, 'utf8').trim(), token, 'a second start keeps the token');

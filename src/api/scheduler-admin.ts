@@ -54,7 +54,6 @@ import type { ApiNode, DataGroupView } from './api-node.js';
 import { RouteStaleError } from './router.js';
 import { runOverridesIn } from './run-overrides.js';
 import { answerUpstream, type UpstreamAnswer } from '../scheduler/upstream.js';
-import { parseSchedule } from '../schedule/parse.js';
 import type { RunCompletion } from '../scheduler/dispatcher.js';
 import type { Msg } from './convert.js';
 
@@ -391,9 +390,7 @@ export class SchedulerAdmin {
    */
   async upstreamRun(jobKey: string, slotMs: number): Promise<UpstreamAnswer> {
     const sm = await this.readJobGroup(jobKey);
-    return answerUpstream(sm, jobKey, slotMs, (job) =>
-      parseSchedule(job.schedule, { timezone: job.timezone, anchorMs: job.anchorMs }),
-    );
+    return answerUpstream(sm, jobKey, slotMs);
   }
 
   /** Whether this node's leader of the run's group has an attempt of it in flight. */

@@ -525,8 +525,12 @@ export class GroupDispatcher {
   completionCommand(c: RunCompletion, nowMs: number): CompleteRunCommand {
     const run = this.sm.runs.get(c.fireId);
     const job = run === undefined ? undefined : this.sm.jobs.get(run.jobId);
+    // At most once means one request per run: a receiver's retryable failure ends the run
+    // (DEAD, replayable from the DLQ) as an attempt that may have reached it does.
+    const atMostOnce = job?.delivery === 'at_most_once';
+    const outcome = c.outcome === 'retry' && atMostOnce ? 'fail' : c.outcome;
     const retryAtMs =
-      c.outcome === 'retry' && run !== undefined && job !== undefined
+      outcome === 'retry' && run !== undefined && job !== undefined
         ? this.retryAt(job, Math.max(1, attemptsMade(run)), run.slotMs, nowMs, c.retryAfterMs)
         : undefined;
     return {
@@ -534,8 +538,11 @@ export class GroupDispatcher {
       atMs: nowMs,
       fireId: c.fireId,
       token: c.token,
-      outcome: c.outcome,
-      error: c.error,
+      outcome,
+      error:
+        outcome === c.outcome
+          ? c.error
+          : `at-most-once: not retried (the receiver asked to retry: ${c.error ?? 'no reason given'})`,
       output: c.output,
       retryAtMs,
     };
@@ -710,6 +717,7 @@ export class GroupDispatcher {
     taken: (tenant: string) => void = NOTHING_TAKEN,
   ): DispatchStep {
     const out: DispatchStep = { proposals: [], deliveries: [], upstreamQueries: [] };
+    this.leadingUncaughtUp = leadership !== undefined && !leadership.caughtUp;
     if (!leadership || (this.leader && this.leader.term !== leadership.term)) this.endTerm();
     if (!leadership || !leadership.caughtUp) return out;
     if (!this.leader) this.leader = newTermState(leadership.term, (id) => this.laneOf(id));
@@ -1421,14 +1429,22 @@ export class GroupDispatcher {
   get isDrained(): boolean {
     const ls = this.leader;
     if (!this.draining) return false;
-    if (!ls) return true;
+    // A leader that has not caught up with its term yet has not recorded what its
+    // predecessors may have sent (recover): its successor, told the leadership was handed
+    // over, would not record it either.
+    if (!ls) return !this.leadingUncaughtUp;
     return (
+      ls.recovered &&
+      ls.lostPending.size === 0 &&
       ls.inFlight.size === 0 &&
       ls.unsettled === 0 &&
       ls.outbox.length === 0 &&
       ls.heldResults.length === 0
     );
   }
+
+  /** The last step saw this replica lead a term it had not caught up with yet. */
+  private leadingUncaughtUp = false;
 
   /** Where a run waits for its hand-out: its job's priority, tenant and delivery origin. */
   private laneOf(fireId: string): HandOutLane | undefined {

@@ -10,6 +10,7 @@
  * The index follows the state machine through takeTouched(), so an apply costs O(touched).
  */
 import type { JobTable } from './job-table.js';
+import { isWaitingForUpstream } from './model.js';
 import { PlanningIndex } from './planning-index.js';
 import type { SchedulerStateMachine, Touched } from './state-machine.js';
 import { TimingWheel } from './timing-wheel.js';
@@ -91,7 +92,13 @@ export class DueIndex {
   syncRuns(sm: SchedulerStateMachine, fireIds: Iterable<string>): void {
     for (const fireId of fireIds) {
       const run = sm.runs.get(fireId);
-      if (run?.status === 'SCHEDULED' && sm.jobs.pausedOf(run.jobId) === false)
+      // A run waiting for its upstreams is not due yet: it enters the wheel once they settle
+      // (the settling entry touches it).
+      if (
+        run?.status === 'SCHEDULED' &&
+        sm.jobs.pausedOf(run.jobId) === false &&
+        !isWaitingForUpstream(run)
+      )
         this.dispatch.schedule(fireId, run.dueAtMs);
       else this.dispatch.cancel(fireId);
     }

@@ -11,7 +11,7 @@
  * Pure: the caller passes the state and how to compile a schedule.
  */
 import { nextFire } from '../schedule/next-fire.js';
-import type { Schedule } from '../schedule/parse.js';
+import { parseSchedule, type Schedule } from '../schedule/parse.js';
 import { fireIdOf, isTerminal, type Job, type RunStatus, type UpstreamOutcome } from './model.js';
 import type { SchedulerStateMachine } from './state-machine.js';
 
@@ -21,12 +21,23 @@ export interface UpstreamAnswer {
   readonly status?: RunStatus;
 }
 
+/**
+ * A stored job's schedule, as its leader plans it: an `every` schedule without an anchor counts
+ * from the job's creation.
+ */
+export function scheduleOfJob(job: Job): Schedule {
+  return parseSchedule(job.schedule, {
+    timezone: job.timezone,
+    anchorMs: job.anchorMs ?? job.createdAtMs,
+  });
+}
+
 /** What upstream job `jobKey` came to for a downstream slot `slotMs`. */
 export function answerUpstream(
   sm: SchedulerStateMachine,
   jobKey: string,
   slotMs: number,
-  compile: (job: Job) => Schedule,
+  compile: (job: Job) => Schedule = scheduleOfJob,
 ): UpstreamAnswer {
   const job = sm.jobs.get(jobKey);
   if (job === undefined) return { outcome: 'missing' };

@@ -8,6 +8,7 @@
 import { decode } from '../../src/base/codec.js';
 import type { GroupDispatcher } from '../../src/scheduler/dispatcher.js';
 import type { SchedulerStateMachine } from '../../src/scheduler/state-machine.js';
+import { isWaitingForUpstream } from '../../src/scheduler/model.js';
 
 /** The first snapshot seen at each applied index, and who made it. */
 export class SnapshotLedger {
@@ -72,7 +73,10 @@ export function auditDispatcher(sm: SchedulerStateMachine, d: GroupDispatcher): 
   const wheel = d.index.dispatch;
   let held = 0;
   for (const [fireId, run] of sm.runs) {
-    const want = run.status === 'SCHEDULED' && sm.jobs.pausedOf(run.jobId) === false;
+    const want =
+      run.status === 'SCHEDULED' &&
+      sm.jobs.pausedOf(run.jobId) === false &&
+      !isWaitingForUpstream(run);
     const due = wheel.dueAt(fireId);
     if (due !== undefined) held++;
     if (!want) {

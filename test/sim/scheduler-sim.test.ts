@@ -10,8 +10,10 @@ import {
   type DeliveryOrder,
   type DispatchStep,
   type Leadership,
+  type UpstreamQuery,
 } from '../../src/scheduler/dispatcher.js';
-import { SchedulerStateMachine } from '../../src/scheduler/state-machine.js';
+import type { SchedulerCommand } from '../../src/scheduler/commands.js';
+import { SchedulerStateMachine, type ApplyResult } from '../../src/scheduler/state-machine.js';
 import {
   deposedLeaderStillRunning,
   gracefulTransfers,
@@ -168,6 +170,32 @@ class RetriesAtMostOnceDispatcher extends GroupDispatcher {
   }
 }
 
+/** Takes every upstream for succeeded at once: dependent runs go before their upstreams. */
+class IgnoresUpstreamsDispatcher extends GroupDispatcher {
+  override upstreamAnswered(
+    q: UpstreamQuery,
+    _answers: Parameters<GroupDispatcher['upstreamAnswered']>[1],
+    nowMs: number,
+  ): void {
+    super.upstreamAnswered(
+      q,
+      q.jobs.map((job) => ({ job, outcome: 'succeeded' as const })),
+      nowMs,
+    );
+  }
+}
+
+/** Takes a completion whatever its token names: a deposed attempt's completion finishes runs. */
+class AnyTokenStateMachine extends SchedulerStateMachine {
+  override applyCommand(c: SchedulerCommand): ApplyResult {
+    if (c.op === 'complete-run' && c.ifCompleteByMs === undefined) {
+      const last = this.runs.get(c.fireId)?.attempts.at(-1);
+      if (last !== undefined) return super.applyCommand({ ...c, token: last.token });
+    }
+    return super.applyCommand(c);
+  }
+}
+
 function firstFailure(
   make: ((sm: SchedulerStateMachine, startMs: number) => GroupDispatcher) | undefined,
   seeds: number,
@@ -231,6 +259,28 @@ t.test('checker: a restore that loses a field is caught by replica agreement', (
   // The lost token shows where the replicas first differ: the job's highest token, or the token
   // a later attempt was issued from it, whichever the run reaches first.
   t.match(found?.violation ?? '', /replicas disagree .*(lastTokens|attempts\.\d+\.token)/);
+  t.end();
+});
+
+t.test('checker: a dispatcher that sends dependent runs before their upstreams is caught', (t) => {
+  const found = firstFailure(
+    (sm, s) => new IgnoresUpstreamsDispatcher(sm, dispatcherOptions(s)),
+    60,
+  );
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(found?.violation ?? '', /sends .* on upstream run|before the receiver accepted upstream/);
+  t.end();
+});
+
+t.test("checker: a completion taken with a deposed attempt's token is caught", (t) => {
+  const found = firstFailure(undefined, 80, {
+    makeStateMachine: (limits) => new AnyTokenStateMachine(limits),
+  });
+  t.ok(found, `caught at seed ${found?.seed}: ${found?.violation}`);
+  t.match(
+    found?.violation ?? '',
+    /a completion with token \d+ was taken after the receiver saw token/,
+  );
   t.end();
 });
 

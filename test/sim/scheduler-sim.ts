@@ -33,7 +33,16 @@
  *       one. Retries and manual runs are exempt. Deliveries wait in a delivery queue now and
  *       then, and are checked again just before the send (GroupDispatcher.maySend), as the
  *       runtime does;
- *   (g) no two sends of a fire id carry the same attempt number, across leader changes too.
+ *   (g) no two sends of a fire id carry the same attempt number, across leader changes too;
+ *   (h) a run of a job with depends_on is sent only once every upstream is settled in the
+ *       sender's applied state, and only if each settled as succeeded (or the job runs anyway
+ *       on failure); each upstream run it names is SUCCEEDED in that state and was accepted by
+ *       the receiver before this send (never before its upstreams);
+ *   (i) a receiver's completion of a RUNNING run (a 202 answer, WebhookTarget
+ *       completionTimeoutMs) is taken only with the token of the newest attempt the receiver
+ *       has seen of that run: a deposed attempt's completion never finishes the run.
+ * Progress also covers waiting runs (settled within their max age) and RUNNING ones (finished
+ * by their completion deadline plus the bound).
  * Plus the Raft basics the scheduler relies on: one leader per term, one entry per index.
  *
  * Trace format as in cluster-sim.ts: `<virtual ms> <who> <what>`, chatter hashed only.
@@ -73,6 +82,7 @@ import {
   type ApplyResult,
   type SchedulerLimits,
 } from '../../src/scheduler/state-machine.js';
+import { answerUpstream } from '../../src/scheduler/upstream.js';
 import { auditDispatcher, describeSnapshotDiff, SnapshotLedger } from './agreement.js';
 import { describeMessage, InvariantViolation } from './cluster-sim.js';
 import { EventQueue } from './event-queue.js';
@@ -234,6 +244,13 @@ export interface SchedCounts {
   /** Derived-index audits, and state comparisons between replicas at the same index. */
   audits: number;
   agreementChecks: number;
+  /** Sends of runs that waited for upstreams; runs SKIPPED because one did not succeed. */
+  dependentSends: number;
+  upstreamSkips: number;
+  /** 202 answers; receivers' completions taken and refused (stale tokens, finished runs). */
+  accepted202: number;
+  completions: number;
+  completionsRefused: number;
 }
 
 export interface SchedSimResult {
@@ -437,6 +454,11 @@ export class SchedulerSim {
     unfinishedInBound: 0,
     audits: 0,
     agreementChecks: 0,
+    dependentSends: 0,
+    upstreamSkips: 0,
+    accepted202: 0,
+    completions: 0,
+    completionsRefused: 0,
   };
 
   // Raft invariants.
@@ -726,6 +748,17 @@ export class SchedulerSim {
   ): void {
     if (e.index <= this.maxFirstApplied) return;
     this.maxFirstApplied = e.index;
+    if (c.op === 'complete-run' && c.ifCompleteByMs === undefined) {
+      if (!r.ok) this.counts.completionsRefused++;
+      else {
+        this.counts.completions++;
+        const newest = this.rxNewestToken.get(c.fireId) ?? 0;
+        if (c.token < newest)
+          this.fail(
+            `${c.fireId}: a completion with token ${c.token} was taken after the receiver saw token ${newest}`,
+          );
+      }
+    }
     switch (c.op) {
       case 'create-job':
         if (r.ok && !r.duplicate) {
@@ -817,6 +850,23 @@ export class SchedulerSim {
       max: Number.POSITIVE_INFINITY,
     });
     for (const c of s.proposals) this.proposeFromDispatcher(n, c, r.term);
+    for (const q of s.upstreamQueries) {
+      // One group here: the upstream's state is the asking node's own, read a moment later (a
+      // round trip to the upstream's leader). What a node applied is committed, so it may be
+      // stale but never wrong; a crash in between loses the answer (asked again later).
+      const incarnation = n.incarnation;
+      this.later(1 + this.rand.float() * 20, () => {
+        if (!n.up || n.incarnation !== incarnation) return;
+        n.app.d.upstreamAnswered(
+          q,
+          q.jobs.map((job) => ({
+            ...answerUpstream(n.app.sm, job, q.slotMs),
+            job,
+          })),
+          this.wall(n.id),
+        );
+      });
+    }
     for (const o of s.deliveries) {
       // A job's attempts leave the queue in order (one origin, FIFO): one queued makes the
       // later ones wait behind it.
@@ -997,6 +1047,7 @@ export class SchedulerSim {
       }
     }
     this.checkOwned(n, s, job);
+    this.checkUpstreams(n, s, job);
     // (g) Attempt numbers tell the truth: a send of a fire id never repeats an earlier send's
     // number, across leader changes too (a new leader records what its predecessor may have
     // sent before it sends again).
@@ -1019,6 +1070,31 @@ export class SchedulerSim {
         this.fail(
           `lease unsound: ${n.id} (t${n.raft.term}) sends while ${other.id} leads t${other.raft.term}`,
         );
+    }
+  }
+
+  /** Invariant (h): a dependent run goes only after its upstreams succeeded. */
+  private checkUpstreams(n: SNode, s: SentDelivery, job: Job): void {
+    const run = n.app.sm.runs.get(s.order.fireId);
+    if (run?.upstream === undefined) return;
+    this.counts.dependentSends++;
+    const policy = job.dependsOn?.onUpstreamFailure ?? 'skip';
+    for (const u of run.upstream) {
+      if (u.outcome === undefined)
+        this.fail(`${n.id} sends ${run.fireId} while upstream ${u.job} is still pending`);
+      if (u.outcome !== 'succeeded') {
+        if (policy !== 'run')
+          this.fail(`${n.id} sends ${run.fireId} although upstream ${u.job} is ${u.outcome}`);
+        continue;
+      }
+      const up = u.fireId === undefined ? undefined : n.app.sm.runs.get(u.fireId);
+      if (up?.status !== 'SUCCEEDED')
+        this.fail(
+          `${n.id} sends ${run.fireId} on upstream run ${u.fireId ?? '?'} which is ${up?.status ?? 'gone'} in its state`,
+        );
+      const accepted = this.acceptedByFire.get(u.fireId!) ?? [];
+      if (!accepted.some((r) => r.atMs <= this.now) && !this.acceptedAsync.has(u.fireId!))
+        this.fail(`${n.id} sends ${run.fireId} before the receiver accepted upstream ${u.fireId}`);
     }
   }
 
@@ -1094,6 +1170,13 @@ export class SchedulerSim {
       else status = 200;
       if (status === 429) retryAfterMs = this.rand.int(300);
     }
+    if (status === 200 && o.job.target.completionTimeoutMs !== undefined) {
+      status = 202;
+      this.counts.accepted202++;
+      this.completeLater(o);
+    }
+    const newest = this.rxNewestToken.get(o.fireId) ?? 0;
+    if (o.token > newest) this.rxNewestToken.set(o.fireId, o.token);
     const r: Receipt = {
       deliveryId: id,
       fireId: o.fireId,
@@ -1121,6 +1204,54 @@ export class SchedulerSim {
     this.q.push(this.now + proc + delays[0]!, { kind: 'wh-answer', id, status, retryAfterMs });
   }
 
+  /** Fire ids the receiver answered 202 (asynchronous completion). */
+  private readonly acceptedAsync = new Set<string>();
+
+  /** The newest token the receiver has seen per fire id (invariant i). */
+  private readonly rxNewestToken = new Map<string, number>();
+
+  /**
+   * A receiver that answered 202 completes the run a while later through the cluster's leader
+   * (RunService.CompleteRun), or never does (its deadline then passes); now and then it also
+   * sends a completion with a token it saw earlier for that run, which must not be taken.
+   */
+  private completeLater(o: DeliveryOrder): void {
+    const r = this.rand;
+    if (r.chance(0.2)) return;
+    const outcome = r.chance(0.75) ? 'success' : r.chance(0.5) ? 'retry' : 'fail';
+    const earlier = [...this.sent.values()]
+      .map((s) => s.order)
+      .filter((x) => x.fireId === o.fireId && x.token < o.token);
+    this.later(20 + r.float() * 1500, () => this.proposeCompletion(o.fireId, o.token, outcome));
+    if (earlier.length > 0 && r.chance(0.5)) {
+      const stale = earlier[r.int(earlier.length)]!;
+      this.later(r.float() * 1500, () => this.proposeCompletion(o.fireId, stale.token, 'success'));
+    }
+  }
+
+  private proposeCompletion(
+    fireId: string,
+    token: number,
+    outcome: 'success' | 'retry' | 'fail',
+  ): void {
+    const n = this.leader();
+    if (!n) return;
+    const c = n.app.d.completionCommand(
+      { fireId, token, outcome, output: `done by ${token}` },
+      Math.floor(this.wall(n.id)),
+    );
+    const op: ClientOp = {
+      opId: this.nextOpId++,
+      clientId: -3,
+      kind: 'write',
+      key: '',
+      data: encodeSchedulerCommand(c),
+    };
+    this.trace('rx', `complete ${fireId} t${token} ${outcome} via ${n.id}`);
+    // As a client call: it reaches the node as an event of its own, not inside its Ready cycle.
+    this.q.push(this.now + 0.5, { kind: 'op', node: n.id, op });
+  }
+
   /** Invariants (a) and (b) at the receiver. */
   private checkReceipt(r: Receipt, o: DeliveryOrder): void {
     if (o.job.delivery === 'at_most_once') {
@@ -1130,6 +1261,11 @@ export class SchedulerSim {
           `at-most-once ${r.fireId} received twice: #${prior.deliveryId} (a${prior.attempt}) and #${r.deliveryId} (a${r.attempt})`,
         );
       this.receivedAmo.set(r.fireId, r);
+    }
+    if (r.status === 202) {
+      // Taken to finish later: whether it is done is the completion's to say (invariant i).
+      this.acceptedAsync.add(r.fireId);
+      return;
     }
     if (r.status < 200 || r.status > 299) return;
     this.counts.accepted++;
@@ -1161,7 +1297,27 @@ export class SchedulerSim {
   private newJobSpec(): { id: string; spec: JobSpec; behavior: Behavior } {
     const id = `j${this.nextJobNumber++}`;
     const { schedule, timezone } = this.newSchedule();
-    return this.specWith(id, schedule, timezone);
+    const made = this.specWith(id, schedule, timezone);
+    const r = this.rand;
+    let spec = made.spec;
+    // Some jobs wait for older ones (which may be paused, deleted or failing): never a cycle,
+    // as the API's check would keep it.
+    const older = [...this.model.keys()];
+    if (older.length > 0 && r.chance(0.2)) {
+      const ups = [older[r.int(older.length)]!];
+      if (older.length > 1 && r.chance(0.3)) ups.push(older[r.int(older.length)]!);
+      spec = {
+        ...spec,
+        dependsOn: { jobs: [...new Set(ups)], onUpstreamFailure: r.chance(0.7) ? 'skip' : 'run' },
+      };
+    }
+    // Some receivers finish later: a 202, then a completion (or none) through the API.
+    if (r.chance(0.15))
+      spec = {
+        ...spec,
+        target: { ...spec.target, completionTimeoutMs: 300 + r.int(1200) },
+      };
+    return { ...made, spec };
   }
 
   /**
@@ -1892,7 +2048,7 @@ export class SchedulerSim {
       switch (run.status) {
         case 'SUCCEEDED':
           this.counts.succeeded++;
-          if (!this.acceptedByFire.has(run.fireId))
+          if (!this.acceptedByFire.has(run.fireId) && !this.acceptedAsync.has(run.fireId))
             this.fail(`${run.fireId} SUCCEEDED but the receiver never accepted it`);
           break;
         case 'DEAD':
@@ -1906,6 +2062,7 @@ export class SchedulerSim {
           break;
         case 'SKIPPED':
           this.counts.skipped++;
+          if (run.reason?.startsWith('UPSTREAM_FAILED') === true) this.counts.upstreamSkips++;
           break;
         case 'CANCELLED':
           this.counts.cancelled++;
@@ -2026,6 +2183,18 @@ export class SchedulerSim {
    * work the cluster silently dropped (a new leader that never dispatches what its predecessor
    * planned, or never resolves an orphaned at-most-once send to UNKNOWN).
    */
+  /** When a waiting run's pending upstreams all finished, or its wait gives up if sooner. */
+  private upstreamsDoneAt(sm: SchedulerStateMachine, run: Run, job: Job): number {
+    let at = 0;
+    for (const u of run.upstream ?? []) {
+      if (u.outcome !== undefined) continue;
+      const a = answerUpstream(sm, u.job, run.slotMs);
+      const up = a.fireId === undefined ? undefined : sm.runs.get(a.fireId);
+      at = Math.max(at, a.outcome === 'pending' ? Infinity : (up?.finishedAtMs ?? run.slotMs));
+    }
+    return Math.min(at, run.slotMs + job.retry.maxAgeMs);
+  }
+
   checkProgress(): void {
     const lead = this.stableLeader() ?? this.leader();
     if (!lead) this.fail('progress: no leader');
@@ -2054,7 +2223,12 @@ export class SchedulerSim {
         if (!isTerminal(run.status)) {
           const last = run.attempts.at(-1);
           const inFlight = run.status === 'DISPATCHED' ? job.attemptDeadlineMs : 0;
-          const since = Math.max(readyAt, last?.startedAtMs ?? 0);
+          let since = Math.max(readyAt, last?.startedAtMs ?? 0);
+          // A RUNNING run's receiver has until its deadline; a waiting run until its upstreams
+          // finished (or, while one has not, its max age, when it gives up).
+          if (run.status === 'RUNNING') since = Math.max(since, run.completeByMs ?? 0);
+          if (run.upstream?.some((u) => u.outcome === undefined) === true)
+            since = Math.max(since, this.upstreamsDoneAt(sm, run, job));
           if (since + inFlight + PROGRESS_BOUND_MS <= endWall)
             this.fail(
               `progress: ${run.fireId} (${job.delivery}) is still ${run.status} at the end, ${Math.round(endWall - since)} ms after it could go (bound ${PROGRESS_BOUND_MS} ms${inFlight ? ` + deadline ${inFlight} ms` : ''}; ${run.attempts.length} attempts)`,

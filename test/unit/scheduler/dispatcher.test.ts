@@ -84,9 +84,7 @@ class Harness {
       this.d.upstreamAnswered(
         q,
         q.jobs.map((job) => ({
-          ...answerUpstream(this.sm, job, q.slotMs, (j) =>
-            parseSchedule(j.schedule, { timezone: j.timezone, anchorMs: j.anchorMs }),
-          ),
+          ...answerUpstream(this.sm, job, q.slotMs),
           job,
         })),
         nowMs,

@@ -1,4 +1,4 @@
-// The command examples of README.md ("Use it") and docs/API.md ("tickctl") run as written against
+// The command examples of README.md ("Use it"), docs/API.md ("tickctl") and docs/workflows.md run as written against
 // a real local 3-node cluster (a fresh one per document). Marker convention, on the fence line:
 //
 //   ```sh example             each command runs in order (`a && b` is two) and must exit 0
@@ -284,3 +284,4 @@ async function runDoc(t: Test, file: string, heading: string): Promise<void> {
 
 t.test('README.md: Use it', (t) => runDoc(t, 'README.md', '### Use it'));
 t.test('docs/API.md: tickctl', (t) => runDoc(t, 'docs/API.md', '## tickctl'));
+t.test('docs/workflows.md', (t) => runDoc(t, 'docs/workflows.md', '# Workflows'));

@@ -27,7 +27,7 @@ fi
 echo "ensure-package: installing $PACKAGE for $WHAT" >&2
 export DEBIAN_FRONTEND=noninteractive
 # A fresh image often has no package lists yet: update once if the first try fails.
-$SUDO apt-get install -y -q "$PACKAGE" >/dev/null 2>&1 ||
-  { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q "$PACKAGE" >/dev/null 2>&1; } ||
+$SUDO apt-get install -y -q --no-install-recommends "$PACKAGE" >/dev/null 2>&1 ||
+  { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q --no-install-recommends "$PACKAGE" >/dev/null 2>&1; } ||
   echo "ensure-package: apt-get install $PACKAGE failed; $WHAT will fail" >&2
 exit 0

@@ -25,6 +25,22 @@ import { acceptConnectionOptionsFirst, EXIT_CODES_HELP, TOKEN_HELP } from './rem
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './io.js';
 import type { CliIo, CliRun } from './io.js';
 
+let pipeHandled = false;
+
+/**
+ * Output piped into a reader that stops early (`tickctl cluster status | head`): the pipe's
+ * EPIPE ends tickctl quietly, as a Unix tool does, instead of an unhandled error event.
+ */
+function quietOnClosedPipe(): void {
+  if (pipeHandled) return;
+  pipeHandled = true;
+  for (const stream of [process.stdout, process.stderr])
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') process.exit(0);
+      throw err;
+    });
+}
+
 const processIo: CliIo = {
   writeOut: (text) => {
     process.stdout.write(text);
@@ -85,6 +101,7 @@ function inheritUsageHandling(cmd: Command, run: CliRun): void {
 
 /** Runs tickctl with `argv` (without node and script) and returns the exit code. */
 export async function runTickctl(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  if (io === processIo) quietOnClosedPipe();
   const run: CliRun = { io, exitCode: EXIT_OK };
   const program = buildProgram(run);
   if (argv.length === 0) {

@@ -9,6 +9,8 @@ import { ApiCluster, endpointOf, leadersSettled, TENANT } from '../helpers/api-c
 import { eventually, sleep } from '../helpers/cluster.js';
 import { runTickctl } from '../helpers/tickctl.js';
 import type { Receipt } from '../helpers/webhook-sink.js';
+import { hashShardKey } from '../../src/placement/hash.js';
+import { jobKeyOf } from '../../src/scheduler/job-key.js';
 
 type Obj = Record<string, unknown>;
 
@@ -52,6 +54,7 @@ t.test('workflows on a real cluster', async (t) => {
   const c = ac.client('n1');
   ac.sink.behaviour = (r) => {
     if (r.path.startsWith('/async')) return 202;
+    if (r.path.startsWith('/held')) return 'hold';
     if (r.path.startsWith('/flaky')) return r.attempt === 1 ? 503 : { delayMs: 1500 };
     return 'ok';
   };
@@ -489,5 +492,46 @@ t.test('workflows on a real cluster', async (t) => {
     await ac.cluster.waitReady(60_000);
     // Leader balancing hands the groups back to the restarted node: let that finish first.
     await leadersSettled(ac.client(ac.cluster.nodes[2]!.id), 30_000);
+  });
+
+  t.test('a waiting dependent run settles once across a split of both groups', async (t) => {
+    const status = await c.call<Obj>('AdminService', 'ClusterStatus', {});
+    const groups = (status['groups'] as Obj[]).filter((g) => g['groupId'] !== 0);
+    // Ids in the upper half of their group's range: the split moves them to the new groups.
+    const movedId = (prefix: string): string => {
+      for (let i = 0; ; i++) {
+        const id = `${prefix}-${i}`;
+        const h = hashShardKey(jobKeyOf(TENANT, id));
+        const g = groups.find((x) => Number(x['rangeStart']) <= h && h < Number(x['rangeEnd']))!;
+        const mid = Number(g['rangeStart']) + (Number(g['rangeEnd']) - Number(g['rangeStart'])) / 2;
+        if (h >= mid) return id;
+      }
+    };
+    const up = movedId('up');
+    const down = movedId('down');
+    const slot = Math.ceil((Date.now() + 4000) / 1000) * 1000;
+    const at = `at ${new Date(slot).toISOString()}`;
+    await create(up, { schedule: at, target: { url: `${ac.sink.url}/held` } });
+    await create(down, { schedule: at, dependsOn: [up], target: { url: `${ac.sink.url}/dag` } });
+    await received(ac, `${TENANT}/${up}:${slot}`);
+    const downFire = `${TENANT}/${down}:${slot}`;
+    t.equal((await getRun(c, downFire))['status'], 'RUN_STATUS_SCHEDULED', 'the downstream waits');
+    for (const g of groups) {
+      const r = await tickctl(['cluster', 'split', '--group', String(g['groupId'])]);
+      t.equal(r.code, 0, `group ${String(g['groupId'])} split: ${r.stderr}`);
+    }
+    const moved = await c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: down });
+    t.ok(
+      Number(moved['groupId']) > 2,
+      `the downstream now lives in group ${String(moved['groupId'])}`,
+    );
+    await sleep(1500);
+    t.equal(receiptsOf(ac, downFire).length, 0, 'still waiting after the splits');
+    for (const res of ac.sink.held.splice(0)) res.writeHead(200).end('ok');
+    await received(ac, downFire);
+    await sleep(2500);
+    t.equal(receiptsOf(ac, downFire).length, 1, 'sent once');
+    const run = await getRun(c, downFire);
+    t.equal(run['status'], 'RUN_STATUS_SUCCEEDED');
   });
 });

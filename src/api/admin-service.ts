@@ -24,6 +24,7 @@ import { bulkTenantJobs, deadRunFilterOf, tenantJobsActionOf } from './bulk-tena
 import type { Msg } from './convert.js';
 import { groupCreateJobsLocal, localListJobs, nodeCreateJobsLocal } from './job-service.js';
 import { isDeadKey } from './pagination.js';
+import { localRunOutput } from './run-output.js';
 import { localListDead } from './run-service.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 import { TenantAdminError } from './tenant-admin.js';
@@ -161,6 +162,7 @@ export function nodeServiceHandlers(api: ApiContext): grpc.UntypedServiceImpleme
     NodeCreateJobs: (req, ctx) => nodeCreateJobsLocal(api, req, ctx),
     LocalStatus: () => Promise.resolve(localStatus(api)),
     NodeTenantUsage: (req) => Promise.resolve(api.quota.localUsage(str(req, 'tenant'))),
+    RunOutput: (req) => Promise.resolve(localRunOutput(api.node.runOutputs, req)),
     GroupMembership: (req, ctx) => {
       const groupId = num(req, 'groupId');
       return api.onGroup(ctx, groupId, 'NodeService', 'GroupMembership', req, () =>

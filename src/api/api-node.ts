@@ -5,6 +5,7 @@
  */
 import type { ChannelCredentials } from '@grpc/grpc-js';
 import type { TargetPolicy } from '../delivery/target-policy.js';
+import type { RunOutputStore } from '../delivery/run-output-store.js';
 import type { WorkerHub } from '../delivery/worker-hub.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { CompleteRunCommand, FireIntent } from '../scheduler/commands.js';
@@ -30,6 +31,8 @@ export interface ApiNode {
   readonly id: NodeId;
   /** Pull-based workers' streams on this node (WorkerService). */
   readonly workers: WorkerHub;
+  /** Runs' outputs this node received, kept beside the log (RunService.GetRunOutput). */
+  readonly runOutputs: RunOutputStore;
   readonly meta: MetaStateMachine;
   readonly config: {
     readonly groups: number;
@@ -62,6 +65,8 @@ export interface ApiNode {
     fireRatePerSec(groupId: number): number;
     /** Whether this node's leader of the group has an attempt of the run in flight. */
     isInFlight(groupId: number, fireId: string): boolean;
+    /** The attempt of the run this node's leader of the group is making now, if any. */
+    sendingAttempt(groupId: number, fireId: string): number | undefined;
     /** How the node's leaders read a waiting run's upstreams (the API routes to their groups). */
     setUpstreamReader(reader: UpstreamReader): void;
     /**

@@ -154,6 +154,7 @@ function attemptOut(a: Attempt): Msg {
     responseExcerpt: a.responseExcerpt ?? '',
     nodeId: a.node ?? '',
     workerId: a.worker ?? '',
+    outputNodeId: a.outputNode ?? '',
   };
 }
 

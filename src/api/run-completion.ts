@@ -5,6 +5,7 @@
  * attempt is decided by the state machine when the entry applies, on every replica alike.
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
+import { outputExcerpt } from '../delivery/run-output-store.js';
 import type { RunCompletion } from '../scheduler/dispatcher.js';
 import {
   COMPLETION_TIMEOUT_MS_MAX,
@@ -32,12 +33,13 @@ export function completionHandlers(
 ): Record<string, Handler> {
   return {
     CompleteRun: (req, ctx) => {
-      const completion = completionIn(req);
+      const { completion, output } = completionIn(req);
       return onFire(
         ctx,
         'CompleteRun',
         req,
-        async (fireId) => runOut(await admin().completeRun({ ...completion, fireId })),
+        // The node serving the call keeps the output, cut at its own bound.
+        async (fireId) => runOut(await admin().completeRun({ ...completion, fireId }, output)),
         true,
       );
     },
@@ -79,8 +81,11 @@ export function completionHandlers(
   };
 }
 
-/** What a run's output and error keep of what a receiver sends: a bound on replicated state. */
-export const COMPLETION_OUTPUT_BYTES_MAX = 64 * 1024;
+/**
+ * What the attempt record keeps of a completion's error, a bound on replicated state; of its
+ * output it keeps the excerpt (outputExcerpt: 1,024 characters), the node serving the call the
+ * rest up to its bound (run-output-store.ts).
+ */
 export const COMPLETION_ERROR_CHARS_MAX = 1024;
 
 const COMPLETION_OUTCOMES: Readonly<Record<string, AttemptOutcome>> = {
@@ -101,8 +106,14 @@ function fencingTokenIn(req: Msg): number {
   return token;
 }
 
-/** A CompleteRun request's completion (its fire id is checked with its tenant by onFire). */
-function completionIn(req: Msg): Omit<RunCompletion, 'fireId'> {
+/**
+ * A CompleteRun request's completion (its fire id is checked with its tenant by onFire), with
+ * the output's excerpt, and the output as sent.
+ */
+function completionIn(req: Msg): {
+  completion: Omit<RunCompletion, 'fireId'>;
+  output: string | undefined;
+} {
   const violations: FieldViolation[] = [];
   let token = 0;
   try {
@@ -131,20 +142,13 @@ function completionIn(req: Msg): Omit<RunCompletion, 'fireId'> {
   const error = str(req, 'error');
   const output = str(req, 'output');
   return {
-    token,
-    outcome,
-    error: error === '' ? undefined : error.slice(0, COMPLETION_ERROR_CHARS_MAX),
-    output: output === '' ? undefined : utf8Prefix(output, COMPLETION_OUTPUT_BYTES_MAX),
-    retryAfterMs: typeof retryAfter === 'number' ? retryAfter : undefined,
+    completion: {
+      token,
+      outcome,
+      error: error === '' ? undefined : error.slice(0, COMPLETION_ERROR_CHARS_MAX),
+      output: output === '' ? undefined : outputExcerpt(output),
+      retryAfterMs: typeof retryAfter === 'number' ? retryAfter : undefined,
+    },
+    output: output === '' ? undefined : output,
   };
-}
-
-/** The longest prefix of `text` of at most `maxBytes` UTF-8 bytes, never a cut character. */
-function utf8Prefix(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text, 'utf8');
-  if (bytes.length <= maxBytes) return text;
-  let end = maxBytes;
-  // Back off continuation bytes (10xxxxxx) to the start of the cut character.
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
-  return bytes.subarray(0, end).toString('utf8');
 }

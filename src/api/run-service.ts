@@ -1,8 +1,8 @@
 /**
  * RunService: a job's runs newest first, one run with its attempts, the tenant's DLQ across
- * every group (merged like ListJobs), and replaying a DEAD run. Every call decides its tenant
- * with resolveTenant (tenant-scope.ts); a fire id (`<tenant>/<job id>:<slot ms>`) of another
- * tenant is a run that does not exist.
+ * every group (merged like ListJobs), replaying a DEAD run, and an attempt's output
+ * (run-output.ts). Every call decides its tenant with resolveTenant (tenant-scope.ts); a fire id
+ * (`<tenant>/<job id>:<slot ms>`) of another tenant is a run that does not exist.
  */
 import type * as grpc from '@grpc/grpc-js';
 import { ValidationError, type FieldViolation } from '../base/errors.js';
@@ -28,6 +28,7 @@ import type { CallContext } from './router.js';
 import { bulkTenantJobs } from './bulk-tenant-jobs.js';
 import { watchRunsHandler } from './watch-runs.js';
 import { completionHandlers, type OnFire } from './run-completion.js';
+import { getRunOutputHandler } from './run-output.js';
 import { jobNotFound, runNotFound } from './scheduler-admin.js';
 import { num, str, unary, type Handler } from './service-kit.js';
 
@@ -130,6 +131,8 @@ export function runServiceHandlers(api: ApiContext): grpc.UntypedServiceImplemen
 
     ReplayRun: (req, ctx) =>
       onFire(ctx, 'ReplayRun', req, async (fireId) => runOut(await admin.replayRun(fireId)), true),
+
+    GetRunOutput: getRunOutputHandler(api, onFire),
 
     PurgeDeadRuns: async (req, ctx) => {
       const jobId = str(req, 'jobId');

@@ -345,15 +345,36 @@ export class SchedulerAdmin {
   /**
    * A receiver's completion of a RUNNING run (RunService.CompleteRun), on the run's leader:
    * FENCING_TOKEN_STALE or RUN_WRONG_STATE when it does not name the run's current attempt.
+   * `output` is the completion's output in full: the attempt record gets its excerpt
+   * (`completion.output`), and this node keeps it beside the log, the record naming this node.
    */
-  async completeRun(completion: RunCompletion): Promise<Run> {
+  async completeRun(completion: RunCompletion, output?: string): Promise<Run> {
     const jobId = jobKeyOfFireId(completion.fireId);
     const groupId = this.groupOf(jobId);
     this.requireLeader(groupId);
-    const c = this.node.scheduler.completionCommand(groupId, completion, this.clock.nowMs());
+    const outputs = this.node.runOutputs;
+    const keep = output !== undefined && outputs.enabled;
+    const c = this.node.scheduler.completionCommand(
+      groupId,
+      keep ? { ...completion, outputNode: this.node.id } : completion,
+      this.clock.nowMs(),
+    );
     if (c === undefined) throw new NotLeaderError(groupId, '', 'group not hosted on this node');
     await this.propose(jobId, c);
-    return this.runAfter(completion.fireId);
+    const run = this.runAfter(completion.fireId);
+    // Kept once the entry applied: a refused completion replaces nothing. A reader in between
+    // gets the excerpt, which the entry already holds.
+    const attempt = run.attempts.find((a) => a.token === completion.token);
+    if (keep && attempt !== undefined) outputs.put(completion.fireId, attempt.attempt, output);
+    return run;
+  }
+
+  /**
+   * The attempt of the run this node's leader is making now, whose output is on this node (the
+   * dispatcher's sendingAttempt); undefined when none or the group is not led here.
+   */
+  sendingAttempt(fireId: string): number | undefined {
+    return this.node.scheduler.sendingAttempt(this.groupOf(jobKeyOfFireId(fireId)), fireId);
   }
 
   /**

@@ -26,6 +26,7 @@ const STATUS_OF_CODE: Readonly<Record<string, grpc.status>> = {
   TENANT_INVALID: grpc.status.INVALID_ARGUMENT,
   JOB_NOT_FOUND: grpc.status.NOT_FOUND,
   RUN_NOT_FOUND: grpc.status.NOT_FOUND,
+  RUN_ATTEMPT_NOT_FOUND: grpc.status.NOT_FOUND,
   META_NO_MEMBER: grpc.status.NOT_FOUND,
   TENANT_NOT_FOUND: grpc.status.NOT_FOUND,
   JOB_ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,

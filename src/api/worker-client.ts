@@ -11,6 +11,11 @@
  * ends, the handler's AbortSignal fires, and what it then returns is not reported (the run will
  * be leased again with a higher token). Capacity is per stream: connected to three nodes with
  * capacity 4, a worker runs at most 12 handlers at once.
+ *
+ * A handler may stream its output while it runs (its third argument): the text goes to the node
+ * holding the lease in `output` messages, gathered for up to 100 ms (so a command printing line
+ * by line costs a message per batch, not per line), at most the lease's `outputMaxBytes`, and
+ * flushed before the completion; `tickctl runs logs --follow` shows it as it comes.
  */
 import * as grpc from '@grpc/grpc-js';
 import { clientCredentials, type ClientTlsOptions } from '../transport/tls.js';
@@ -29,7 +34,12 @@ export interface LeasedRun {
   readonly payloadJson: string;
   readonly leaseMs: number;
   readonly nodeId: string;
+  /** Bytes of output the node keeps for the run when the handler streams it; 0: none. */
+  readonly outputMaxBytes: number;
 }
+
+/** Streams part of a run's output (stdout, stderr, a log line) to the node holding its lease. */
+export type RunOutputWriter = (text: string) => void;
 
 /** What a handler may return: a short output kept in the attempt record. */
 export interface WorkerResult {
@@ -70,7 +80,11 @@ export interface WorkerOptions {
   readonly tags?: readonly string[];
   /** Handlers run at once per node stream. @default 1 */
   readonly capacity?: number;
-  readonly handle: (run: LeasedRun, signal: AbortSignal) => Promise<WorkerResult | void>;
+  readonly handle: (
+    run: LeasedRun,
+    signal: AbortSignal,
+    output: RunOutputWriter,
+  ) => Promise<WorkerResult | void>;
   readonly log?: WorkerLogger;
   /** How often the node list is looked up again. @default 5000 */
   readonly discoverEveryMs?: number;
@@ -82,6 +96,10 @@ export interface WorkerOptions {
 
 const RECONNECT_MIN_MS = 200;
 const RECONNECT_MAX_MS = 5000;
+/** Output is gathered this long before it is sent... */
+const OUTPUT_FLUSH_MS = 100;
+/** ...or until this many characters wait. */
+const OUTPUT_FLUSH_CHARS = 32 * 1024;
 
 type Msg = Readonly<Record<string, unknown>>;
 
@@ -89,6 +107,49 @@ interface Running {
   readonly run: LeasedRun;
   readonly abort: AbortController;
   renewTimer: NodeJS.Timeout | undefined;
+  readonly output: OutputBuffer;
+}
+
+/** A run's streamed output on its way to the node: batched, and bounded by the lease's bound. */
+class OutputBuffer {
+  private pending = '';
+  private sentBytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly send: (chunk: string) => void,
+  ) {}
+
+  write(text: string): void {
+    // Past the node's bound it would only be dropped there.
+    if (this.closed || text === '' || this.sentBytes >= this.maxBytes) return;
+    this.pending += text;
+    if (this.pending.length >= OUTPUT_FLUSH_CHARS) this.flush();
+    else if (this.timer === undefined) {
+      this.timer = setTimeout(() => this.flush(), OUTPUT_FLUSH_MS);
+      this.timer.unref();
+    }
+  }
+
+  flush(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.closed || this.pending === '') return;
+    const chunk = this.pending;
+    this.pending = '';
+    this.sentBytes += Buffer.byteLength(chunk);
+    this.send(chunk);
+  }
+
+  /** The run is over here (completed, revoked, stream gone): what waits is dropped. */
+  close(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.closed = true;
+    this.pending = '';
+  }
 }
 
 /** One node's stream, opened again after it fails until the worker stops. */
@@ -159,6 +220,7 @@ class NodeStream {
 
   private forget(r: Running, why: string): void {
     if (r.renewTimer) clearInterval(r.renewTimer);
+    r.output.close();
     r.abort.abort(new Error(why));
     this.running.delete(r.run.fireId);
   }
@@ -179,11 +241,14 @@ class NodeStream {
         payloadJson: String(lease['payloadJson']),
         leaseMs: Number(lease['leaseMs']),
         nodeId: String(lease['nodeId']),
+        // A node that predates streamed output sends none: stream nothing to it.
+        outputMaxBytes: Number(lease['outputMaxBytes'] ?? 0),
       };
       this.start(call, run);
     } else if (ack && ack['ok'] !== true) {
       this.opts.onRefused?.(String(ack['fireId']), String(ack['kind']), String(ack['reason']));
-      if (ack['kind'] === 'renew') {
+      // A refused renewal or output part: the node no longer holds the lease for this attempt.
+      if (ack['kind'] === 'renew' || ack['kind'] === 'output') {
         const r = this.running.get(String(ack['fireId']));
         if (r && r.run.fencingToken === Number(ack['fencingToken']))
           this.forget(r, String(ack['reason']));
@@ -199,7 +264,15 @@ class NodeStream {
   private start(call: grpc.ClientDuplexStream<Msg, Msg>, run: LeasedRun): void {
     const had = this.running.get(run.fireId);
     if (had) this.forget(had, 'superseded by a newer lease');
-    const r: Running = { run, abort: new AbortController(), renewTimer: undefined };
+    const r: Running = {
+      run,
+      abort: new AbortController(),
+      renewTimer: undefined,
+      output: new OutputBuffer(run.outputMaxBytes, (chunk) => {
+        if (this.call === call && !r.abort.signal.aborted)
+          call.write({ output: { fireId: run.fireId, fencingToken: run.fencingToken, chunk } });
+      }),
+    };
     this.running.set(run.fireId, r);
     // Renewed three times per lease, so one lost renewal does not lose the lease.
     r.renewTimer = setInterval(
@@ -213,6 +286,9 @@ class NodeStream {
     const done = (completion: Record<string, unknown>): void => {
       if (r.renewTimer) clearInterval(r.renewTimer);
       if (r.abort.signal.aborted || this.running.get(run.fireId) !== r) return;
+      // The output goes before the completion, on the same stream: the node keeps it in order.
+      r.output.flush();
+      r.output.close();
       this.running.delete(run.fireId);
       if (this.call === call) {
         call.write({
@@ -222,7 +298,7 @@ class NodeStream {
     };
     let p: Promise<WorkerResult | void>;
     try {
-      p = this.opts.handle(run, r.abort.signal);
+      p = this.opts.handle(run, r.abort.signal, (text) => r.output.write(text));
     } catch (err) {
       p = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

@@ -145,6 +145,7 @@ class WorkerStream {
               leaseMs: l.leaseMs,
               leaseDeadlineMs: l.leaseDeadlineMs,
               nodeId: this.node.id,
+              outputMaxBytes: l.outputMaxBytes,
             },
           }),
         revoke: (fireId, token, reason) =>
@@ -159,11 +160,20 @@ class WorkerStream {
     return session;
   }
 
-  /** A renewal, a completion or a drain, answered with an ack (a drain needs none). */
+  /**
+   * A renewal or a completion, answered with an ack; a part of a run's output, answered only
+   * when refused (a worker streaming lines would otherwise get an ack per line); a drain.
+   */
   private answer(session: WorkerSession, m: Msg): void {
     const renew = sub(m, 'renew');
     const complete = sub(m, 'complete');
-    if (renew !== undefined) {
+    const output = sub(m, 'output');
+    if (output !== undefined) {
+      const fireId = text(output, 'fireId');
+      const token = int(output, 'fencingToken');
+      const answer = session.output(fireId, token, text(output, 'chunk'));
+      if (!answer.ok) this.ack('output', fireId, token, answer);
+    } else if (renew !== undefined) {
       const fireId = text(renew, 'fireId');
       const token = int(renew, 'fencingToken');
       this.ack('renew', fireId, token, session.renew(fireId, token));
@@ -182,7 +192,7 @@ class WorkerStream {
     } else if (sub(m, 'drain') !== undefined) {
       session.draining = true;
     } else {
-      throw badMessage('renew', 'a message must carry hello, renew, complete or drain');
+      throw badMessage('renew', 'a message must carry hello, renew, complete, output or drain');
     }
   }
 

@@ -42,6 +42,7 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'RunService.CompleteRun': 'completer',
   'RunService.Heartbeat': 'completer',
   'RunService.WatchRuns': 'reader',
+  'RunService.GetRunOutput': 'reader',
   'TenantService.CreateTenant': 'admin',
   'TenantService.GetTenant': 'reader',
   'TenantService.UpdateTenant': 'admin',
@@ -77,6 +78,7 @@ export const METHOD_POLICY: Readonly<Record<string, Requirement>> = {
   'NodeService.NodeCreateJobs': 'node',
   'NodeService.NodeTenantUsage': 'node',
   'NodeService.UpstreamRun': 'node',
+  'NodeService.RunOutput': 'node',
 };
 
 export function requirementOf(method: string): Requirement {

@@ -4,6 +4,12 @@
  * frozen). Every violation names the flag and the rule, and all of them are reported at once.
  */
 import { ValidationError, type FieldViolation } from '../base/errors.js';
+import {
+  RUN_OUTPUT_ENTRY_OVERHEAD_BYTES,
+  RUN_OUTPUT_MAX_BYTES_DEFAULT,
+  RUN_OUTPUT_MAX_BYTES_LIMIT,
+  RUN_OUTPUT_STORE_BYTES_DEFAULT,
+} from '../delivery/run-output-store.js';
 import { parseCidrList, TargetPolicy } from '../delivery/target-policy.js';
 import { compileRaftOptions, type CompiledRaftConfig } from '../raft/config.js';
 import type { NodeId } from '../raft/messages.js';
@@ -76,6 +82,17 @@ export interface NodeOptions {
   tenantInflight?: number;
   /** Deliveries waiting on one node before back-pressure (retried later). @default 200000 */
   deliveryQueue?: number;
+  /**
+   * Bytes of each attempt's output (a webhook's response body, a worker's stdout and stderr, a
+   * CompleteRun's output) this node keeps in memory beside the log, for RunService.GetRunOutput;
+   * 0 keeps none (the replicated excerpt stays). @default 65536
+   */
+  runOutputMaxBytes?: number;
+  /**
+   * Bytes of run output this node keeps in all; the attempts written to longest ago are evicted
+   * first. @default 67108864 (64 MiB)
+   */
+  runOutputStoreBytes?: number;
   /** host:port of the HTTP server for /metrics, /healthz and /readyz; none when absent. */
   metricsListen?: string;
   /**
@@ -161,6 +178,10 @@ export interface DeliveryConfig {
   readonly queuedMax: number;
   /** Which addresses webhooks may reach: the default policy widened by --allow-target. */
   readonly targetPolicy: TargetPolicy;
+  /** Bytes of each attempt's output kept beside the log; 0: none (run-output-store.ts). */
+  readonly runOutputMaxBytes: number;
+  /** Bytes of run output kept in all. */
+  readonly runOutputStoreBytes: number;
 }
 
 export interface SchedulerConfig {
@@ -242,6 +263,8 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   originInflight: '--origin-inflight',
   tenantInflight: '--tenant-inflight',
   deliveryQueue: '--delivery-queue',
+  runOutputMaxBytes: '--run-output-max-bytes',
+  runOutputStoreBytes: '--run-output-store-bytes',
   metricsListen: '--metrics-listen',
   httpListen: '--http-listen',
   metricsTenants: '--metrics-tenants',
@@ -384,6 +407,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
   );
   const tenantInflightMax = int('tenantInflight', options.tenantInflight ?? 4096, 1, 1_000_000);
   const queuedMax = int('deliveryQueue', options.deliveryQueue ?? 200_000, 1, 10_000_000);
+  const { runOutputMaxBytes, runOutputStoreBytes } = runOutputBounds(options, int);
   const metricsTenants = int(
     'metricsTenants',
     options.metricsTenants ?? DEFAULT_METRICS_TENANTS,
@@ -422,6 +446,8 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       tenantInflightMax,
       queuedMax,
       targetPolicy,
+      runOutputMaxBytes,
+      runOutputStoreBytes,
     },
     metricsListen,
     httpListen,
@@ -434,6 +460,27 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     apiTls,
     peerTls,
   });
+}
+
+/** --run-output-max-bytes and --run-output-store-bytes (src/delivery/run-output-store.ts). */
+function runOutputBounds(
+  options: NodeOptions,
+  int: (key: keyof NodeOptions, value: number, min: number, max: number) => number,
+): { runOutputMaxBytes: number; runOutputStoreBytes: number } {
+  const runOutputMaxBytes = int(
+    'runOutputMaxBytes',
+    options.runOutputMaxBytes ?? RUN_OUTPUT_MAX_BYTES_DEFAULT,
+    0,
+    RUN_OUTPUT_MAX_BYTES_LIMIT,
+  );
+  // The store holds at least one whole output (and its entry's overhead).
+  const runOutputStoreBytes = int(
+    'runOutputStoreBytes',
+    options.runOutputStoreBytes ?? RUN_OUTPUT_STORE_BYTES_DEFAULT,
+    runOutputMaxBytes === 0 ? 0 : runOutputMaxBytes + RUN_OUTPUT_ENTRY_OVERHEAD_BYTES,
+    2 ** 40,
+  );
+  return { runOutputMaxBytes, runOutputStoreBytes };
 }
 
 /** Exactly one of --admin-token-file and --insecure-no-auth. */

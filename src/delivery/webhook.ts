@@ -54,6 +54,12 @@ export interface WebhookLimits {
   /** Bytes of the response body kept as the excerpt. @default 512 */
   readonly responseExcerptBytes?: number;
   /**
+   * Bytes of the response body kept as the attempt's full output (AttemptReport.output, kept
+   * beside the log: run-output-store.ts); 0 keeps none. A body is read at least this far.
+   * @default 0
+   */
+  readonly outputBytes?: number;
+  /**
    * Bytes of a response body read to keep its connection reusable; a longer body is cut off by
    * destroying the connection instead. @default 65536
    */
@@ -87,6 +93,12 @@ export interface AttemptReport {
   readonly error?: string;
   /** The first ≤ responseExcerptBytes of the body as UTF-8 text, never a cut character. */
   readonly responseExcerpt: string;
+  /**
+   * The first ≤ outputBytes of the body, the same way, when the limits ask for it and the target
+   * answered: the attempt's full output, which the node keeps beside the log. `truncated`: the
+   * body was longer.
+   */
+  readonly output?: AttemptOutput;
   /** A retry whose answer asked for at least this wait. */
   readonly retryAfterMs?: number;
   /**
@@ -96,6 +108,13 @@ export interface AttemptReport {
   readonly isProvablyUndelivered: boolean;
   /** A leased run: the worker that held the lease (its hello's worker id). */
   readonly worker?: string;
+}
+
+/** An attempt's output as delivery read it (run-output-store.ts keeps it). */
+export interface AttemptOutput {
+  readonly text: string;
+  /** Cut at the bound: the output was longer. */
+  readonly truncated: boolean;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -338,6 +357,7 @@ const BACKSTOP_MS = 1_000;
 
 interface Limits {
   readonly responseExcerptBytes: number;
+  readonly outputBytes: number;
   readonly responseDrainBytes: number;
   readonly retryAfterMaxMs: number;
 }
@@ -393,6 +413,7 @@ function elapsedMs(clock: Clock, startMs: number): number {
 
 const DEFAULT_LIMITS: Limits = Object.freeze({
   responseExcerptBytes: 512,
+  outputBytes: 0,
   responseDrainBytes: 65_536,
   retryAfterMaxMs: RETRY_AFTER_MAX_MS,
 });
@@ -403,9 +424,15 @@ function limitsOf(given: WebhookLimits | undefined): Limits {
   if (given === undefined) return DEFAULT_LIMITS;
   let limits = compiledLimits.get(given);
   if (limits === undefined) {
+    const outputBytes = given.outputBytes ?? DEFAULT_LIMITS.outputBytes;
     limits = Object.freeze({
       responseExcerptBytes: given.responseExcerptBytes ?? DEFAULT_LIMITS.responseExcerptBytes,
-      responseDrainBytes: given.responseDrainBytes ?? DEFAULT_LIMITS.responseDrainBytes,
+      outputBytes,
+      // The output is read up to its bound before a long body's connection is dropped.
+      responseDrainBytes: Math.max(
+        outputBytes,
+        given.responseDrainBytes ?? DEFAULT_LIMITS.responseDrainBytes,
+      ),
       retryAfterMaxMs: given.retryAfterMaxMs ?? DEFAULT_LIMITS.retryAfterMaxMs,
     });
     compiledLimits.set(given, limits);
@@ -421,6 +448,7 @@ interface Sent {
 
 interface BodyRead {
   readonly excerpt: string;
+  readonly output?: AttemptOutput;
   readonly error?: string;
 }
 
@@ -485,7 +513,7 @@ class Exchange implements RawDispatchHandler {
     private readonly signal: AbortSignal | undefined,
     private readonly limits: Limits,
   ) {
-    this.excerpt = new ExcerptCollector(limits.responseExcerptBytes);
+    this.excerpt = new ExcerptCollector(Math.max(limits.responseExcerptBytes, limits.outputBytes));
   }
 
   start(request: WebhookRequest, deadlineMs: number): Promise<Sent> {
@@ -598,10 +626,23 @@ class Exchange implements RawDispatchHandler {
   }
 
   private responseSent(bodyError?: string): Sent {
-    const excerpt = this.excerpt.text();
+    const limits = this.limits;
+    const collected = this.excerpt;
+    const excerpt = collected.text(limits.responseExcerptBytes);
+    const read: Mutable<BodyRead> = { excerpt };
+    if (limits.outputBytes > 0) {
+      // A body the excerpt holds whole is its own output: no second string.
+      const text =
+        collected.keptBytes <= limits.responseExcerptBytes &&
+        collected.keptBytes <= limits.outputBytes
+          ? excerpt
+          : collected.text(limits.outputBytes);
+      read.output = { text, truncated: collected.totalBytes > limits.outputBytes };
+    }
+    if (bodyError !== undefined) read.error = bodyError;
     return {
       observation: { kind: 'response', statusCode: this.statusCode, retryAfter: this.retryAfter },
-      read: bodyError === undefined ? { excerpt } : { excerpt, error: bodyError },
+      read,
     };
   }
 
@@ -632,8 +673,8 @@ function callerAbortReason(): DeliveryError {
 
 /** Keeps the first `limitBytes` of a body and counts the rest. */
 class ExcerptCollector {
-  private readonly kept: Buffer[] = [];
-  private keptBytes = 0;
+  private kept: Buffer[] = [];
+  keptBytes = 0;
   totalBytes = 0;
 
   constructor(private readonly limitBytes: number) {}
@@ -648,12 +689,16 @@ class ExcerptCollector {
     this.totalBytes += chunk.length;
   }
 
-  /** UTF-8 text, ending at the last whole character. */
-  text(): string {
-    const bytes = this.kept.length === 1 ? (this.kept[0] as Buffer) : Buffer.concat(this.kept);
+  /** The first ≤ `limitBytes` as UTF-8 text, ending at the last whole character. */
+  text(limitBytes: number): string {
+    if (this.kept.length > 1) this.kept = [Buffer.concat(this.kept)];
+    const all = this.kept[0] ?? EMPTY;
+    const bytes = all.length <= limitBytes ? all : all.subarray(0, limitBytes);
     return bytes.toString('utf8', 0, wholeUtf8Length(bytes));
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * The length of `bytes` without a trailing, incomplete UTF-8 sequence, so that an excerpt cut
@@ -696,5 +741,6 @@ function toReport(
   if (observation.kind === 'response') report.statusCode = observation.statusCode;
   if (error !== undefined) report.error = error;
   if (c.retryAfterMs !== undefined) report.retryAfterMs = c.retryAfterMs;
+  if (read?.output !== undefined) report.output = read.output;
   return report;
 }

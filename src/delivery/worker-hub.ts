@@ -7,6 +7,10 @@
  * expired, its stream ended, or the leadership that granted it is over. A lease not renewed in
  * time returns the run for another attempt (a retry like a webhook's time-out).
  *
+ * A worker may stream its output while it runs (`output` messages, docs/API.md "Run output"):
+ * it goes to this node's RunOutputStore, beside the log, as does a completion's output when
+ * nothing was streamed; the attempt record keeps the completion's first 1,024 characters.
+ *
  * Each attempt leased here is one attempt of the delivery runner: the runner's fair queue has
  * already ordered it (P0 first, tenants in turn) and holds its per-tenant and per-pool capacity
  * until the lease ends, so workers are one more kind of target, not a second scheduler.
@@ -17,6 +21,11 @@ import { TickraftError, ValidationError, type FieldViolation } from '../base/err
 import { RETRY_AFTER_MAX_MS } from './classify.js';
 import { notStartedReport, type StartVerdict } from './delivery-runner.js';
 import type { DeliveryErrorCode } from './errors.js';
+import {
+  outputExcerpt,
+  RUN_OUTPUT_EXCERPT_CHARS,
+  type RunOutputStore,
+} from './run-output-store.js';
 import type { AttemptReport } from './webhook.js';
 import {
   offersAll,
@@ -31,7 +40,7 @@ export const LEASE_MAX_MS = 30_000;
 export const WORKER_CAPACITY_MAX = 1024;
 export const WORKER_ID_CHARS_MAX = 128;
 /** Longest excerpt of a worker's output or error kept in the attempt record. */
-export const WORKER_TEXT_CHARS_MAX = 1024;
+export const WORKER_TEXT_CHARS_MAX = RUN_OUTPUT_EXCERPT_CHARS;
 /** How soon a lease told to wait (the lease of the Raft leadership not provable) asks again. */
 const WAIT_RETRY_MS = 5;
 
@@ -64,6 +73,8 @@ export interface RunLease extends LeasedAttempt {
   readonly leaseMs: number;
   /** Wall-clock ms when it ends unless renewed. */
   readonly leaseDeadlineMs: number;
+  /** Bytes of streamed output this node keeps for the attempt; 0: it keeps none (do not send). */
+  readonly outputMaxBytes: number;
 }
 
 /** How a worker says a run ended. */
@@ -74,7 +85,10 @@ export interface WorkerCompletion {
   readonly error: string;
   /** A retryable failure's wish for the next attempt's delay. */
   readonly retryAfterMs: number | undefined;
-  /** A short result text, kept as the attempt's response excerpt. */
+  /**
+   * A result text: its first 1,024 characters are the attempt's response excerpt, and, when the
+   * worker streamed nothing, it is the attempt's output kept on this node (up to its bound).
+   */
   readonly output: string;
 }
 
@@ -128,6 +142,8 @@ interface Held {
   readonly startedMs: number;
   readonly leaseMs: number;
   timer: NodeJS.Timeout;
+  /** The worker streamed output for it: the store holds that, and the completion's is not kept. */
+  outputOpened: boolean;
 }
 
 export class WorkerHub {
@@ -140,6 +156,8 @@ export class WorkerHub {
   private closed = false;
   /** Pools whose waiting attempts will be offered again shortly (mayStart said `wait`). */
   private readonly waitTimers = new Map<string, NodeJS.Timeout>();
+  /** Where workers' outputs are kept; none: nothing is kept and leases say so. */
+  private readonly outputs: RunOutputStore | undefined;
   readonly stats: WorkerHubStats = {
     connected: 0,
     leased: 0,
@@ -150,9 +168,10 @@ export class WorkerHub {
     staleAnswers: 0,
   };
 
-  constructor(options: { clock?: Clock; leaseMaxMs?: number } = {}) {
+  constructor(options: { clock?: Clock; leaseMaxMs?: number; outputs?: RunOutputStore } = {}) {
     this.clock = options.clock ?? SystemClock;
     this.leaseMaxMs = options.leaseMaxMs ?? LEASE_MAX_MS;
+    this.outputs = options.outputs?.enabled === true ? options.outputs : undefined;
   }
 
   /** Workers connected now, by pool. */
@@ -317,6 +336,7 @@ export class WorkerHub {
       startedMs: this.clock.monotonicMs(),
       leaseMs,
       timer: setTimeout(() => this.expire(req.fireId, req.token), leaseMs),
+      outputOpened: false,
     };
     held.timer.unref();
     // A newer attempt of the same fire id supersedes an older one still out (a leadership that
@@ -340,6 +360,7 @@ export class WorkerHub {
       payload: req.payload,
       leaseMs,
       leaseDeadlineMs: this.clock.nowMs() + leaseMs,
+      outputMaxBytes: this.outputs?.maxBytes ?? 0,
     });
   }
 
@@ -377,6 +398,8 @@ export class WorkerHub {
   private end(held: Held, report: AttemptReport, revokeReason: string | undefined): void {
     clearTimeout(held.timer);
     if (this.held.get(held.req.fireId) === held) this.held.delete(held.req.fireId);
+    // However it ended, nothing more is added to what it streamed.
+    if (held.outputOpened) this.outputs?.finish(held.req.fireId, held.req.attempt);
     held.session.inflight--;
     if (revokeReason !== undefined && held.session.isOpen) {
       held.session.io.revoke(held.req.fireId, held.req.token, revokeReason);
@@ -419,6 +442,28 @@ export class WorkerHub {
     return { ok: true, leaseDeadlineMs: this.clock.nowMs() + held.leaseMs };
   }
 
+  /**
+   * A part of the output of a run the worker holds (its stdout and stderr as they come): kept
+   * on this node, beside the log, up to the bound. Refused as a renewal is (a stale token, a
+   * lease not held); accepted and dropped when this node keeps no output.
+   */
+  output(session: WorkerSession, fireId: string, token: number, text: string): LeaseAnswer {
+    const held = this.heldFor(session, fireId, token);
+    if (typeof held === 'string') {
+      this.stats.staleAnswers++;
+      return { ok: false, reason: held };
+    }
+    const outputs = this.outputs;
+    if (outputs !== undefined) {
+      if (!held.outputOpened) {
+        held.outputOpened = true;
+        outputs.open(fireId, held.req.attempt);
+      }
+      outputs.append(fireId, held.req.attempt, text);
+    }
+    return { ok: true, leaseDeadlineMs: this.clock.nowMs() };
+  }
+
   complete(
     session: WorkerSession,
     fireId: string,
@@ -432,14 +477,16 @@ export class WorkerHub {
     }
     this.stats.completed++;
     const durationMs = Math.round(this.clock.monotonicMs() - held.startedMs);
-    const output = truncate(c.output);
+    // A worker that streamed its output has it kept already; else the completion's is the output.
+    if (!held.outputOpened) this.outputs?.put(fireId, held.req.attempt, c.output);
+    const output = outputExcerpt(c.output);
     const report: AttemptReport = c.success
       ? { outcome: 'success', durationMs, responseExcerpt: output, isProvablyUndelivered: false }
       : {
           outcome: c.retryable ? 'retry' : 'fail',
           code: 'WORKER_FAILED',
           durationMs,
-          error: `worker ${session.hello.workerId}: ${truncate(c.error) || 'failed'}`,
+          error: `worker ${session.hello.workerId}: ${outputExcerpt(c.error) || 'failed'}`,
           responseExcerpt: output,
           ...(c.retryable && c.retryAfterMs !== undefined && c.retryAfterMs > 0
             ? { retryAfterMs: Math.min(c.retryAfterMs, RETRY_AFTER_MAX_MS) }
@@ -523,6 +570,11 @@ export class WorkerSession {
     return this.hub.complete(this, fireId, token, completion);
   }
 
+  output(fireId: string, token: number, text: string): LeaseAnswer {
+    if (!this.open) return { ok: false, reason: 'the stream is closed' };
+    return this.hub.output(this, fireId, token, text);
+  }
+
   /** The stream ended (the worker went away, or the hub closes it). */
   close(reason?: string): void {
     if (!this.open) return;
@@ -587,12 +639,4 @@ function expired(held: Held, clock: Clock, why: string): AttemptReport {
     responseExcerpt: '',
     isProvablyUndelivered: false,
   };
-}
-
-/** At most WORKER_TEXT_CHARS_MAX UTF-16 units, never half of a surrogate pair. */
-function truncate(s: string): string {
-  if (s.length <= WORKER_TEXT_CHARS_MAX) return s;
-  const last = s.charCodeAt(WORKER_TEXT_CHARS_MAX - 1);
-  const cut = last >= 0xd800 && last <= 0xdbff ? WORKER_TEXT_CHARS_MAX - 1 : WORKER_TEXT_CHARS_MAX;
-  return s.slice(0, cut);
 }

@@ -152,6 +152,14 @@ export const ROUTES: readonly HttpRoute[] = [
   },
   { method: 'GET', path: RUN, service: 'RunService', rpc: 'GetRun', bind: run, rest: 'query' },
   {
+    method: 'GET',
+    path: `${RUN}/output`,
+    service: 'RunService',
+    rpc: 'GetRunOutput',
+    bind: run,
+    rest: 'query',
+  },
+  {
     method: 'POST',
     path: `${RUN}:replay`,
     service: 'RunService',

@@ -97,10 +97,16 @@ export interface CompleteRunCommand {
   readonly token: number;
   readonly outcome: AttemptOutcome;
   readonly error: string | undefined;
+  /** The output's excerpt (its first 1,024 characters) for the attempt record. */
   readonly output: string | undefined;
   /** outcome 'retry': when the next attempt may start (leader computed). */
   readonly retryAtMs: number | undefined;
   readonly ifCompleteByMs?: number;
+  /**
+   * The node that keeps the output in full beside the log (the one that served the call); absent
+   * when nothing was kept there, and in entries written before it was recorded.
+   */
+  readonly outputNode?: string;
 }
 
 /** What a bulk command does to each of a tenant's jobs (AdminService BulkPause / Resume / Cancel). */

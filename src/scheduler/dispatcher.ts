@@ -107,9 +107,12 @@ export interface RunCompletion {
   readonly token: number;
   readonly outcome: AttemptOutcome;
   readonly error?: string | undefined;
+  /** Its excerpt, for the attempt record. */
   readonly output?: string | undefined;
   /** A retryable failure's wish for the wait before the next attempt. */
   readonly retryAfterMs?: number | undefined;
+  /** The node that keeps the full output beside the log (the one serving the call), if any. */
+  readonly outputNode?: string | undefined;
 }
 
 export interface DispatcherOptions {
@@ -518,6 +521,19 @@ export class GroupDispatcher {
   }
 
   /**
+   * The attempt of the run this leader makes now (being started, sent or leased, or its result
+   * not yet applied), if any: its output is on this node. An at-least-once attempt is not in the
+   * applied state until its result is, and a RUNNING run's deadline ending is not an attempt.
+   */
+  sendingAttempt(fireId: string): number | undefined {
+    const f = this.leader?.inFlight.get(fireId);
+    return f !== undefined &&
+      (f.phase === 'starting' || f.phase === 'delivering' || f.phase === 'reporting')
+      ? f.attempt
+      : undefined;
+  }
+
+  /**
    * The complete-run entry for a receiver's completion, on the leader: the retry time of a
    * retryable failure computed here (as for any attempt), everything else as given. Whether it
    * names the run's current attempt is the state machine's to decide when it applies.
@@ -545,6 +561,7 @@ export class GroupDispatcher {
           : `at-most-once: not retried (the receiver asked to retry: ${c.error ?? 'no reason given'})`,
       output: c.output,
       retryAtMs,
+      ...(c.outputNode !== undefined && { outputNode: c.outputNode }),
     };
   }
 

@@ -172,6 +172,11 @@ export interface Attempt {
    */
   node?: string;
   worker?: string;
+  /**
+   * The node keeping its full output beside the log when that is not `node`: the one that served
+   * the CompleteRun that gave the output (RunService.GetRunOutput asks it).
+   */
+  outputNode?: string;
 }
 
 /**

@@ -939,6 +939,7 @@ export class SchedulerStateMachine {
       attempt.durationMs = Math.max(0, c.atMs - attempt.startedAtMs);
       attempt.error = this.keep.optional(c.error);
       if (c.output !== undefined) attempt.responseExcerpt = c.output;
+      if (c.outputNode !== undefined) attempt.outputNode = this.keep.shared(c.outputNode);
       this.settle(run, c.outcome, c.retryAtMs, c.error, c.atMs);
       return { ok: true, status: run.status };
     });

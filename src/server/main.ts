@@ -169,6 +169,18 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
         'deliveries waiting on this node before back-pressure (default 200000)',
       ).argParser(int),
     )
+    .addOption(
+      new Option(
+        '--run-output-max-bytes <n>',
+        "bytes of each attempt's output (webhook response body, worker stdout/stderr, CompleteRun output) kept in this node's memory beside the log for `tickctl runs logs`; lost if the node restarts (the attempt record keeps a short excerpt); 0 keeps none (default 65536)",
+      ).argParser(int),
+    )
+    .addOption(
+      new Option(
+        '--run-output-store-bytes <n>',
+        'bytes of run output this node keeps in all; the attempts written to longest ago are evicted first (default 67108864)',
+      ).argParser(int),
+    )
     .option(
       '--admin-token-file <file>',
       'file holding the cluster admin token (at least 32 characters, e.g. `openssl rand -hex 32`); every node of a cluster gets the same file (required unless --insecure-no-auth)',

@@ -18,6 +18,7 @@ import { PeerTransport } from '../transport/peer-transport.js';
 import type { NodeId } from '../raft/messages.js';
 import { DeliveryRunner, type DeliveryRunnerStats } from '../delivery/delivery-runner.js';
 import { WorkerHub } from '../delivery/worker-hub.js';
+import { RunOutputStore } from '../delivery/run-output-store.js';
 import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
@@ -61,7 +62,12 @@ export class TickraftNode {
   private pools!: OriginPools;
   private runner!: DeliveryRunner;
   /** Pull-based workers' streams on this node, and the runs leased to them (docs/API.md). */
-  readonly workers = new WorkerHub();
+  readonly workers: WorkerHub;
+  /**
+   * Runs' full outputs this node received (webhook answers it read, workers' output on leases it
+   * held, CompleteRun outputs it served), in memory beside the log: lost with the process.
+   */
+  readonly runOutputs: RunOutputStore;
   private store!: NodeStore;
   private transport!: PeerTransport;
   private plan: BootstrapPlan | undefined;
@@ -101,6 +107,11 @@ export class TickraftNode {
     private readonly adminToken: string | undefined = undefined,
   ) {
     this.apiDialCredentials = tls.api && channelCredentials(tls.api.dial);
+    this.runOutputs = new RunOutputStore({
+      maxBytes: config.delivery.runOutputMaxBytes,
+      storeBytes: config.delivery.runOutputStoreBytes,
+    });
+    this.workers = new WorkerHub({ outputs: this.runOutputs });
   }
 
   /** ApiNode: with peer mutual TLS, a joining node must prove a certificate of the cluster's CA. */
@@ -268,6 +279,7 @@ export class TickraftNode {
         ),
       mayStart: (owner, request) => this.scheduler.mayStart(owner, request),
       workers: this.workers,
+      limits: { outputBytes: cfg.delivery.runOutputMaxBytes },
     });
   }
 
@@ -291,6 +303,7 @@ export class TickraftNode {
       },
       onError: (err) => this.die(err),
       observer: this.metrics,
+      runOutputs: this.runOutputs,
       fireRateOf: (tenant) =>
         this.shareOfLimit(
           (this.meta.tenants.get(tenant)?.limits ?? DEFAULT_TENANT_LIMITS).firesPerSecond,

@@ -22,6 +22,7 @@ import { handOutBudget, handOutGateOf } from '../delivery/hand-out-pace.js';
 import { TenantFireRate } from '../delivery/tenant-fire-rate.js';
 import type { HandOutAdmission } from '../scheduler/hand-out-queue.js';
 import type { AttemptReport } from '../delivery/webhook.js';
+import type { RunOutputStore } from '../delivery/run-output-store.js';
 import type { GroupReplica } from '../multiraft/group-replica.js';
 import type { MultiRaftHost } from '../multiraft/host.js';
 import type { NodeId } from '../raft/messages.js';
@@ -102,6 +103,8 @@ export interface SchedulerRuntimeOptions {
    * longest failover (two election timeouts and the election itself). @default 2000
    */
   readonly dueWakeLeadMs?: number;
+  /** Where webhook answers' outputs are kept beside the log; absent: nowhere. */
+  readonly runOutputs?: RunOutputStore;
 }
 
 interface GroupRuntime {
@@ -585,6 +588,14 @@ export class SchedulerRuntime {
         g.dispatcher.attemptNotStarted(order, this.opts.clock.nowMs());
         return;
       }
+      // The answer's body in full, on this node, which the attempt record names (its `node`).
+      if (report.output !== undefined)
+        this.opts.runOutputs?.put(
+          order.fireId,
+          order.attempt,
+          report.output.text,
+          report.output.truncated,
+        );
       observer?.deliveryFinished(
         order.attempt,
         report.outcome,
@@ -649,6 +660,11 @@ export class SchedulerRuntime {
   /** Whether this node's leader of the group has an attempt of the run in flight. */
   isInFlight(groupId: number, fireId: string): boolean {
     return this.groups.get(groupId)?.dispatcher.isInFlight(fireId) === true;
+  }
+
+  /** The attempt of the run this node's leader of the group is making now (its output is here). */
+  sendingAttempt(groupId: number, fireId: string): number | undefined {
+    return this.groups.get(groupId)?.dispatcher.sendingAttempt(fireId);
   }
 
   /**

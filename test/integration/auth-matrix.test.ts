@@ -39,6 +39,7 @@ function requestFor(method: string, sinkUrl: string, tokenId: string): Obj {
     'RunService.CompleteRun': { ...fire, fencingToken: 1, outcome: 'ATTEMPT_OUTCOME_SUCCESS' },
     'RunService.Heartbeat': { ...fire, fencingToken: 1 },
     'RunService.WatchRuns': job,
+    'RunService.GetRunOutput': { ...fire, attempt: 1, offset: 0 },
     'TenantService.CreateTenant': { tenantId: 'm-tenant' },
     'TenantService.GetTenant': { tenantId: TENANT },
     'TenantService.UpdateTenant': { tenantId: TENANT, inflightMax: 7 },

@@ -538,6 +538,12 @@ async function walk(t: Test, ac: ApiCluster): Promise<void> {
     params: { ...W, fire_id: asyncFire },
     body: { fencingToken: accepted.token, outcome: 'ATTEMPT_OUTCOME_SUCCESS', output: 'done' },
   });
+  // The completion's output, from the node that served it.
+  await send({
+    op: 'RunService_GetRunOutput',
+    params: { ...W, fire_id: asyncFire },
+    query: { offset: '0' },
+  });
   const deadFire = await eventually(async () => {
     const r = await httpCall(httpBase(ac.cluster.nodes[1]!), 'GET', '/v1/tenants/walk/dead-runs', {
       token: ADMIN,

@@ -1,11 +1,12 @@
 /**
- * `tickctl runs …` (a job's runs, one run with its attempts) and `tickctl dlq …` (a tenant's
+ * `tickctl runs …` (a job's runs, one run with its attempts, an attempt's output: run-logs.ts) and `tickctl dlq …` (a tenant's
  * DEAD runs across the cluster, and replaying one). Each takes `--tenant`: job ids are unique
  * per tenant, and a fire id (`<tenant>/<job id>:<slot ms>`) of another tenant is not found.
  */
 import { Command } from 'commander';
 import type { CliRun } from '../io.js';
 import { RUN_VIEW_STATUSES } from '../../scheduler/run-view.js';
+import { registerRunLogsCommand } from './run-logs.js';
 import { registerRunWorkflowCommands } from './run-workflow.js';
 import {
   choiceOption,
@@ -121,6 +122,7 @@ export function registerRunsCommands(program: Command, run: CliRun): void {
       }),
     );
   registerRunWorkflowCommands(runs, run);
+  registerRunLogsCommand(runs, run);
   program.addCommand(runs);
 
   const dlq = new Command('dlq').description('the dead-letter queue: runs that exhausted retries');

@@ -3,7 +3,9 @@
  * connects to every node, takes leases of runs whose job targets `worker:<pool>`, and either
  * runs `--exec` for each (the payload on stdin, the run's identity in TICKRAFT_* variables; exit
  * 0 succeeds, an exit code listed in --fail-exit fails the run for good, any other is retried by
- * the job's retry policy) or, without --exec, prints each lease and completes it as done.
+ * the job's retry policy) or, without --exec, prints each lease and completes it as done. The
+ * command's stdout and stderr stream to the node holding the lease as they come (`tickctl runs
+ * logs --follow` shows them), besides being printed here line by line.
  * SIGINT or SIGTERM: no more leases, the runs in hand get --drain-ms to finish, exit 0.
  */
 import { spawn } from 'node:child_process';
@@ -13,6 +15,7 @@ import {
   PermanentRunError,
   Worker,
   type LeasedRun,
+  type RunOutputWriter,
   type WorkerResult,
 } from '../../api/worker-client.js';
 import { WORKER_CAPACITY_MAX, WORKER_ID_CHARS_MAX } from '../../delivery/worker-hub.js';
@@ -68,7 +71,7 @@ export function registerWorkerCommand(program: Command, run: CliRun): void {
     .option('--id <worker-id>', 'names the worker in attempt records (default: hostname:pid)')
     .option(
       '--exec <command>',
-      'shell command per run: payload JSON on stdin, TICKRAFT_JOB_ID, TICKRAFT_FIRE_ID, TICKRAFT_FENCING_TOKEN, TICKRAFT_ATTEMPT, TICKRAFT_SLOT, TICKRAFT_TENANT in its environment; stdout (first 1 KiB) is kept as the output',
+      "shell command per run: payload JSON on stdin, TICKRAFT_JOB_ID, TICKRAFT_FIRE_ID, TICKRAFT_FENCING_TOKEN, TICKRAFT_ATTEMPT, TICKRAFT_SLOT, TICKRAFT_TENANT in its environment; stdout and stderr stream to the node as they come (tickctl runs logs), the first 1 KiB of stdout is the attempt record's excerpt",
     )
     .option(
       '--fail-exit <codes>',
@@ -140,7 +143,7 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
       warn: (fields, msg) => io.writeErr(`tickctl worker: ${msg} ${JSON.stringify(fields)}\n`),
     },
     onRefused: (fireId, kind, reason) => line(`fire ${fireId}  ${kind} refused: ${reason}`),
-    handle: async (lease, signal) => {
+    handle: async (lease, signal, output) => {
       line(
         `lease  job ${lease.jobId}  fire ${lease.fireId}  slot ${lease.slot}  lag ${io.clock.nowMs() - lease.slotMs}ms` +
           `  attempt ${lease.attempt}  token ${lease.fencingToken}  from ${lease.nodeId}`,
@@ -153,7 +156,7 @@ async function runWorker(run: CliRun, o: WorkerFlags): Promise<number> {
         // Runs in hand at once interleave their output: every line says whose it is.
         const show = (stream: 'stdout' | 'stderr', text: string): void =>
           line(`${stream} fire ${lease.fireId}  ${text}`);
-        const result = await runCommand(exec, lease, signal, failExit, show);
+        const result = await runCommand(exec, lease, signal, failExit, show, output);
         line(`done   fire ${lease.fireId}`);
         return result;
       } catch (err) {
@@ -194,8 +197,9 @@ function eachLine(stream: NodeJS.ReadableStream, emit: (line: string) => void): 
 }
 
 /**
- * Runs the command for one lease; resolves on exit 0, rejects otherwise. Its stdout (kept as the
- * attempt's response) and stderr are shown line by line through `show`.
+ * Runs the command for one lease; resolves on exit 0, rejects otherwise. Its stdout (the first
+ * 1 KiB is the attempt's excerpt) and stderr are shown line by line through `show`, and streamed
+ * as they come, interleaved as they arrive, through `output` (the run's output on the node).
  */
 function runCommand(
   command: string,
@@ -203,6 +207,7 @@ function runCommand(
   signal: AbortSignal,
   failExit: ReadonlySet<number>,
   show: (stream: 'stdout' | 'stderr', line: string) => void,
+  output: RunOutputWriter,
 ): Promise<WorkerResult> {
   return new Promise((resolve, reject) => {
     // Its own process group: a Ctrl-C at the terminal reaches tickctl (which drains) and not the
@@ -235,11 +240,14 @@ function runCommand(
     };
     signal.addEventListener('abort', onAbort, { once: true });
     let out = '';
+    // Decoded as UTF-8 by the streams, so a part never ends inside a character.
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk: string) => {
       if (out.length < OUTPUT_MAX) out += chunk.slice(0, OUTPUT_MAX - out.length);
+      output(chunk);
     });
     child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => output(chunk));
     eachLine(child.stdout, (text) => show('stdout', text));
     eachLine(child.stderr, (text) => show('stderr', text));
     // A command that does not read its stdin must not fail the run with EPIPE.

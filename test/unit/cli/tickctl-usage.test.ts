@@ -161,6 +161,7 @@ t.test('--tenant left out where a job, run or tenant is named: exit 2, naming it
     'runs watch',
     'runs complete',
     'runs heartbeat',
+    'runs logs',
     'dlq list',
     'dlq purge',
     'dlq replay',

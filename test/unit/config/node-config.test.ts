@@ -35,6 +35,30 @@ t.test('defaults', (t) => {
   t.end();
 });
 
+t.test('run output bounds: 64 KiB per attempt, 64 MiB in all, 0 turns capture off', (t) => {
+  const c = compileNodeOptions(base);
+  t.equal(c.delivery.runOutputMaxBytes, 64 * 1024);
+  t.equal(c.delivery.runOutputStoreBytes, 64 * 1024 * 1024);
+  const off = compileNodeOptions({ ...base, runOutputMaxBytes: 0, runOutputStoreBytes: 0 });
+  t.equal(off.delivery.runOutputMaxBytes, 0, 'capture off');
+  const refused = (options: NodeOptions): unknown => {
+    try {
+      compileNodeOptions({ ...base, ...options });
+    } catch (err) {
+      return err instanceof ValidationError ? err.violations : err;
+    }
+    return 'accepted';
+  };
+  t.match(refused({ runOutputMaxBytes: 1024, runOutputStoreBytes: 1024 }), [
+    { field: '--run-output-store-bytes', reason: /must be an integer in \[1152, / },
+  ]);
+  t.match(refused({ runOutputMaxBytes: 32 * 1024 * 1024 }), [
+    { field: '--run-output-max-bytes', reason: /\[0, 16777216\]/ },
+  ]);
+  t.match(refused({ runOutputMaxBytes: -1 }), [{ field: '--run-output-max-bytes' }]);
+  t.end();
+});
+
 t.test('advertise address', (t) => {
   t.equal(compileNodeOptions(base).advertiseAddress, undefined, 'clients are told --listen');
   const c = compileNodeOptions({ ...base, listen: 'n2:7002', advertiseAddress: '127.0.0.1:7012' });

@@ -183,6 +183,61 @@ t.test('the response excerpt is bounded and ends on a whole character', async (t
   t.equal(small.responseExcerpt, 'a' + 'é'.repeat(7), 'a smaller limit, same rule');
 });
 
+t.test('the output is the body up to its bound, beside the 512-byte excerpt', async (t) => {
+  let body = '';
+  let status = 200;
+  const { sink, pools } = await withSink(t, (_req, res) => {
+    res.writeHead(status);
+    res.end(body);
+  });
+  const url = `${sink.origin}/h`;
+  // Without an output bound (the default) there is no output, only the excerpt.
+  body = 'x'.repeat(2000);
+  const none = await deliverWebhook(attemptFor(url), { pools });
+  t.equal(none.output, undefined, 'no output without limits.outputBytes');
+  t.equal(none.responseExcerpt.length, 512);
+
+  const limits = { outputBytes: 64 * 1024 };
+  // 100 KiB: the output is the first 64 KiB, marked truncated; the excerpt stays 512 bytes.
+  body = 'y'.repeat(100 * 1024);
+  const big = await deliverWebhook(attemptFor(url), { pools, limits });
+  t.equal(big.outcome, 'success');
+  t.equal(big.responseExcerpt, 'y'.repeat(512), 'the excerpt is still 512 bytes');
+  t.equal(big.output?.text, 'y'.repeat(64 * 1024), 'the output is the first 64 KiB');
+  t.equal(big.output?.truncated, true, 'marked cut at the bound');
+
+  // A body within the bound is the whole output; within the excerpt, the same string.
+  body = 'z'.repeat(40_000);
+  const fits = await deliverWebhook(attemptFor(url), { pools, limits });
+  t.same(fits.output, { text: body, truncated: false });
+  body = 'small';
+  const small = await deliverWebhook(attemptFor(url), { pools, limits });
+  t.same(small.output, { text: 'small', truncated: false });
+  t.equal(small.responseExcerpt, 'small');
+
+  // The bound falls inside a 3-byte character: the output ends at the last whole one.
+  body = 'a' + '€'.repeat(30_000);
+  const cut = await deliverWebhook(attemptFor(url), { pools, limits: { outputBytes: 1000 } });
+  t.equal(cut.output?.text, 'a' + '€'.repeat(333), '1 + 333 × 3 = 1000 bytes');
+  t.equal(cut.output?.truncated, true);
+  t.notOk(cut.responseExcerpt.includes('\uFFFD'), 'the excerpt has no cut character either');
+  t.equal(Buffer.byteLength(cut.responseExcerpt), 511, 'the excerpt: 1 + 170 × 3 bytes');
+
+  // An error answer keeps its body as output too (it is what explains the failure).
+  body = 'stack trace';
+  status = 500;
+  const failed = await deliverWebhook(attemptFor(url), { pools, limits });
+  t.equal(failed.outcome, 'retry');
+  t.same(failed.output, { text: 'stack trace', truncated: false });
+
+  // No answer, no output.
+  const refused = await deliverWebhook(attemptFor(`http://127.0.0.1:${await closedPort()}/h`), {
+    pools,
+    limits,
+  });
+  t.equal(refused.output, undefined, 'a refused connection has no output');
+});
+
 t.test('bodies are consumed to reuse the connection, or destroyed when too long', async (t) => {
   let big = false;
   // One connection per origin: a body left unread would keep it busy and block the next

@@ -12,6 +12,7 @@ import { TickraftError, ValidationError } from '../../../src/base/errors.js';
 import type { Clock } from '../../../src/base/clock.js';
 import type { StartVerdict } from '../../../src/delivery/delivery-runner.js';
 import type { AttemptReport } from '../../../src/delivery/webhook.js';
+import { RunOutputStore } from '../../../src/delivery/run-output-store.js';
 import {
   WorkerHub,
   type RunLease,
@@ -164,6 +165,7 @@ t.test('a lease goes to a connected worker of its pool, with the request’s fie
       payload: req.payload,
       leaseMs: 150,
       leaseDeadlineMs: clock.wallMs + 150,
+      outputMaxBytes: 0,
     },
   ]);
   t.equal(hub.heldCount, 1);
@@ -185,6 +187,64 @@ t.test('a lease goes to a connected worker of its pool, with the request’s fie
   t.equal(w.session.inflight, 0);
   t.equal(hub.stats.completed, 1);
   t.strictSame(w.io.revokes, [], 'a completed lease is not revoked');
+});
+
+t.test('streamed output goes to the store; a stale part is refused like a renewal', async (t) => {
+  const outputs = new RunOutputStore({ maxBytes: 20, storeBytes: 10_000 });
+  const hub = newHub(t, { outputs });
+  const w = connect(hub);
+  const req = request({ attemptDeadlineMs: 5000 });
+  const attempt = hub.lease(req);
+  t.equal(w.io.leases[0]?.outputMaxBytes, 20, 'the lease says how much output the node keeps');
+  t.notOk(outputs.has(req.fireId, req.attempt), 'nothing kept before the first part');
+  t.match(w.session.output(req.fireId, req.token, 'line 1\n'), { ok: true });
+  t.match(outputs.read(req.fireId, req.attempt, 0), { text: 'line 1\n', complete: false });
+  const stale = w.session.output(req.fireId, req.token - 1, 'from an old attempt\n');
+  t.match(stale, { ok: false, reason: /stale fencing token/ });
+  t.match(w.session.output('job-x:1', req.token, 'x'), { ok: false, reason: /no such lease/ });
+  t.equal(hub.stats.staleAnswers, 2);
+  t.match(w.session.output(req.fireId, req.token, 'line 2 is long\n'), { ok: true });
+  t.match(outputs.read(req.fireId, req.attempt, 0), {
+    text: 'line 1\nline 2 is lon',
+    truncated: true,
+  });
+  // The completion's output is the excerpt; the streamed output stays what was kept.
+  t.match(w.session.complete(req.fireId, req.token, ok('summary')), { ok: true });
+  const report = await within(attempt, 1000, 'the attempt');
+  t.equal(report.responseExcerpt, 'summary');
+  t.match(outputs.read(req.fireId, req.attempt, 0), {
+    text: 'line 1\nline 2 is lon',
+    complete: true,
+  });
+  t.match(w.session.output(req.fireId, req.token, 'late'), { ok: false }, 'after completion');
+
+  // Nothing streamed: the completion's output is the attempt's output (the excerpt: 1,024
+  // characters of it).
+  const quiet = request({ attemptDeadlineMs: 5000 });
+  const quietAttempt = hub.lease(quiet);
+  const long = 'z'.repeat(2000);
+  w.session.complete(quiet.fireId, quiet.token, ok(long));
+  t.equal((await within(quietAttempt, 1000, 'the attempt')).responseExcerpt, 'z'.repeat(1024));
+  t.match(outputs.read(quiet.fireId, quiet.attempt, 0), {
+    text: 'z'.repeat(20),
+    complete: true,
+    truncated: true,
+  });
+
+  // A lease that expires ends its output too.
+  const lapsed = request({ attemptDeadlineMs: 30 });
+  const lapsedAttempt = hub.lease(lapsed);
+  w.session.output(lapsed.fireId, lapsed.token, 'started');
+  t.equal((await within(lapsedAttempt, 1000, 'the expiry')).code, 'WORKER_LEASE_EXPIRED');
+  t.match(outputs.read(lapsed.fireId, lapsed.attempt, 0), { text: 'started', complete: true });
+
+  // A node that keeps no output tells the worker so, and takes parts without keeping them.
+  const off = newHub(t, { outputs: new RunOutputStore({ maxBytes: 0, storeBytes: 0 }) });
+  const w2 = connect(off);
+  const r2 = request({ attemptDeadlineMs: 5000 });
+  void off.lease(r2);
+  t.equal(w2.io.leases[0]?.outputMaxBytes, 0);
+  t.match(w2.session.output(r2.fireId, r2.token, 'x'), { ok: true });
 });
 
 t.test('the lease lasts min(attemptDeadlineMs, leaseMaxMs)', async (t) => {

@@ -1,6 +1,8 @@
 // compileNodeOptions: defaults, and a table of rejected options where each must be named by its
 // flag with the reason, all at once, and nothing half-compiled.
 import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { ValidationError } from '../../../src/base/errors.js';
 import { compileNodeOptions, type NodeOptions } from '../../../src/config/node-config.js';
 
@@ -56,6 +58,15 @@ t.test('run output bounds: 64 KiB per attempt, 64 MiB in all, 0 turns capture of
     { field: '--run-output-max-bytes', reason: /\[0, 16777216\]/ },
   ]);
   t.match(refused({ runOutputMaxBytes: -1 }), [{ field: '--run-output-max-bytes' }]);
+  t.end();
+});
+
+t.test('tickraft serve --help lists the run output flags', (t) => {
+  const bin = fileURLToPath(new URL('../../../bin/tickraft', import.meta.url));
+  const r = spawnSync(process.execPath, [bin, 'serve', '--help'], { encoding: 'utf8' });
+  t.equal(r.status, 0);
+  t.match(r.stdout, /--run-output-max-bytes <n>\s+bytes of each attempt's output/);
+  t.match(r.stdout, /--run-output-store-bytes <n>\s+bytes of run output this node keeps in all/);
   t.end();
 });
 

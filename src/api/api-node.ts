@@ -18,6 +18,12 @@ import type { MetaStateMachine } from '../placement/meta-state.js';
 import type { NodeId } from '../raft/messages.js';
 import type { SchedulerStateMachine } from '../scheduler/state-machine.js';
 
+/** What the API asks of tracing: a span per call, ended with the call's gRPC status name. */
+export interface CallTracing {
+  readonly enabled: boolean;
+  apiCall(method: string): (status: string) => void;
+}
+
 /** A data group's state as the API reads it. */
 export interface DataGroupView {
   readonly scheduler: SchedulerStateMachine;
@@ -29,6 +35,8 @@ export interface DataGroupView {
 
 export interface ApiNode {
   readonly id: NodeId;
+  /** Spans of API calls (the node's src/observe/tracing.ts; off: `enabled` false). */
+  readonly tracing: CallTracing;
   /** Pull-based workers' streams on this node (WorkerService). */
   readonly workers: WorkerHub;
   /** Runs' outputs this node received, kept beside the log (RunService.GetRunOutput). */

@@ -75,7 +75,7 @@ export class ApiServer {
     const s = this.api.services;
     const add = (name: keyof typeof s, impl: grpc.UntypedServiceImplementation): void => {
       const def = s[name].service;
-      server.addService(def, guardService(name, def, impl, this.auth, this.log));
+      server.addService(def, guardService(name, def, impl, this.auth, this.log, this.node.tracing));
     };
     add('JobService', jobServiceHandlers(this.api));
     add('RunService', runServiceHandlers(this.api));

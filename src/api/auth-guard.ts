@@ -6,6 +6,8 @@
  * admin-only method is written to the audit log with the principal, the method and the outcome.
  */
 import type * as grpc from '@grpc/grpc-js';
+import { status as grpcStatusCodes } from '@grpc/grpc-js';
+import type { CallTracing } from './api-node.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { authorize, requirementOf } from '../auth/method-policy.js';
 import { describePrincipal, type Principal } from '../auth/principal.js';
@@ -26,6 +28,8 @@ export function guardService(
   impl: grpc.UntypedServiceImplementation,
   auth: Authenticator,
   log: ApiLogger,
+  /** Spans of the calls (the node's tracing); none by default. */
+  tracing: CallTracing = NO_CALL_TRACING,
 ): grpc.UntypedServiceImplementation {
   const out: grpc.UntypedServiceImplementation = {};
   for (const [name, handler] of Object.entries(impl)) {
@@ -39,7 +43,16 @@ export function guardService(
       });
     if (!m.requestStream && !m.responseStream) {
       const inner = handler as grpc.handleUnaryCall<unknown, unknown>;
-      out[name] = ((call, cb) => {
+      out[name] = ((call, callback) => {
+        // A span per call when tracing is on, ended with the call's status; nothing otherwise.
+        const traced = tracing.enabled ? tracing.apiCall(method) : undefined;
+        const cb: grpc.sendUnaryData<unknown> =
+          traced === undefined
+            ? callback
+            : (err, value) => {
+                traced(err ? (grpcStatusName(err.code) ?? 'UNKNOWN') : 'OK');
+                callback(err, value);
+              };
         admit(call).then(
           (p) => {
             // Operators' admin calls are audited; the nodes' own calls to each other are not
@@ -127,3 +140,10 @@ function auditOutcome(
     'audit',
   );
 }
+
+/** `UNAVAILABLE` for 14: the status's name as spans record it. */
+function grpcStatusName(code: number | undefined): string | undefined {
+  return code === undefined ? undefined : grpcStatusCodes[code];
+}
+
+const NO_CALL_TRACING: CallTracing = { enabled: false, apiCall: () => () => {} };

@@ -102,6 +102,12 @@ export interface NodeOptions {
    */
   httpListen?: string;
   /**
+   * Base URL of an OpenTelemetry collector's OTLP/HTTP receiver (e.g. http://127.0.0.1:4318):
+   * spans of API calls and delivery attempts go to `<url>/v1/traces`, and webhooks carry a
+   * `traceparent`. No tracing when absent.
+   */
+  otlpEndpoint?: string;
+  /**
    * Tenants named in the per-tenant metrics (`tenant` label): the most active on this node; the
    * rest are `other`. 0 puts every tenant under `other`. @default 20
    */
@@ -220,6 +226,8 @@ export interface CompiledNodeConfig {
   readonly metricsListen: HostPort | undefined;
   /** The HTTP/JSON API's address, or undefined: not served. */
   readonly httpListen: HostPort | undefined;
+  /** The OTLP/HTTP collector spans go to, or undefined: no tracing. */
+  readonly otlpEndpoint: string | undefined;
   /** Tenants labelled by name in the per-tenant metrics; the rest are `other`. */
   readonly metricsTenants: number;
   /** The test-only DebugService's address, or undefined: not served. */
@@ -267,6 +275,7 @@ export const OPTION_FLAGS: Record<keyof NodeOptions, string> = {
   runOutputStoreBytes: '--run-output-store-bytes',
   metricsListen: '--metrics-listen',
   httpListen: '--http-listen',
+  otlpEndpoint: '--otlp-endpoint',
   metricsTenants: '--metrics-tenants',
   debugListen: '--debug-listen',
   allowTarget: '--allow-target',
@@ -341,6 +350,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
       ? undefined
       : address('httpListen', '');
   checkHttpDistinct(httpListen, { listen, peerListen, metricsListen, debugListen }, bad);
+  const otlpEndpoint = parseOtlpEndpoint(options.otlpEndpoint, bad);
   const targetPolicy = parseAllowTarget(options.allowTarget, bad);
   const advertiseAddress = parseAdvertised(options.advertiseAddress, bad);
   const initialCluster = parseInitialCluster(options.initialCluster, id, bad);
@@ -451,6 +461,7 @@ export function compileNodeOptions(options: NodeOptions): CompiledNodeConfig {
     },
     metricsListen,
     httpListen,
+    otlpEndpoint,
     metricsTenants,
     debugListen,
     join,
@@ -740,4 +751,24 @@ function parsePeerRoutes(
   if (routes.has(selfId))
     bad('peerRoute', `names this node (${selfId}); a node never dials itself`);
   return routes;
+}
+
+/** An http(s) URL without credentials, or undefined when not given. */
+function parseOtlpEndpoint(
+  text: string | undefined,
+  bad: (key: keyof NodeOptions, reason: string) => void,
+): string | undefined {
+  if (text === undefined || text === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    bad('otlpEndpoint', `'${text}' is not a URL (e.g. http://127.0.0.1:4318)`);
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    bad('otlpEndpoint', 'must be an http:// or https:// URL');
+  else if (url.username !== '' || url.password !== '')
+    bad('otlpEndpoint', 'must not hold credentials');
+  return text;
 }

@@ -69,6 +69,11 @@ export interface DeliveryRunnerOptions {
   readonly limits?: WebhookLimits;
   /** Where attempts of `worker:<pool>` targets are leased; without it they fail as retries. */
   readonly workers?: WorkerHub;
+  /**
+   * The `traceparent` an attempt's request carries (tracing on: src/observe/tracing.ts);
+   * absent, requests carry none.
+   */
+  readonly traceparentOf?: (fireId: string, attempt: number) => string | undefined;
 }
 
 export type StartVerdict = 'start' | 'wait' | 'drop' | 'cancel';
@@ -243,7 +248,9 @@ export class DeliveryRunner {
     const signing = this.signingKeys(r.job.tenant);
     if (!signing) return false;
     const timestampMs = Math.max(nowMs, r.slotMs);
-    const built = buildWebhookRequest(attemptOf(r, signing, timestampMs));
+    const built = buildWebhookRequest(
+      attemptOf(r, signing, timestampMs, this.options.traceparentOf),
+    );
     if (!built.ok) return false;
     // A fire id rendered again (another token) moves to the end, in due order.
     this.rendered.delete(r.fireId);
@@ -402,7 +409,11 @@ export class DeliveryRunner {
     const nowMs = this.clock.nowMs();
     const rendered = this.takeRendered(r, signing, nowMs);
     if (rendered !== undefined) this.stats.sentPrerendered++;
-    deliverWebhook(attemptOf(r, signing, nowMs), this.io, rendered).then(
+    deliverWebhook(
+      attemptOf(r, signing, nowMs, this.options.traceparentOf),
+      this.io,
+      rendered,
+    ).then(
       (report) => this.finish(task, report),
       // deliverWebhook resolves for every delivery failure; a rejection is a bug, reported as a
       // retry so the run is not lost.
@@ -523,7 +534,12 @@ function internalFailure(err: unknown): AttemptReport {
 }
 
 /** The webhook attempt of a request, signed with `signing`, made at `nowMs`. */
-function attemptOf(r: DeliveryRequest, signing: SigningKeys, nowMs: number): WebhookAttempt {
+function attemptOf(
+  r: DeliveryRequest,
+  signing: SigningKeys,
+  nowMs: number,
+  traceparentOf: ((fireId: string, attempt: number) => string | undefined) | undefined,
+): WebhookAttempt {
   return {
     job: r.job,
     fireId: r.fireId,
@@ -532,6 +548,7 @@ function attemptOf(r: DeliveryRequest, signing: SigningKeys, nowMs: number): Web
     token: r.token,
     signing,
     nowMs,
+    traceparent: traceparentOf?.(r.fireId, r.attempt),
   };
 }
 

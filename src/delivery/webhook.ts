@@ -48,6 +48,8 @@ export interface WebhookAttempt {
   readonly signing: SigningKeys;
   /** Wall clock, UTC ms: webhook-timestamp, and the base of a Retry-After date. */
   readonly nowMs: number;
+  /** The attempt span's W3C trace context (tracing on, src/observe/tracing.ts); else absent. */
+  readonly traceparent?: string | undefined;
 }
 
 export interface WebhookLimits {
@@ -346,6 +348,8 @@ export function buildWebhookRequest(
   };
   const own = job.target.headers;
   for (const name in own) headers[name.toLowerCase()] = own[name] as string;
+  // After the job's own: with tracing on, the request names the attempt's span.
+  if (attempt.traceparent !== undefined) headers['traceparent'] = attempt.traceparent;
   return {
     ok: true,
     request: { origin: url.origin, path: url.pathname + url.search, headers, body },

@@ -4,6 +4,7 @@
  * SIGKILL needs no handling because every acknowledged write is already on disk.
  * Exit codes: 0 clean stop, 2 bad flags or config, 1 anything else.
  */
+import { NO_TRACING, startTracing } from '../observe/tracing.js';
 import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
@@ -210,6 +211,10 @@ function buildProgram(run: (opts: NodeOptions) => Promise<number>): Command {
     .option(
       '--http-listen <host:port>',
       'serve the HTTP/JSON API (docs/HTTP.md) on this address: every request is a call of the client API on --listen, with the same token; HTTPS with --tls-cert (default: not served)',
+    )
+    .option(
+      '--otlp-endpoint <url>',
+      'send OpenTelemetry spans (API calls, delivery attempts) over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318; webhooks then carry a traceparent header (default: no tracing)',
     )
     .option(
       '--debug-listen <host:port>',
@@ -427,6 +432,8 @@ function serve(options: NodeOptions): Promise<number> {
           await http?.close();
           await api.close();
           await debug?.close();
+          // The spans still batched leave before the process does.
+          await node.tracing.shutdown();
           clearTimeout(hardStop);
           log.info(r, 'stopped');
           resolve(0);
@@ -439,26 +446,35 @@ function serve(options: NodeOptions): Promise<number> {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     let apiPort = 0;
-    node
-      .start(
-        (err) => {
-          // The loop cannot continue (e.g. the disk failed): exit and let a restart recover.
-          log.error({ err: String(err) }, 'fatal');
-          process.exit(1);
-        },
-        async () => {
-          apiPort = await api.listen(formatHostPort(config.listen), apiCredentials);
-          await http?.start(apiPort);
-          if (debug !== undefined && config.debugListen !== undefined) {
-            const debugPort = await debug.start(formatHostPort(config.debugListen));
-            log.warn(
-              { debugListen: `${config.debugListen.host}:${debugPort}` },
-              'serving the test-only DebugService: unauthenticated, it reads and writes this ' +
-                "node's internals; never expose it outside a test machine",
-            );
-          }
-        },
-      )
+    // Tracing is set up (its SDK loaded only when asked for) before the node makes the parts
+    // that report spans.
+    (config.otlpEndpoint === undefined
+      ? Promise.resolve(NO_TRACING)
+      : startTracing(config.otlpEndpoint, config.id)
+    )
+      .then((tracing) => {
+        node.tracing = tracing;
+        if (tracing.enabled) log.info({ otlpEndpoint: config.otlpEndpoint }, 'tracing on');
+        return node.start(
+          (err) => {
+            // The loop cannot continue (e.g. the disk failed): exit and let a restart recover.
+            log.error({ err: String(err) }, 'fatal');
+            process.exit(1);
+          },
+          async () => {
+            apiPort = await api.listen(formatHostPort(config.listen), apiCredentials);
+            await http?.start(apiPort);
+            if (debug !== undefined && config.debugListen !== undefined) {
+              const debugPort = await debug.start(formatHostPort(config.debugListen));
+              log.warn(
+                { debugListen: `${config.debugListen.host}:${debugPort}` },
+                'serving the test-only DebugService: unauthenticated, it reads and writes this ' +
+                  "node's internals; never expose it outside a test machine",
+              );
+            }
+          },
+        );
+      })
       .then(() => {
         api.start();
         log.info(

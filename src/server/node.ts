@@ -22,6 +22,7 @@ import { RunOutputStore } from '../delivery/run-output-store.js';
 import { OriginPools } from '../delivery/origin-pools.js';
 import type { KvStateMachine } from './kv-state-machine.js';
 import { DataGroupStateMachine } from './data-group-state-machine.js';
+import { NO_TRACING, type Tracing } from '../observe/tracing.js';
 import { SchedulerRuntime } from './scheduler-runtime.js';
 import { DEFAULT_TENANT_INFLIGHT_MAX, signingSecretsAt } from '../api/tenant-admin.js';
 import { DEFAULT_TENANT_LIMITS, nodeShareOf } from '../placement/tenant-limits.js';
@@ -97,6 +98,12 @@ export class TickraftNode {
   readonly apiDialCredentials: ChannelCredentials | undefined;
   /** When a connect failure to each peer was last logged. */
   private readonly connectFailLoggedMs = new Map<NodeId, number>();
+
+  /**
+   * OpenTelemetry tracing (--otlp-endpoint); NO_TRACING when off. Set before start(): the
+   * delivery runner and the scheduler read it when they are made.
+   */
+  tracing: Tracing = NO_TRACING;
 
   constructor(
     readonly config: CompiledNodeConfig,
@@ -273,6 +280,10 @@ export class TickraftNode {
         return t && signingSecretsAt(t, Date.now());
       },
       weightOf: (tenant) => this.meta.tenants.get(tenant)?.priorityWeight ?? 1,
+      ...(this.tracing.enabled && {
+        traceparentOf: (fireId: string, attempt: number) =>
+          this.tracing.traceparentOf(fireId, attempt),
+      }),
       inflightMaxOf: (tenant) =>
         this.shareOfLimit(
           this.meta.tenants.get(tenant)?.inflightMax ?? DEFAULT_TENANT_INFLIGHT_MAX,
@@ -303,6 +314,7 @@ export class TickraftNode {
       },
       onError: (err) => this.die(err),
       observer: this.metrics,
+      tracing: this.tracing,
       runOutputs: this.runOutputs,
       fireRateOf: (tenant) =>
         this.shareOfLimit(

@@ -33,6 +33,7 @@ import {
   type SchedulerCommand,
 } from '../scheduler/commands.js';
 import { isTerminal } from '../scheduler/model.js';
+import type { Tracing } from '../observe/tracing.js';
 import { RunWatchers, type RunListener } from './run-watchers.js';
 import {
   GroupDispatcher,
@@ -105,6 +106,8 @@ export interface SchedulerRuntimeOptions {
   readonly dueWakeLeadMs?: number;
   /** Where webhook answers' outputs are kept beside the log; absent: nowhere. */
   readonly runOutputs?: RunOutputStore;
+  /** Spans of delivery attempts (src/observe/tracing.ts); absent: none. */
+  readonly tracing?: Tracing;
 }
 
 interface GroupRuntime {
@@ -556,6 +559,8 @@ export class SchedulerRuntime {
     const sinceMs = clock.monotonicMs();
     const settle = (fate: ProposalFate): void => {
       observer?.proposalSettled(fate, clock.monotonicMs() - sinceMs);
+      if (fate === 'committed' && this.opts.tracing?.enabled === true)
+        this.resultsCommitted(commands, clock.nowMs());
       for (const c of commands) g.dispatcher.proposalSettled(c, fate, term);
     };
     this.opts.host.proposeBatch(g.groupId, datas).then(
@@ -564,11 +569,39 @@ export class SchedulerRuntime {
     );
   }
 
+  /** Ends the spans of the attempts whose results these committed commands hold. */
+  private resultsCommitted(commands: readonly SchedulerCommand[], nowMs: number): void {
+    const tracing = this.opts.tracing;
+    if (tracing === undefined) return;
+    for (const c of commands) {
+      if (c.op === 'attempt-result') tracing.attemptCommitted(c.fireId, c.attempt, nowMs);
+      else if (c.op === 'attempt-results')
+        for (const r of c.results) tracing.attemptCommitted(r.fireId, r.attempt, nowMs);
+    }
+  }
+
   private deliver(g: GroupRuntime, order: DeliveryOrder): void {
     this.stats.delivered++;
     const observer = this.opts.observer;
     const nowMs = this.opts.clock.nowMs();
     if (order.attempt === 1) g.fireRate.record(order.slotMs);
+    const tracing = this.opts.tracing;
+    if (tracing?.enabled === true)
+      tracing.attemptHandedOut({
+        fireId: order.fireId,
+        attempt: order.attempt,
+        tenant: order.job.tenant,
+        jobId: order.jobId,
+        token: order.token,
+        groupId: g.groupId,
+        // A first attempt's story starts when its intent committed (the run was created).
+        startMs:
+          order.attempt === 1
+            ? (g.sm.scheduler.runs.get(order.fireId)?.createdAtMs ?? nowMs)
+            : nowMs,
+        slotMs: order.slotMs,
+        handedOutMs: nowMs,
+      });
     observer?.deliveryHandedOut(order.attempt, order.slotMs, nowMs, order.job.tenant, g.groupId);
     if (g.ownerTerm !== order.term) {
       g.owner = ownerOf(g.groupId, order.term);
@@ -576,6 +609,19 @@ export class SchedulerRuntime {
     }
     this.opts.runner.submit(g.owner, order, (report: AttemptReport) => {
       this.stats.results++;
+      if (tracing?.enabled === true) {
+        const at = this.opts.clock.nowMs();
+        tracing.attemptAnswered(
+          order.fireId,
+          order.attempt,
+          at,
+          report.code === 'DELIVERY_NOT_STARTED' ? 'not_started' : report.outcome,
+          report.statusCode,
+        );
+        // Never sent: no result of it will commit.
+        if (report.code === 'DELIVERY_NOT_STARTED')
+          tracing.attemptCommitted(order.fireId, order.attempt, at);
+      }
       if (report.code === 'DELIVERY_NOT_STARTED') {
         observer?.deliveryFinished(
           order.attempt,

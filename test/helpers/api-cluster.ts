@@ -27,11 +27,13 @@ export class ApiCluster {
       metrics?: boolean;
       http?: boolean;
       allowTarget?: readonly string[];
+      /** More flags for every node. */
+      extraArgs?: readonly string[];
     } = {},
   ): Promise<ApiCluster> {
     const cluster = await ProcCluster.create({
       groups: opts.groups ?? 4,
-      extraArgs: ['--tick-ms', '20'],
+      extraArgs: ['--tick-ms', '20', ...(opts.extraArgs ?? [])],
       metrics: opts.metrics ?? false,
       http: opts.http ?? false,
       // The harness's default (loopback, where the sink listens) unless the test says otherwise.

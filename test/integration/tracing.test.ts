@@ -3,27 +3,14 @@
 // attempt, and that span arrives with the run's fire id, ended once the result committed; API
 // calls have spans too. A node without the flag sends no traceparent (the other tests' sinks).
 import t from 'tap';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { otlpCollector } from '../helpers/otlp-collector.js';
 import { ApiCluster, TENANT } from '../helpers/api-cluster.js';
 import { eventually } from '../helpers/cluster.js';
 
 type Obj = Record<string, unknown>;
 
 t.test('a fire is traced from its intent to its committed result', async (t) => {
-  const spans: Obj[] = [];
-  const collector = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (c: string) => (body += c));
-    req.on('end', () => {
-      const doc = JSON.parse(body) as { resourceSpans: { scopeSpans: { spans: Obj[] }[] }[] };
-      for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => collector.close(() => resolve())));
-  const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
+  const { url: endpoint, spans } = await otlpCollector(t);
   const ac = await ApiCluster.start(t, { groups: 2, extraArgs: ['--otlp-endpoint', endpoint] });
   const c = ac.client('n1');
   await c.call('JobService', 'CreateJob', {

@@ -199,45 +199,18 @@ t.test('workflows on a real cluster', async (t) => {
     );
     t.match(badExtend.message, /extend_ms: must be an integer in \[1000, 604800000\]/);
 
-    const reader = await c.call<Obj>('TokenService', 'CreateToken', {
-      tenant: TENANT,
-      role: 'reader',
-    });
-    const asReader = await tickctl(
-      [
-        'runs',
-        'complete',
-        fireId,
-        '--tenant',
-        TENANT,
-        '--token',
-        String(token),
-        '--outcome',
-        'success',
-      ],
-      String(reader['token']),
-    );
+    /** `tickctl runs complete` of this run's accepted attempt, with a new token of `role`. */
+    const completeAs = async (
+      role: string,
+      extra: string[] = [],
+    ): Promise<Awaited<ReturnType<typeof tickctl>>> => {
+      const made = await c.call<Obj>('TokenService', 'CreateToken', { tenant: TENANT, role });
+      const args = ['runs', 'complete', fireId, '--tenant', TENANT, '--token', String(token)];
+      return tickctl([...args, '--outcome', 'success', ...extra], String(made['token']));
+    };
+    const asReader = await completeAs('reader');
     t.equal(asReader.code, 6, 'a reader token may not complete a run');
-    const worker = await c.call<Obj>('TokenService', 'CreateToken', {
-      tenant: TENANT,
-      role: 'worker',
-    });
-    const done = await tickctl(
-      [
-        'runs',
-        'complete',
-        fireId,
-        '--tenant',
-        TENANT,
-        '--token',
-        String(token),
-        '--outcome',
-        'success',
-        '--output',
-        'exported 42 rows',
-      ],
-      String(worker['token']),
-    );
+    const done = await completeAs('worker', ['--output', 'exported 42 rows']);
     t.equal(done.code, 0, done.stderr);
     t.match(done.stdout, `${fireId}: SUCCEEDED`);
     const finished = await getRun(c, fireId);

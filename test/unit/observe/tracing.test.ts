@@ -1,8 +1,7 @@
 // Tracing against a real OTLP/HTTP receiver on loopback: spans arrive as JSON at /v1/traces
 // with the ids an attempt's traceparent names, their events and attributes; off, nothing at all.
-import t, { type Test } from 'tap';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { otlpCollector } from '../../helpers/otlp-collector.js';
 import {
   attemptIds,
   NO_TRACING,
@@ -12,27 +11,10 @@ import {
 
 type Obj = Record<string, unknown>;
 
-/** An OTLP/HTTP JSON receiver: every span it was sent. */
-async function collector(t: Test): Promise<{ url: string; spans: Obj[] }> {
-  const spans: Obj[] = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (c: string) => (body += c));
-    req.on('end', () => {
-      const doc = JSON.parse(body) as { resourceSpans: { scopeSpans: { spans: Obj[] }[] }[] };
-      for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans };
-}
-
 t.test(
   'an attempt span: deterministic ids, its events, ended when its result commits',
   async (t) => {
-    const c = await collector(t);
+    const c = await otlpCollector(t);
     const tracing = await startTracing(c.url, 'n1');
     const fireId = 'acme/report:1751333400000';
     const header = tracing.traceparentOf(fireId, 2);

@@ -210,6 +210,8 @@ function whyNotAllowed(
         : 'only an at-most-once run may end UNKNOWN';
     case 'SCHEDULED':
     case 'DISPATCHED':
+    case 'RUNNING':
+    case 'FAILED':
     case 'SUCCEEDED':
     case 'DEAD':
       return undefined;

@@ -5,6 +5,7 @@
  * dropped and reported; any other unreadable line is an error naming its line number.
  */
 import { RUN_STATUSES } from '../../src/scheduler/model.js';
+import { RUN_VIEW_STATUSES } from '../../src/scheduler/run-view.js';
 import { ValidationError, type FieldViolation } from '../../src/base/errors.js';
 import {
   BULK_FUNCTIONS,
@@ -29,7 +30,8 @@ export interface ParsedHistory {
 const OP_FUNCTIONS: ReadonlySet<string> = new Set([...JOB_FUNCTIONS, ...BULK_FUNCTIONS]);
 const ANSWERS: ReadonlySet<string> = new Set(['2xx', '5xx', 'slow', 'stale']);
 const NEMESIS_KIND_SET: ReadonlySet<string> = new Set(NEMESIS_KINDS);
-const RUN_STATUS_SET: ReadonlySet<string> = new Set(RUN_STATUSES);
+// What the API shows (run-view.ts), and the replicated statuses older histories recorded.
+const RUN_STATUS_SET: ReadonlySet<string> = new Set([...RUN_VIEW_STATUSES, ...RUN_STATUSES]);
 
 /**
  * Parses the text of one history file. `source` prefixes field names in errors (a file name).

@@ -85,9 +85,15 @@ export interface JobRead {
   readonly updatedAtMs?: EpochMs;
 }
 
+/**
+ * A run's status as the API showed it (src/scheduler/run-view.ts); DISPATCHED only in histories
+ * written before the API showed RUNNING and FAILED.
+ */
 export type RunStatus =
   | 'SCHEDULED'
   | 'DISPATCHED'
+  | 'RUNNING'
+  | 'FAILED'
   | 'SUCCEEDED'
   | 'DEAD'
   | 'CANCELLED'

@@ -178,7 +178,14 @@ t.test(
       },
     });
     const asyncFire = await trigger('async');
-    const accepted = await until(asyncFire, 'RUNNING');
+    // RUNNING shows while the request is in flight too: wait for the 202 to be recorded.
+    const accepted = await eventually(async () => {
+      const r = await runOf(asyncFire);
+      const first = (r['attempts'] as Obj[] | undefined)?.[0];
+      if (first?.['outcome'] !== 'ATTEMPT_OUTCOME_ACCEPTED')
+        throw new Error(`${asyncFire}: its 202 is not recorded yet`);
+      return r;
+    }, 20_000);
     const token = (accepted['attempts'] as Obj[])[0]!['fencingToken'] as number;
     const early = await c.call<Obj>('RunService', 'GetRunOutput', {
       tenant: TENANT,

@@ -34,6 +34,24 @@ async function triggered(c: ApiClient, jobId: string, extra: Obj = {}): Promise<
   return String((res['run'] as Obj)['fireId']);
 }
 
+/**
+ * Waits until the run's last attempt is recorded as accepted (its 202 committed): RUNNING alone
+ * also shows while the request is still in flight.
+ */
+async function acceptedRun(c: ApiClient, fireId: string, attempt = 1): Promise<Obj> {
+  return eventually(async () => {
+    const r = await getRun(c, fireId);
+    const last = (r['attempts'] as Obj[] | undefined)?.at(-1);
+    if (
+      r['status'] !== 'RUN_STATUS_RUNNING' ||
+      last?.['attempt'] !== attempt ||
+      last['outcome'] !== 'ATTEMPT_OUTCOME_ACCEPTED'
+    )
+      throw new Error(`${fireId}: attempt ${attempt}'s 202 is not recorded yet`);
+    return r;
+  }, 20_000);
+}
+
 function receiptsOf(ac: ApiCluster, fireId: string): Receipt[] {
   return ac.sink.receipts.filter((r) => r.fireId === fireId);
 }
@@ -157,10 +175,7 @@ t.test('workflows on a real cluster', async (t) => {
       target: { url: `${ac.sink.url}/async`, completionTimeoutMs: 60_000 },
     });
     const fireId = await triggered(c, 'export');
-    await eventually(async () => {
-      if ((await getRun(c, fireId))['status'] !== 'RUN_STATUS_RUNNING') throw new Error('not yet');
-    }, 10_000);
-    const run = await getRun(c, fireId);
+    const run = await acceptedRun(c, fireId);
     const attempt = (run['attempts'] as Obj[])[0]!;
     t.equal(attempt['outcome'], 'ATTEMPT_OUTCOME_ACCEPTED', 'the attempt was accepted');
     t.equal(attempt['statusCode'], 202);
@@ -250,10 +265,7 @@ t.test('workflows on a real cluster', async (t) => {
       const job = await c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: 'sync' });
       const groupId = Number(job['groupId']);
       const fireId = await triggered(c, 'sync');
-      await eventually(async () => {
-        if ((await getRun(c, fireId))['status'] !== 'RUN_STATUS_RUNNING')
-          throw new Error('not yet');
-      }, 10_000);
+      await acceptedRun(c, fireId);
       const first = receiptsOf(ac, fireId)[0]!;
       const leader = (await ac.leaders()).get(groupId)!;
       await ac.cluster.node(leader).kill9();
@@ -268,6 +280,8 @@ t.test('workflows on a real cluster', async (t) => {
       t.equal(second.attempt, 2, 'the retry is attempt 2');
       t.ok(second.token > first.token, 'with a higher fencing token');
       t.ok(second.term > first.term, 'from a later term: the new leader expired the deadline');
+      // Attempt 2's 202 recorded: the run is RUNNING again, now with attempt 2's token.
+      const run = await acceptedRun(s, fireId, 2);
       const deposed = await refusal(
         s.call('RunService', 'CompleteRun', {
           tenant: TENANT,
@@ -278,11 +292,6 @@ t.test('workflows on a real cluster', async (t) => {
       );
       t.equal(deposed.code, 'FAILED_PRECONDITION', "the deposed attempt's completion is refused");
       t.match(deposed.message, /attempt 1.*attempt 2/);
-      await eventually(async () => {
-        if ((await getRun(s, fireId))['status'] !== 'RUN_STATUS_RUNNING')
-          throw new Error('not yet');
-      }, 10_000);
-      const run = await getRun(s, fireId);
       const attempts = run['attempts'] as Obj[];
       t.match(attempts[0]!['error'], /COMPLETION_TIMEOUT/, 'attempt 1 records why it ended');
       const ok = await s.call<Obj>('RunService', 'CompleteRun', {

@@ -15,6 +15,7 @@
  * cut only at character boundaries, whether the output was cut at the bound and whether the
  * attempt has ended. Offsets are byte offsets into that UTF-8 text.
  */
+import { wholeUtf8Length } from './webhook.js';
 import { assert } from '../base/assert.js';
 
 /** Bytes of one attempt's output kept (`--run-output-max-bytes`). */
@@ -248,9 +249,8 @@ function isContinuation(byte: number): boolean {
  */
 export function utf8CutLength(bytes: Uint8Array, limit: number): number {
   if (limit >= bytes.length) return bytes.length;
-  let end = Math.max(0, limit);
-  while (end > 0 && isContinuation(bytes[end]!)) end--;
-  return end;
+  // The cut prefix without a trailing, incomplete character: webhook.ts's excerpt rule.
+  return wholeUtf8Length(bytes.subarray(0, Math.max(0, limit)));
 }
 
 /**

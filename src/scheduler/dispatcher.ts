@@ -473,7 +473,9 @@ export class GroupDispatcher {
         if (f !== undefined && this.onRunChanged(ls, fireId, run, f)) release.add(jobId);
         if (!run || isTerminal(run.status)) release.add(jobId);
       }
-      if (ls && !this.waiting.has(fireId)) ls.upstreamAskAt.delete(fireId);
+      // Only a group with waiting runs pays a lookup per applied run (a spike applies thousands).
+      if (ls && ls.upstreamAskAt.size > 0 && !this.waiting.has(fireId))
+        ls.upstreamAskAt.delete(fireId);
       // After the leader's bookkeeping: what the run shows depends on both.
       touched?.(fireId);
     }

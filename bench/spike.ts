@@ -9,7 +9,6 @@
  * many requests first, so that every side is measured with its code compiled by V8.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, type ClusterSecurity, type ProcNode } from '../test/helpers/cluster.js';
 import { ApiClient } from '../src/api/client.js';
@@ -19,6 +18,7 @@ import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { fmt, percentile } from './figures.js';
 import { startSinkProcess } from './sink-process.js';
+import { traceCpu } from './proc-cpu.js';
 
 /**
  * The sink: records slot-to-receipt lag from `tickraft-scheduled-for`; GET /stats, POST /reset,
@@ -296,49 +296,6 @@ async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
   let total = 0;
   for (const n of cluster.nodes) total += (await n.status()).cpuMs;
   return total;
-}
-
-/**
- * CPU time of process `pid`, all its threads, in ms: the kernel's own count
- * (/proc/<pid>/task/<tid>/schedstat, ns on a CPU), read from outside, so that measuring it costs
- * the node nothing. NaN where /proc cannot be read (not Linux).
- */
-function processCpuMs(pid: number): number {
-  let ns = 0;
-  try {
-    for (const tid of readdirSync(`/proc/${pid}/task`))
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-  } catch {
-    return Number.NaN;
-  }
-  return ns / 1e6;
-}
-
-/**
- * The process's CPU sampled every 100 ms from now until `stop()`; `at(t)` interpolates it at
- * wall time t, so that the drain's own CPU (slot to last fire) is told apart from what follows.
- */
-function traceCpu(pid: number): { stop(): void; at(t: number): number } {
-  const samples: { t: number; cpuMs: number }[] = [];
-  const sample = (): void => {
-    samples.push({ t: Date.now(), cpuMs: processCpuMs(pid) });
-  };
-  sample();
-  const timer = setInterval(sample, 100);
-  return {
-    stop() {
-      clearInterval(timer);
-      sample();
-    },
-    at(t) {
-      const after = samples.findIndex((s) => s.t >= t);
-      if (after <= 0)
-        return (samples[after < 0 ? samples.length - 1 : 0] as { cpuMs: number }).cpuMs;
-      const a = samples[after - 1] as { t: number; cpuMs: number };
-      const b = samples[after] as { t: number; cpuMs: number };
-      return b.t === a.t ? b.cpuMs : a.cpuMs + ((b.cpuMs - a.cpuMs) * (t - a.t)) / (b.t - a.t);
-    },
-  };
 }
 
 async function groupTerms(cluster: ProcCluster): Promise<Map<number, number>> {

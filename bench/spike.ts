@@ -1,16 +1,39 @@
 /**
  * The :00 spike through a real 3-process cluster, shared by `npm run bench:scheduler` and
  * `npm run bench`: `jobs` one-off jobs all due in the same second, delivered to a local sink
- * process that records each receipt; lag from the slot to receipt (p50 / p99 / max) and the time
- * until the last fire, next to the ceiling measured in the same run: a bare undici Pool in a
- * process of its own sending the same number of requests (same size, same headers) to the same
- * sink, all issued at once; and the same requests sent from 3 such processes, as the 3 nodes send.
+ * process that records each receipt (and which connection it came on). Measured:
+ *
+ * - tickraft: lag from the slot to receipt (p50 / p99 / max) and the time until the last fire;
+ *   what each node sent (the sink counts receipts per client port, and the ports are traced to
+ *   the node processes owning those sockets through /proc; the group→leader map says what each
+ *   node should send).
+ * - The same topology without tickraft, the reference the targets use (≤ 1.1×): 3 bare undici
+ *   Pools, each in a process of its own with the connections a node has, each sending exactly
+ *   as many requests as its node sends (the spike's jobs hashed to their groups, each group to
+ *   the node leading it), all issued at once; measured just before tickraft's spike and just
+ *   after it, the ratios being to the mean of the two.
+ * - One bare undici Pool in one process sending all the requests, before and after likewise:
+ *   context only (one process on a 2-core machine has less to share than three).
+ * - CPU: the whole cluster's per fire, the three node processes' every thread (from /proc), from
+ *   4 s before the slot (planning, requests rendered ahead) until the cluster is quiet again
+ *   (every node's results count still and every replica has applied its leader's commit: the
+ *   results proposed, replicated and applied on the 3 replicas), less the idle cluster's rate
+ *   measured over ~3 s just before, over the same time; next to the bare clients' CPU per request
+ *   (all their processes, from the burst to its last receipt). Also the nodes' CPU from the slot
+ *   to the last fire alone.
+ *
  * With `warmup`, a smaller spike fires first on the fresh cluster and the bare clients send as
  * many requests first, so that every side is measured with its code compiled by V8.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
-import { ProcCluster, type ClusterSecurity, type ProcNode } from '../test/helpers/cluster.js';
+import {
+  ProcCluster,
+  type ClusterSecurity,
+  type NodeStatus,
+  type ProcNode,
+} from '../test/helpers/cluster.js';
 import { ApiClient } from '../src/api/client.js';
 import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../src/placement/hash.js';
@@ -23,21 +46,22 @@ import { traceCpu } from './proc-cpu.js';
 /**
  * The sink: records slot-to-receipt lag from `tickraft-scheduled-for`; GET /stats, POST /reset,
  * and GET /count, a poll that costs the sink nothing to speak of while it is busy. /stats also
- * says the sink's own CPU since the last reset.
+ * says the sink's own CPU since the last reset, and the receipts per client port (the request
+ * itself does not say which node sent it; the port's socket does: socketOwners).
  */
 const SINK_SOURCE = `
 const http = require('node:http');
-let lags = [], first = 0, last = 0, ids = new Set(), dup = 0, cpu0 = process.cpuUsage();
+let lags = [], first = 0, last = 0, ids = new Set(), dup = 0, ports = {}, cpu0 = process.cpuUsage();
 const server = http.createServer((req, res) => {
   if (req.url === '/count') { res.end(String(lags.length)); return; }
   if (req.url === '/stats') {
     lags.sort((a, b) => a - b);
     const c = process.cpuUsage(cpu0);
-    res.end(JSON.stringify({ count: lags.length, dup, lags, first, last, cpuUs: c.user + c.system }));
+    res.end(JSON.stringify({ count: lags.length, dup, lags, first, last, cpuUs: c.user + c.system, ports }));
     return;
   }
   if (req.url === '/reset') {
-    lags = []; first = 0; last = 0; ids = new Set(); dup = 0; cpu0 = process.cpuUsage(); res.end('{}'); return;
+    lags = []; first = 0; last = 0; ids = new Set(); dup = 0; ports = {}; cpu0 = process.cpuUsage(); res.end('{}'); return;
   }
   req.resume();
   req.on('end', () => {
@@ -45,6 +69,8 @@ const server = http.createServer((req, res) => {
     const slot = Date.parse(req.headers['tickraft-scheduled-for']);
     const id = req.headers['idempotency-key'];
     if (ids.has(id)) dup++; else ids.add(id);
+    const port = req.socket.remotePort;
+    ports[port] = (ports[port] || 0) + 1;
     lags.push(now - slot);
     if (first === 0) first = now;
     last = now;
@@ -63,6 +89,8 @@ interface SinkStats {
   first: number;
   last: number;
   cpuUs: number;
+  /** Receipts per client port. */
+  ports: Record<string, number>;
 }
 
 /** One side of the comparison: what the sink saw. */
@@ -121,12 +149,54 @@ export interface SpikeResult {
   readonly ceilingDrainMs: number;
   /** The mean of the two bursts' p99 lags. */
   readonly ceilingP99Ms: number;
-  /** The ceiling's requests sent from 3 processes at once, as the cluster's 3 nodes send. */
+  /** The same topology after tickraft's spike (= sameTopologyAfter; kept for its readers). */
   readonly splitCeiling: SpikeSide;
-  /** Time to last fire, tickraft ÷ ceilingDrainMs. */
+  /** Time to last fire, tickraft ÷ ceilingDrainMs (the one-process ceiling: context only). */
   readonly drainRatio: number;
-  /** p99 lag, tickraft ÷ ceilingP99Ms. */
+  /** p99 lag, tickraft ÷ ceilingP99Ms (context only). */
   readonly p99Ratio: number;
+  /**
+   * Fires each node should send: the spike's jobs hashed to their groups, each group to the node
+   * leading it once the jobs were created. The 3 bare processes send these shares.
+   */
+  readonly nodeShares: Record<string, number>;
+  /**
+   * Fires each node did send, as the sink saw them: receipts per client port, each port traced
+   * to the node process owning its socket (/proc). `unattributed`: receipts on connections
+   * closed (or not found) by then. Undefined where /proc cannot be read.
+   */
+  readonly nodeSent: Record<string, number> | undefined;
+  /** 3 bare processes, each sending its node's share (nodeShares), just before the spike. */
+  readonly sameTopologyBefore: SpikeSide;
+  /** The same just after the spike. */
+  readonly sameTopologyAfter: SpikeSide;
+  /** The mean of sameTopologyBefore and sameTopologyAfter, field by field: the reference. */
+  readonly sameTopology: SpikeSide;
+  /** Time to last fire, tickraft ÷ sameTopology (target ≤ 1.1×). */
+  readonly drainRatioSameTopology: number;
+  /** p99 lag, tickraft ÷ sameTopology (target ≤ 1.1×). */
+  readonly p99RatioSameTopology: number;
+  /**
+   * The whole cluster's CPU per fire, µs: the 3 node processes (all threads) from 4 s before the
+   * slot until the cluster was quiet again (clusterQuietMs), less clusterIdleCpuMsPerS over the
+   * same time, divided by the fires received (duplicates not counted: their cost is the fire's).
+   */
+  readonly clusterCpuUsPerFire: number;
+  /** The nodes' CPU over that window, ms, idle not yet subtracted. */
+  readonly clusterCpuWindowMs: number;
+  /** The idle cluster's CPU rate (3 nodes), ms per second, measured over idleMeasuredMs. */
+  readonly clusterIdleCpuMsPerS: number;
+  readonly idleMeasuredMs: number;
+  /** Slot to the moment the cluster was quiet again (results still, every replica applied). */
+  readonly clusterQuietMs: number;
+  /** The 3 bare processes' CPU per request (all three, burst to last receipt), mean of both. */
+  readonly bareCpuUsPerRequest: number;
+  /** The one-process bare client's CPU per request, mean of before and after. */
+  readonly bareOneCpuUsPerRequest: number;
+  /** clusterCpuUsPerFire ÷ bareCpuUsPerRequest (target ≤ 1.5×). */
+  readonly cpuRatio: number;
+  /** clusterCpuUsPerFire ÷ bareOneCpuUsPerRequest (context only). */
+  readonly cpuRatioOne: number;
 }
 
 export interface SpikeOptions {
@@ -239,9 +309,9 @@ process.stdin.on('data', (d) => {
 
 /**
  * `procs` bare-client processes (BARE_SENDER_SOURCE) with `connections` each. One process is the
- * ceiling; three send as the cluster's three nodes do (each leads its share of the groups), and
- * on a machine with fewer cores than busy processes that costs time of its own: this says how
- * much, with nothing of tickraft in the processes.
+ * one-process ceiling; three send as the cluster's three nodes do, each its node's share of the
+ * fires, and on a machine with fewer cores than busy processes that costs time of its own: this
+ * says how much, with nothing of tickraft in the processes.
  */
 class BareSenders {
   private readonly children: ChildProcess[];
@@ -263,16 +333,17 @@ class BareSenders {
     );
   }
 
-  /** `n` requests split over the processes, all issued 200 ms from now; what the sink saw. */
-  async burst(tag: string, n: number): Promise<SpikeSide> {
+  /**
+   * `shares[i]` requests from process i, all issued 200 ms from now; what the sink saw, with the
+   * processes' CPU (all of them) from then to the last receipt.
+   */
+  async burst(tag: string, shares: readonly number[]): Promise<SpikeSide> {
+    if (shares.length !== this.children.length)
+      throw new Error(`${shares.length} shares for ${this.children.length} processes`);
     await sinkGet(this.origin, '/reset');
     const at = Date.now() + 200;
-    const procs = this.children.length;
     const doneBefore = this.outputs.map((o) => o.split('done').length);
-    this.children.forEach((c, i) => {
-      const share = Math.floor(n / procs) + (i < n % procs ? 1 : 0);
-      c.stdin?.write(`${tag} ${at} ${share}\n`);
-    });
+    this.children.forEach((c, i) => c.stdin?.write(`${tag} ${at} ${shares[i] ?? 0}\n`));
     const cpuTraces = this.children.map((c) => traceCpu(c.pid ?? 0));
     const answered = (): boolean =>
       this.outputs.every((o, i) => o.split('done').length > (doneBefore[i] ?? 0));
@@ -290,6 +361,87 @@ class BareSenders {
   close(): void {
     for (const c of this.children) c.kill();
   }
+}
+
+/** `n` split as evenly as can be over `procs`. */
+function evenShares(n: number, procs: number): number[] {
+  return Array.from({ length: procs }, (_, i) => Math.floor(n / procs) + (i < n % procs ? 1 : 0));
+}
+
+/** The mean of two sides, field by field. */
+function meanSide(a: SpikeSide, b: SpikeSide): SpikeSide {
+  const m = (f: (s: SpikeSide) => number): number => (f(a) + f(b)) / 2;
+  return {
+    received: m((s) => s.received),
+    duplicates: m((s) => s.duplicates),
+    drainMs: m((s) => s.drainMs),
+    lagP50Ms: m((s) => s.lagP50Ms),
+    lagP99Ms: m((s) => s.lagP99Ms),
+    lagMaxMs: m((s) => s.lagMaxMs),
+    firstMs: m((s) => s.firstMs),
+    sinkCpuUsPerRequest: m((s) => s.sinkCpuUsPerRequest),
+    senderCpuUsPerRequest: m((s) => s.senderCpuUsPerRequest),
+  };
+}
+
+/**
+ * Which of `pids` owns each client socket connected to `peerPort` on this machine: local port →
+ * index in `pids`, from /proc/net/tcp{,6} (port → socket inode) and /proc/<pid>/fd (inode →
+ * process). Undefined where /proc cannot be read.
+ */
+function socketOwners(pids: readonly number[], peerPort: number): Map<number, number> | undefined {
+  const portOfInode = new Map<string, number>();
+  const portIn = (address: string): number =>
+    parseInt(address.slice(address.lastIndexOf(':') + 1), 16);
+  let read = false;
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    read = true;
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      const [local, remote, inode] = [f[1], f[2], f[9]];
+      if (local === undefined || remote === undefined || inode === undefined || inode === '0')
+        continue;
+      if (portIn(remote) === peerPort) portOfInode.set(inode, portIn(local));
+    }
+  }
+  if (!read) return undefined;
+  const owners = new Map<number, number>();
+  pids.forEach((pid, i) => {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      return;
+    }
+    for (const fd of fds) {
+      let link: string;
+      try {
+        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+      const port = inode === undefined ? undefined : portOfInode.get(inode);
+      if (port !== undefined) owners.set(port, i);
+    }
+  });
+  return owners;
+}
+
+/** Every running replica of every group has applied its leader's commit (as waitApplied). */
+function allApplied(sts: readonly NodeStatus[]): boolean {
+  const commit = new Map<number, number>();
+  for (const st of sts)
+    for (const g of st.groups)
+      if (g.role === 'leader')
+        commit.set(g.groupId, Math.max(commit.get(g.groupId) ?? 0, g.commit));
+  return sts.every((st) => st.groups.every((g) => g.applied >= (commit.get(g.groupId) ?? 0)));
 }
 
 async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
@@ -358,18 +510,42 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       if (groupId !== META_GROUP_ID) perNode.set(id, (perNode.get(id) ?? 0) + 1);
     log(`  data groups led per node: ${[...perNode].map(([id, n]) => `${id} ${n}`).join(', ')}`);
     const ranges = splitRing(GROUPS, META_GROUP_ID + 1);
+    const jobIdOf = (prefix: string, i: number): string =>
+      `${prefix}-${String(i).padStart(6, '0')}`;
+    /**
+     * Fires per node (in cluster.nodes' order) of a spike `<prefix>-NNNNNN` of `count` jobs: each
+     * job hashed to its group (as createSpike does), each group to the node leading it in `by`.
+     */
+    const sharesOf = (prefix: string, count: number, by: Map<number, string>): number[] => {
+      const shares = cluster.nodes.map(() => 0);
+      for (let i = 0; i < count; i++) {
+        const groupId = lookupRange(ranges, hashShardKey(`acme/${jobIdOf(prefix, i)}`)).groupId;
+        const k = Math.max(
+          0,
+          cluster.nodes.findIndex((n) => n.id === by.get(groupId)),
+        );
+        shares[k] = (shares[k] ?? 0) + 1;
+      }
+      return shares;
+    };
+    const describeShares = (shares: readonly number[]): string =>
+      cluster.nodes.map((n, i) => `${n.id} ${fmt(shares[i] ?? 0)}`).join(', ');
 
-    /** `count` one-off jobs named `<prefix>-NNNNNN`, all due at one whole second far enough ahead. */
+    /**
+     * `count` one-off jobs named `<prefix>-NNNNNN`, all due at one whole second far enough ahead,
+     * and `extraMs` further (time to let the cluster settle and measure it idle before the slot).
+     */
     const createSpike = async (
       prefix: string,
       count: number,
+      extraMs = 0,
     ): Promise<{ slotMs: number; createdMs: number }> => {
       const createMs = Math.max(8000, count * 0.6);
-      const slotMs = Math.ceil((Date.now() + createMs + 4000) / 1000) * 1000;
+      const slotMs = Math.ceil((Date.now() + createMs + 4000 + extraMs) / 1000) * 1000;
       const slot = new Date(slotMs).toISOString();
       const jobs: { groupId: number; body: Record<string, unknown> }[] = [];
       for (let i = 0; i < count; i++) {
-        const jobId = `${prefix}-${String(i).padStart(6, '0')}`;
+        const jobId = jobIdOf(prefix, i);
         const spec = {
           tenant: 'acme',
           name: jobId,
@@ -421,8 +597,15 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       return { slotMs, createdMs: performance.now() - t0 };
     };
 
-    /** Waits until the sink has `count` receipts (or 60 s passed) and no more arrive. */
-    const awaitReceipts = async (count: number, slotMs: number): Promise<SinkStats> => {
+    /**
+     * Waits until the sink has `count` receipts (or 60 s passed) and no more arrive; `onAll` runs
+     * as soon as the count is reached (or the 60 s passed).
+     */
+    const awaitReceipts = async (
+      count: number,
+      slotMs: number,
+      onAll?: () => void,
+    ): Promise<SinkStats> => {
       const deadline = slotMs + 60_000;
       let received = await sinkCount(sink.origin);
       while (received < count && Date.now() < deadline) {
@@ -441,6 +624,7 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
           );
         }
       }
+      onAll?.();
       // Stragglers (retries) must not land in the next measure: wait until the count is still.
       for (let last = -1; received !== last && Date.now() < deadline;) {
         last = received;
@@ -468,28 +652,35 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       await sinkGet(sink.origin, '/reset');
     }
 
-    // The ceiling is measured twice, just before tickraft's spike and just after it, and the
+    // Every reference is measured twice, just before tickraft's spike and just after it, and the
     // ratios are to the mean of the two: this machine's speed drifts by tens of percent within
     // minutes, and one measure after the spike put that drift wholly into the ratio.
     // Both references get the same warm-up as the cluster: undici's code in their processes is
     // compiled by V8 before the measured burst, as the nodes' is before their measured spike.
+    // The same topology (3 processes, each sending its node's share) is measured nearest the
+    // spike on both sides: before it, one process then three; after it, three then one.
     const one = new BareSenders(sink.origin, 1, BARE_CONNECTIONS);
     const three = new BareSenders(sink.origin, 3, nodeConnections);
+    // The measured spike's fires per node, from the leaders now (checked again once created).
+    const sharesBefore = sharesOf('spike', JOBS, led);
     let bareWarmup: SpikeSide | undefined;
     let ceilingBefore: SpikeSide;
     let ceiling: SpikeSide;
-    let split: SpikeSide;
+    let sameBefore: SpikeSide;
+    let sameAfter: SpikeSide;
     try {
       if (WARMUP > 0) {
-        bareWarmup = await one.burst('warm', WARMUP);
+        bareWarmup = await one.burst('warm', [WARMUP]);
         log(describeSide('bare Pool warm-up burst', bareWarmup, WARMUP));
-        await three.burst('warm', WARMUP);
+        await three.burst('warm', evenShares(WARMUP, 3));
       }
       // One burst of the measured size first, unmeasured: without it the burst before the
       // spike was slower than the one after it in 5 runs of 6 (after ÷ before 0.65-0.94), the
       // sink and the client being less warm than they are once the spike has run.
-      await one.burst('bare-settle', JOBS);
-      ceilingBefore = await one.burst('bare-before', JOBS);
+      await one.burst('bare-settle', [JOBS]);
+      ceilingBefore = await one.burst('bare-before', [JOBS]);
+      await three.burst('same-settle', sharesBefore);
+      sameBefore = await three.burst('same-before', sharesBefore);
       await sinkGet(sink.origin, '/reset');
     } catch (err) {
       one.close();
@@ -498,24 +689,87 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     }
 
     const termsBefore = await groupTerms(cluster);
-    const { slotMs, createdMs } = await createSpike('spike', JOBS);
+    // 5 s more than the look-ahead needs: the cluster settles (every replica applies the jobs)
+    // and is measured idle for ~3 s before the 4 s ahead of the slot that count as the spike's.
+    const { slotMs, createdMs } = await createSpike('spike', JOBS, 5000);
     const termsCreated = await groupTerms(cluster);
     const changedCreating = [...termsCreated].filter(
       ([g, term]) => (termsBefore.get(g) ?? 0) !== term,
     ).length;
+    const ledAtSlot = await cluster.leaders();
+    const shares = sharesOf('spike', JOBS, ledAtSlot);
     const marginMs = slotMs - Date.now();
     log(
       `spike through 3 processes, ${GROUPS} groups: ${fmt(JOBS)} jobs created in ${fmt(createdMs)} ms (${fmt((JOBS / createdMs) * 1000)} jobs/s); slot in ${fmt(marginMs)} ms`,
     );
     if (marginMs < 3500) log('  WARNING: created too late for the look-ahead; raise the margin');
-    while (Date.now() < slotMs - 4000) await new Promise((r) => setTimeout(r, 20));
-    const cpuBefore = await clusterCpuMs(cluster);
-    while (Date.now() < slotMs - 300) await new Promise((r) => setTimeout(r, 20));
+    if (shares.some((n, i) => n !== sharesBefore[i]))
+      log(
+        `  leaders moved while creating: fires per node ${describeShares(shares)} (the reference before the spike sent ${describeShares(sharesBefore)})`,
+      );
+    // Settled: every replica has applied the jobs (bounded, to leave the idle measure ≥ 1 s).
+    const windowStart = slotMs - 4000;
+    for (;;) {
+      const sts = await Promise.all(cluster.nodes.map((n) => n.status(5000)));
+      if (allApplied(sts) || Date.now() > windowStart - 1000) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    while (Date.now() < windowStart - 3000) await new Promise((r) => setTimeout(r, 20));
+    const idleStart = Date.now();
     const cpuTraces = cluster.nodes.map((n) => traceCpu(n.proc?.pid ?? 0));
-    const stats = await awaitReceipts(JOBS, slotMs);
+    while (Date.now() < windowStart) await new Promise((r) => setTimeout(r, 20));
+    const stsBefore = await Promise.all(cluster.nodes.map((n) => n.status()));
+    const cpuBefore = stsBefore.reduce((sum, st) => sum + st.cpuMs, 0);
+    const resultsBefore = stsBefore.reduce((sum, st) => sum + st.schedulerResults, 0);
+    let owners: Map<number, number> | undefined;
+    const sinkPort = Number(new URL(sink.origin).port);
+    const stats = await awaitReceipts(JOBS, slotMs, () => {
+      // The nodes' connections to the sink, while they are surely still open.
+      owners = socketOwners(
+        cluster.nodes.map((n) => n.proc?.pid ?? 0),
+        sinkPort,
+      );
+    });
+    // Quiet again: every node's results count still for 1 s (its fires' results all proposed, or
+    // still for 5 s) and every replica applied its leader's commit. The window ends at the first
+    // poll of that still run; the bench's polls before it land in the window.
+    let quietAt = 0;
+    let resultsAfter = resultsBefore;
+    {
+      let last = -1;
+      let lastApplied = false;
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const t = Date.now();
+        const sts = await Promise.all(cluster.nodes.map((n) => n.status(5000)));
+        const results = sts.reduce((sum, st) => sum + st.schedulerResults, 0);
+        const applied = allApplied(sts);
+        if (!applied) quietAt = 0;
+        else if (!(lastApplied && results === last)) quietAt = t;
+        [last, lastApplied] = [results, applied];
+        const stillFor = quietAt === 0 ? 0 : t - quietAt;
+        if (stillFor >= (results - resultsBefore >= stats.count - stats.dup ? 1000 : 5000)) break;
+        if (t > deadline) {
+          log('  WARNING: the cluster was not quiet within 60 s of the last receipt');
+          quietAt = t;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      resultsAfter = last;
+    }
     for (const c of cpuTraces) c.stop();
+    const sum = (f: (c: ReturnType<typeof traceCpu>) => number): number =>
+      cpuTraces.reduce((total, c) => total + f(c), 0);
     const drainCpuPerNode = cpuTraces.map((c) => c.at(stats.last) - c.at(slotMs));
     const drainCpuMs = drainCpuPerNode.reduce((a, b) => a + b, 0);
+    const idleMeasuredMs = windowStart - idleStart;
+    const clusterIdleCpuMsPerS =
+      (sum((c) => c.at(windowStart) - c.at(idleStart)) * 1000) / idleMeasuredMs;
+    const clusterCpuWindowMs = sum((c) => c.at(quietAt) - c.at(windowStart));
+    const clusterCpuUsPerFire =
+      ((clusterCpuWindowMs - (clusterIdleCpuMsPerS * (quietAt - windowStart)) / 1000) * 1000) /
+      (stats.count - stats.dup);
     const terms = await groupTerms(cluster);
     const changed = [...terms].filter(([g, term]) => (termsCreated.get(g) ?? 0) !== term).length;
     log(
@@ -523,6 +777,29 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     );
     const ours = sideOf(stats, slotMs, drainCpuMs);
     log(describeSide('tickraft', ours, JOBS));
+    const nodeShares: Record<string, number> = {};
+    cluster.nodes.forEach((n, i) => (nodeShares[n.id] = shares[i] ?? 0));
+    let nodeSent: Record<string, number> | undefined;
+    if (owners !== undefined) {
+      const sent: Record<string, number> = { unattributed: 0 };
+      for (const n of cluster.nodes) sent[n.id] = 0;
+      for (const [port, count] of Object.entries(stats.ports)) {
+        const owner = cluster.nodes[owners.get(Number(port)) ?? -1];
+        const key = owner === undefined ? 'unattributed' : owner.id;
+        sent[key] = (sent[key] ?? 0) + count;
+      }
+      nodeSent = sent;
+    }
+    log(
+      `  fires per node: ${describeShares(shares)} (the spike's jobs hashed to their groups, each group to its leader at the slot); ` +
+        (nodeSent === undefined
+          ? 'what each node sent is not measured here (no /proc)'
+          : `sent, as the sink saw them (its client ports traced to the node owning the socket): ${Object.entries(
+              nodeSent,
+            )
+              .map(([id, n]) => `${id} ${fmt(n)}`)
+              .join(', ')}`),
+    );
     const statuses = await Promise.all(cluster.nodes.map((n) => n.status()));
     log(
       `  requests rendered ahead of the slot: ${fmt(statuses.reduce((n, st) => n + st.deliveryPrerendered, 0))}, ` +
@@ -535,8 +812,8 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
         `${cluster.nodes.map((n, i) => `${n.id} ${fmt(drainCpuPerNode[i] ?? 0)} ms`).join(', ')})`,
     );
     try {
-      ceiling = await one.burst('bare', JOBS);
-      split = await three.burst('split', JOBS);
+      sameAfter = await three.burst('same-after', shares);
+      ceiling = await one.burst('bare', [JOBS]);
     } finally {
       one.close();
       three.close();
@@ -549,18 +826,38 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       `  ceiling: ${fmt(ceilingDrainMs)} ms to the last request, p99 ${fmt(ceilingP99Ms)} ms (mean of before and after; after ÷ before ${(ceiling.drainMs / ceilingBefore.drainMs).toFixed(2)})`,
     );
     log(
-      `  connections to the sink: tickraft ${nodeConnections} per node (3 nodes, ${3 * nodeConnections} in all), bare Pool ${BARE_CONNECTIONS}`,
+      `  connections to the sink: tickraft ${nodeConnections} per node (3 nodes, ${3 * nodeConnections} in all), bare Pool ${BARE_CONNECTIONS}, bare 3 processes ${nodeConnections} each`,
     );
-    log(describeSide(`bare Pools in 3 processes`, split, JOBS));
+    log(describeSide('same topology (3 bare), before', sameBefore, JOBS));
+    log(describeSide('same topology (3 bare), after', sameAfter, JOBS));
+    const sameTopology = meanSide(sameBefore, sameAfter);
+    log(
+      `  same topology: ${fmt(sameTopology.drainMs)} ms to the last request, p99 ${fmt(sameTopology.lagP99Ms)} ms (mean of before and after; after ÷ before ${(sameAfter.drainMs / sameBefore.drainMs).toFixed(2)})`,
+    );
+    const drainRatioSameTopology = ours.drainMs / sameTopology.drainMs;
+    const p99RatioSameTopology = ours.lagP99Ms / sameTopology.lagP99Ms;
+    log(
+      `  ratio to the same topology (3 bare processes, each sending its node's share): time to last fire ${drainRatioSameTopology.toFixed(2)}×, p99 lag ${p99RatioSameTopology.toFixed(2)}× (target ≤ 1.1× both)`,
+    );
     const drainRatio = ours.drainMs / ceilingDrainMs;
     const p99Ratio = ours.lagP99Ms / ceilingP99Ms;
     log(
-      `  ratio to the ceiling: time to last fire ${drainRatio.toFixed(2)}×, p99 lag ${p99Ratio.toFixed(2)}× (target ≤ 1.25× both)`,
+      `  ratio to the one-process ceiling: time to last fire ${drainRatio.toFixed(2)}×, p99 lag ${p99Ratio.toFixed(2)}× (context only); ` +
+        `the same topology ${(sameTopology.drainMs / ceilingDrainMs).toFixed(2)}× of it`,
+    );
+    const bareCpuUsPerRequest = sameTopology.senderCpuUsPerRequest;
+    const bareOneCpuUsPerRequest =
+      (ceilingBefore.senderCpuUsPerRequest + ceiling.senderCpuUsPerRequest) / 2;
+    const cpuRatio = clusterCpuUsPerFire / bareCpuUsPerRequest;
+    const cpuRatioOne = clusterCpuUsPerFire / bareOneCpuUsPerRequest;
+    log(
+      `  cluster CPU per fire (3 nodes, all threads, from 4 s before the slot until quiet again ${fmt(quietAt - slotMs)} ms after it, ` +
+        `results ${fmt(resultsAfter - resultsBefore)}): ${fmt(clusterCpuWindowMs)} ms less idle ${clusterIdleCpuMsPerS.toFixed(1)} ms/s ` +
+        `(measured over ${fmt(idleMeasuredMs)} ms) = ${clusterCpuUsPerFire.toFixed(1)} µs per fire`,
     );
     log(
-      `  the ceiling from 3 processes (${nodeConnections} connections each, as the nodes): ` +
-        `time to last fire ${(split.drainMs / ceiling.drainMs).toFixed(2)}× the one-process ceiling after the spike; ` +
-        `tickraft ${(ours.drainMs / split.drainMs).toFixed(2)}× of it`,
+      `  bare CPU per request (burst to last receipt, mean of before and after): 3 processes ${bareCpuUsPerRequest.toFixed(1)} µs, one process ${bareOneCpuUsPerRequest.toFixed(1)} µs; ` +
+        `cluster ÷ 3-process bare ${cpuRatio.toFixed(2)}× (target ≤ 1.5×), ÷ one-process bare ${cpuRatioOne.toFixed(2)}× (context only)`,
     );
     // A graceful stop lets `TICKRAFT_NODE_ARGS=--cpu-prof` write the nodes' profiles.
     await Promise.all(cluster.nodes.map((n) => n.term()));
@@ -581,9 +878,25 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
       ceiling,
       ceilingDrainMs,
       ceilingP99Ms,
-      splitCeiling: split,
+      splitCeiling: sameAfter,
       drainRatio,
       p99Ratio,
+      nodeShares,
+      nodeSent,
+      sameTopologyBefore: sameBefore,
+      sameTopologyAfter: sameAfter,
+      sameTopology,
+      drainRatioSameTopology,
+      p99RatioSameTopology,
+      clusterCpuUsPerFire,
+      clusterCpuWindowMs,
+      clusterIdleCpuMsPerS,
+      idleMeasuredMs,
+      clusterQuietMs: quietAt - slotMs,
+      bareCpuUsPerRequest,
+      bareOneCpuUsPerRequest,
+      cpuRatio,
+      cpuRatioOne,
     };
   } finally {
     cluster.cleanup();

@@ -34,3 +34,14 @@ export function machineContext(): MachineContext {
 export function describeMachine(m: MachineContext): string {
   return `${m.cpus} × ${m.cpuModel}, ${m.ramGiB} GiB, node ${m.node}, load ${m.load.join(' ')}`;
 }
+
+/** One row of `npm run bench`'s table. */
+export interface Row {
+  readonly figure: string;
+  readonly measured: string;
+  readonly target: string;
+  /** 'yes', 'NO', or '' for a figure without a target. */
+  readonly met: string;
+}
+
+export const met = (ok: boolean): string => (ok ? 'yes' : 'NO');

@@ -45,7 +45,14 @@ import {
   type FailoverSummary,
   stagesText,
 } from './failover.js';
-import { describeMachine, fmt, machineContext, type MachineContext } from './figures.js';
+import {
+  describeMachine,
+  fmt,
+  machineContext,
+  met,
+  type MachineContext,
+  type Row,
+} from './figures.js';
 import {
   DEFAULT_FLOODS,
   FLOODS,
@@ -55,11 +62,24 @@ import {
   type Flood,
   type NoisyResult,
 } from './noisy.js';
+import { growthProblems, growthRows, runGrowth, type GrowthResult } from './growth.js';
 import { runRegistration, type RegistrationResult } from './registration.js';
 import { overhead, runSecurity, type SecurityFigures } from './security.js';
 import { runSpike, type SpikeResult } from './spike.js';
 
-const PARTS = ['registration', 'memory', 'spike', 'failover', 'cli', 'security', 'noisy'] as const;
+/** The parts a bare `npm run bench` runs. */
+const DEFAULT_PARTS = [
+  'registration',
+  'memory',
+  'spike',
+  'failover',
+  'cli',
+  'security',
+  'noisy',
+] as const;
+/** The scale parts, each tens of minutes: run when named (`--only growth`, or `--only all`). */
+const SCALE_PARTS = ['growth'] as const;
+const PARTS = [...DEFAULT_PARTS, ...SCALE_PARTS] as const;
 type Part = (typeof PARTS)[number];
 
 const { values } = parseArgs({
@@ -79,7 +99,10 @@ const { values } = parseArgs({
     'noisy-healthy': { type: 'string', default: '300' },
     'noisy-flood': { type: 'string', default: '2000' },
     'noisy-floods': { type: 'string', default: DEFAULT_FLOODS.join(',') },
-    only: { type: 'string', default: PARTS.join(',') },
+    'growth-sizes': { type: 'string', default: '1000000,2000000,5000000,10000000' },
+    'growth-fire-rate': { type: 'string', default: '1000' },
+    'growth-fire-window': { type: 'string', default: '30' },
+    only: { type: 'string', default: DEFAULT_PARTS.join(',') },
     json: { type: 'boolean', default: false },
   },
 });
@@ -115,10 +138,19 @@ for (const f of values['noisy-floods'].split(',').map((s) => s.trim()))
     console.error(`bench: --noisy-floods takes ${FLOODS.join(', ')}; got ${f}`);
     process.exit(2);
   }
-const only = new Set(values.only.split(',').map((s) => s.trim()));
+const GROWTH_SIZES = values['growth-sizes']
+  .split(',')
+  .map((s) => positive('growth-sizes', s.trim()));
+if (GROWTH_SIZES.some((n, i) => i > 0 && n <= GROWTH_SIZES[i - 1]!)) {
+  console.error(`bench: --growth-sizes must ascend, got ${values['growth-sizes']}`);
+  process.exit(2);
+}
+const GROWTH_FIRE_RATE = positive('growth-fire-rate', values['growth-fire-rate']);
+const GROWTH_FIRE_WINDOW = positive('growth-fire-window', values['growth-fire-window']);
+const only = new Set(values.only === 'all' ? PARTS : values.only.split(',').map((s) => s.trim()));
 for (const p of only)
   if (!(PARTS as readonly string[]).includes(p)) {
-    console.error(`bench: --only takes ${PARTS.join(', ')}; got ${p}`);
+    console.error(`bench: --only takes all or some of ${PARTS.join(', ')}; got ${p}`);
     process.exit(2);
   }
 const runs = (p: Part): boolean => only.has(p);
@@ -131,14 +163,6 @@ nodeArgs.add('--expose-gc');
 process.env['TICKRAFT_NODE_ARGS'] = [...nodeArgs].join(' ');
 /** How long the memory part leaves the cluster idle before its second measure. */
 const SETTLE_MS = 30_000;
-
-interface Row {
-  readonly figure: string;
-  readonly measured: string;
-  readonly target: string;
-  /** 'yes', 'no', or '' for a figure without a target. */
-  readonly met: string;
-}
 
 const problems: string[] = [];
 const log = (line: string): void => console.log(line);
@@ -153,6 +177,7 @@ let cli: CliResult | undefined;
 let security: SecurityFigures[] | undefined;
 let tokenCheck: { bootstrapUs: number; storedUs: number } | undefined;
 let noisy: NoisyResult | undefined;
+let growth: GrowthResult | undefined;
 
 if (runs('registration') || runs('memory')) {
   log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
@@ -235,9 +260,22 @@ if (runs('noisy')) {
         `noisy (${p.phase}): ${fmt(p.received)} of ${fmt(p.expected)} healthy P0 fires reached the sink within ${fmt(noisy.waitMs / 1000)} s of their window's end`,
       );
 }
+if (runs('growth')) {
+  log(
+    `\ngrowth: one cluster grown to ${GROWTH_SIZES.map(fmt).join(', ')} jobs; at each size memory, GC pauses while firing ${fmt(GROWTH_FIRE_RATE)}/s for ${GROWTH_FIRE_WINDOW} s, a node's kill -9 and restart, snapshots`,
+  );
+  growth = await runGrowth({
+    sizes: GROWTH_SIZES,
+    groups: GROUPS,
+    inflight: INFLIGHT,
+    fireRate: GROWTH_FIRE_RATE,
+    fireWindowS: GROWTH_FIRE_WINDOW,
+    log,
+  });
+  problems.push(...growthProblems(growth));
+}
 const machineAfter = machineContext();
 
-const met = (ok: boolean): string => (ok ? 'yes' : 'NO');
 const rows: Row[] = [];
 if (registration && runs('registration')) {
   const r = registration;
@@ -462,6 +500,8 @@ if (noisy) {
   }
 }
 
+if (growth) rows.push(...growthRows(growth));
+
 log('');
 printTable(machineBefore, machineAfter, rows);
 for (const p of problems) console.log(`FUNCTIONAL FAILURE: ${p}`);
@@ -478,6 +518,7 @@ if (values.json)
       security,
       tokenCheck,
       noisy,
+      growth,
       problems,
     }),
   );

@@ -223,11 +223,31 @@ export class DebugServer {
         );
       },
       status: (
-        call: grpc.ServerUnaryCall<{ collectGarbage?: boolean }, unknown>,
+        call: grpc.ServerUnaryCall<{ collectGarbage?: boolean; gcSinceMs?: number }, unknown>,
         cb: grpc.sendUnaryData<unknown>,
       ) => {
+        // Summarized before a forced collection, whose own pauses are the bench's, not the node's.
+        const gc = this.node.gcPauses.summary(call.request.gcSinceMs ?? 0);
         const gcForced = call.request.collectGarbage === true && collectGarbage();
-        cb(null, { ...this.status(), ...memory(), gcForced });
+        cb(null, {
+          ...this.status(),
+          ...memory(),
+          gcForced,
+          gcPauses: gc.count,
+          gcPauseP50Ms: gc.p50Ms,
+          gcPauseP99Ms: gc.p99Ms,
+          gcPauseMaxMs: gc.maxMs,
+          gcPauseTotalMs: gc.totalMs,
+        });
+      },
+      takeSnapshots: (
+        _call: grpc.ServerUnaryCall<unknown, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        this.node.host.snapshotNow().then(
+          (snapshots) => cb(null, { snapshots }),
+          (err: unknown) => cb(toServiceError(err)),
+        );
       },
     });
     this.server = server;
@@ -264,6 +284,17 @@ export class DebugServer {
         0,
       ),
       snapshotsTaken: this.node.host.stats.snapshotsTaken,
+      snapshotBytesTotal: this.node.host.stats.snapshotBytesTotal,
+      snapshotEncodeMsTotal: this.node.host.stats.snapshotEncodeMsTotal,
+      snapshotEncodeMsMax: this.node.host.stats.snapshotEncodeMsMax,
+      snapshotWriteMsTotal: this.node.host.stats.snapshotWriteMsTotal,
+      snapshotsRestored: this.node.host.stats.snapshotsRestored,
+      snapshotRestoreBytes: this.node.host.stats.snapshotRestoreBytes,
+      snapshotRestoreMs: this.node.host.stats.snapshotRestoreMs,
+      startupStoreOpenMs: this.node.startup.storeOpenMs,
+      startupGroupsOpenMs: this.node.startup.groupsOpenMs,
+      startupStartedMs: this.node.startup.startedMs,
+      uptimeMs: performance.now(),
       loopTurns: this.node.host.stats.turns,
       loopCommits: this.node.host.stats.commits,
       entriesPersisted: this.node.host.stats.entriesPersisted,

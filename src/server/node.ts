@@ -40,6 +40,7 @@ import {
 } from '../transport/tls.js';
 import type { RefusedPeer } from '../transport/tls-listener.js';
 import type { ChannelCredentials } from '@grpc/grpc-js';
+import { GcPauseRecorder } from '../observe/gc-pauses.js';
 
 /** Leader balancing leaves a group with a new leader for this long (TickraftNode.balanceLeaders). */
 const LEADER_SETTLE_MS = 1000;
@@ -104,6 +105,15 @@ export class TickraftNode {
    * delivery runner and the scheduler read it when they are made.
    */
   tracing: Tracing = NO_TRACING;
+
+  /** This process's garbage-collection pauses (recorded from start()). */
+  readonly gcPauses = new GcPauseRecorder();
+  /**
+   * Where start-up time went, ms: opening the store (LevelDB and the log tails), opening the
+   * groups (snapshots restored), and the moment start() finished, from the process's start
+   * (performance.now()). 0 until reached.
+   */
+  readonly startup = { storeOpenMs: 0, groupsOpenMs: 0, startedMs: 0 };
 
   constructor(
     readonly config: CompiledNodeConfig,
@@ -180,7 +190,11 @@ export class TickraftNode {
 
   private async startSteps(bindApi: (() => Promise<unknown>) | undefined): Promise<void> {
     const cfg = this.config;
+    this.gcPauses.start();
+    this.startOpened.push({ what: 'gc pause recorder', close: () => this.gcPauses.stop() });
+    const t0 = performance.now();
     this.store = await NodeStore.open(cfg.dataDir, { logTailBytesMax: cfg.logTailBytesMax });
+    this.startup.storeOpenMs = performance.now() - t0;
     const store = this.store;
     this.startOpened.push({ what: 'store', close: () => store.close() });
     // Seeded from the node id and the clock: election jitter only needs to differ across nodes.
@@ -222,8 +236,10 @@ export class TickraftNode {
     const host = this.host;
     // The loop may run turns before start() (groups created by a bootstrap or a join).
     this.startOpened.push({ what: 'raft loop', close: () => host.stop() });
+    const t1 = performance.now();
     host.openGroups();
     for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
+    this.startup.groupsOpenMs = performance.now() - t1;
     const transport = this.makeTransport();
     this.transport = transport;
     // Closed even when the bind failed: close() waits for the bind to settle (no port left open).
@@ -241,6 +257,7 @@ export class TickraftNode {
     this.host.afterTurn = () => this.afterTurn();
     this.host.start();
     this.scheduler.start();
+    this.startup.startedMs = performance.now();
     const scheduler = this.scheduler;
     this.startOpened.push({ what: 'scheduler', close: () => scheduler.stop() });
     // Preferred leaders campaign once the startup quiet period is over, so leadership starts

@@ -104,6 +104,31 @@ export interface NodeStatus {
   heapTotalBytes: number;
   arrayBuffersBytes: number;
   gcForced: boolean;
+  gcPauses: number;
+  gcPauseP50Ms: number;
+  gcPauseP99Ms: number;
+  gcPauseMaxMs: number;
+  gcPauseTotalMs: number;
+  snapshotBytesTotal: number;
+  snapshotEncodeMsTotal: number;
+  snapshotEncodeMsMax: number;
+  snapshotWriteMsTotal: number;
+  snapshotsRestored: number;
+  snapshotRestoreBytes: number;
+  snapshotRestoreMs: number;
+  startupStoreOpenMs: number;
+  startupGroupsOpenMs: number;
+  startupStartedMs: number;
+  uptimeMs: number;
+}
+
+/** One group's snapshot taken on request (DebugService.TakeSnapshots). */
+export interface SnapshotTaken {
+  groupId: number;
+  index: number;
+  bytes: number;
+  encodeMs: number;
+  writeMs: number;
 }
 
 type Unary<Req, Res> = (
@@ -117,8 +142,9 @@ interface DebugClient extends grpc.Client {
   put: Unary<{ key: string; value: string }, { groupId: number }>;
   putBatch: Unary<{ puts: { key: string; value: string }[] }, { committed: number }>;
   get: Unary<{ key: string }, { found: boolean; value: string; groupId: number }>;
-  status: Unary<{ collectGarbage?: boolean }, NodeStatus>;
+  status: Unary<{ collectGarbage?: boolean; gcSinceMs?: number }, NodeStatus>;
   scheduler: Unary<{ json: string }, { json: string }>;
+  takeSnapshots: Unary<Record<string, never>, { snapshots: SnapshotTaken[] }>;
 }
 
 function call<Req, Res>(
@@ -222,6 +248,16 @@ export class ProcNode {
 
   status(timeoutMs = 2000): Promise<NodeStatus> {
     return call(this.client.status, this.client, {}, timeoutMs);
+  }
+
+  /** Status with the garbage-collection pauses that ended at or after `sinceMs` (wall clock). */
+  gcSince(sinceMs: number, timeoutMs = 5000): Promise<NodeStatus> {
+    return call(this.client.status, this.client, { gcSinceMs: sinceMs }, timeoutMs);
+  }
+
+  /** Snapshots every group of the node now; what each cost. */
+  async takeSnapshots(timeoutMs = 300_000): Promise<SnapshotTaken[]> {
+    return (await call(this.client.takeSnapshots, this.client, {}, timeoutMs)).snapshots;
   }
 
   /**

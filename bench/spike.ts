@@ -39,7 +39,7 @@ import { META_GROUP_ID, planBootstrap } from '../src/placement/bootstrap-plan.js
 import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
-import { fmt, percentile } from './figures.js';
+import { fmt, met, percentile, type Row } from './figures.js';
 import { startSinkProcess } from './sink-process.js';
 import { traceCpu } from './proc-cpu.js';
 
@@ -902,4 +902,54 @@ export async function runSpike(opts: SpikeOptions): Promise<SpikeResult> {
     cluster.cleanup();
     sink.child.kill();
   }
+}
+
+/** `npm run bench`'s rows for one spike: the same-topology ratios and CPU per fire, judged. */
+export function spikeRows(s: SpikeResult): Row[] {
+  const same = s.sameTopology;
+  const rows: Row[] = [
+    {
+      figure: `:00 spike (${fmt(s.jobs)} jobs): tickraft lag p50 / p99 / max; time to last fire`,
+      measured: `${fmt(s.tickraft.lagP50Ms)} / ${fmt(s.tickraft.lagP99Ms)} / ${fmt(s.tickraft.lagMaxMs)} ms; ${fmt(s.tickraft.drainMs)} ms`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: "  3 bare processes, each sending its node's share (mean of before and after)",
+      measured: `lag p99 ${fmt(same.lagP99Ms)} ms; last after ${fmt(same.drainMs)} ms (shares ${Object.values(s.nodeShares).map(fmt).join(' / ')})`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  time to last fire, tickraft ÷ the same topology',
+      measured: `${s.drainRatioSameTopology.toFixed(2)}×`,
+      target: '≤ 1.1×',
+      met: met(s.drainRatioSameTopology <= 1.1),
+    },
+    {
+      figure: '  p99 lag, tickraft ÷ the same topology',
+      measured: `${s.p99RatioSameTopology.toFixed(2)}×`,
+      target: '≤ 1.1×',
+      met: met(s.p99RatioSameTopology <= 1.1),
+    },
+    {
+      figure: "  whole cluster's CPU per fire ÷ bare CPU per request (3 processes)",
+      measured: `${fmt(s.clusterCpuUsPerFire)} ÷ ${fmt(s.bareCpuUsPerRequest)} µs = ${s.cpuRatio.toFixed(2)}×`,
+      target: '≤ 1.5×',
+      met: met(s.cpuRatio <= 1.5),
+    },
+    {
+      figure: '  context: ÷ one bare process: time to last fire; p99; CPU per request',
+      measured: `${s.drainRatio.toFixed(2)}×; ${s.p99Ratio.toFixed(2)}×; ${s.cpuRatioOne.toFixed(2)}× (${fmt(s.bareOneCpuUsPerRequest)} µs)`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  leader changes while creating / during the spike; duplicates',
+      measured: `${s.leaderChangesCreating} / ${s.leaderChangesSpike}; ${fmt(s.tickraft.duplicates)}`,
+      target: '',
+      met: '',
+    },
+  ];
+  return rows;
 }

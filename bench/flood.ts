@@ -39,7 +39,7 @@ import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { describeLeaders, settleLeaders } from './bench-cluster.js';
-import { describeMachine, fmt, machineContext } from './figures.js';
+import { describeMachine, fmt, machineContext, met, type Row } from './figures.js';
 import { processCpuMs, traceCpu } from './proc-cpu.js';
 import { BARE_CONNECTIONS } from './spike.js';
 import {
@@ -700,4 +700,47 @@ export async function runFlood(opts: FloodOptions = {}): Promise<FloodResult> {
     );
   }
   return { runs, fleet, problems };
+}
+
+/** `npm run bench`'s rows: each size next to the bare client, then the fleet sizing. */
+export function floodRows(r: FloodResult): Row[] {
+  const rows: Row[] = [];
+  for (const run of r.runs) {
+    const side = (s: FloodSide): string =>
+      `lag p50 / p99 / max ${fmt(s.lagP50Ms)} / ${fmt(s.lagP99Ms)} / ${fmt(s.lagMaxMs)} ms, last ${fmt(s.drainAfterMinuteMs)} ms after the minute; lost ${fmt(s.lost)}, doubled ${fmt(s.duplicates)}`;
+    rows.push(
+      {
+        figure: `flood: ${fmt(run.jobs)} jobs due within one minute (${fmt(run.jobs / 60)}/s): tickraft`,
+        measured: side(run.tickraft),
+        target: `fits: nothing lost or doubled, p99 ≤ ${fmt(FITS_P99_MS)} ms`,
+        met: met(run.fits),
+      },
+      {
+        figure: '  bare undici client, same requests, same sink, same minute',
+        measured: side(run.bare),
+        target: '',
+        met: '',
+      },
+      {
+        figure: '  CPU per fire: cluster (less its idle); bare client per request; sink',
+        measured: `${fmt(run.tickraft.senderCpuUsPerFire)} (${fmt(run.firesCpuUsPerFire)}) µs; ${fmt(run.bare.senderCpuUsPerFire)} µs; ${fmt(run.tickraft.sinkCpuUsPerRequest)} µs`,
+        target: '',
+        met: '',
+      },
+      {
+        figure: "  the flood's CPU demand on this machine; groups that changed leader",
+        measured: `${run.demandCores.toFixed(2)} cores; ${run.leaderChangesFlood}`,
+        target: '',
+        met: '',
+      },
+    );
+  }
+  if (r.fleet)
+    rows.push({
+      figure: `  a fleet for ${fmt(FLOOD_TARGET_JOBS)} due in one minute (CPU per fire of the ${fmt(r.fleet.fromJobs)} run)`,
+      measured: `${r.fleet.nodeCores.toFixed(1)} cores for the nodes: ${r.fleet.machines} machines of ${FLEET_MACHINE_CORES} cores at ${FLEET_BUSY * 100} %; receivers ${r.fleet.receiverCores.toFixed(1)} cores`,
+      target: '',
+      met: '',
+    });
+  return rows;
 }

@@ -1,38 +1,34 @@
 /**
  * `npm run bench`: the headline figures in one table, with the machine they were measured on.
  * Figures only, never assertions on speed; the process exits 1 when something is functionally
- * wrong (a registration call failed, a spike fire, a failover slot or a healthy P0 fire of the
- * noisy part never arrived, a failover trial could not be set up, or an old leader sent a slot
- * after its successor had) and says so.
+ * wrong (a registration call failed; a spike, steady, flood, growth or healthy P0 fire never
+ * arrived or arrived twice where it must not; a failover slot was lost or a trial could not be set
+ * up; an old leader sent a slot after its successor had) and says so.
  *
+ * The parts a bare `npm run bench` runs:
  *   registration  jobs/s through the public CreateJobs RPC into a real 3-process cluster
  *   memory        RSS and V8 heap per job per replica after that registration (forced GC)
- *   spike         N jobs due in the same second, next to a bare undici client (bench/spike.ts)
+ *   spike         15,000 and 40,000 jobs due in the same second, next to bare undici clients of
+ *                 the same topology (three processes, each sending its node's share) and of one
+ *                 process; the whole cluster's CPU per fire (bench/spike.ts)
  *   failover      trials of a group losing its leader (bench/failover.ts), each on a fresh cluster
- *                 whose peer links cross Toxiproxy proxies: a busy group (--failover-jobs
- *                 every-second jobs) and a quiet one (1 job every 10 s, quiesced between slots),
- *                 each with its leader killed (SIGKILL), isolated (blackhole partition) or paused
- *                 (SIGSTOP); one line per trial, and per combination the p50 / worst time until
- *                 the group fires again (quiet: the lag of the first slot after the fault) and
- *                 until a new leader is elected, slots lost and late, lease violations
+ *                 whose peer links cross proxies: a busy group and a quiet one, each with its
+ *                 leader killed (SIGKILL), isolated (blackhole partition) or paused (SIGSTOP)
  *   cli           tickctl's wall time for --help and one RPC, next to `node -e 0` (bench/cli.ts)
  *   security      registration and a spike with no authentication, with tokens, and with tokens
  *                 and TLS (client API and between nodes), in the same run (bench/security.ts)
  *   noisy         a healthy tenant's P0 webhook lag alone, and while a noisy tenant floods a
- *                 hanging endpoint (then a closed port), on one node (bench/noisy.ts)
+ *                 failing endpoint, on one node (bench/noisy.ts)
+ * The scale parts, each minutes to tens of minutes, run when named (`--only growth`) or with
+ * `--only all`:
+ *   growth        one cluster grown to 1M, 2M, 5M, 10M jobs: registration rate, memory per job,
+ *                 snapshot size and cost, GC pauses while firing, kill -9 to ready (bench/growth.ts)
+ *   steady        3,000 fires/s for 10 minutes from once-a-minute cron jobs in several zones:
+ *                 lag per minute, CPU per fire per node, nothing lost or doubled (bench/steady.ts)
+ *   flood         N jobs due within one minute next to a bare undici client sending the same
+ *                 requests over the same minute, and the fleet 2,000,000 would need (bench/flood.ts)
  *
- * Flags: --jobs N (registration, default 100,000; the memory target is stated at 2,000,000),
- * --spike N (default 20,000), --failover-jobs N (default 2,000), --failover-trials N (trials of
- * each of the 6 failover combinations, default 3), --inflight N (CreateJobs calls in flight,
- * default 8), --warmup N (jobs registered before the measure, default 20,000; 0 measures
- * fresh nodes), --spike-warmup N (jobs of a spike fired before the measured one, default 5,000; 0
- * measures fresh nodes), --only registration,memory,spike,failover,cli,security,noisy, --cli-runs N
- * (default 7), --security-jobs N, --security-spike N and --security-trials N (default 50,000,
- * 10,000 and 3 rounds of the three modes, interleaved; medians), --noisy-healthy N and
- * --noisy-flood N (healthy P0 jobs per phase and noisy jobs per flood, default 300 and 2,000),
- * --noisy-floods (the flood phases after `alone`, of hang, slow, refused; default hang,slow,refused),
- * --json.
- * docs/BENCH.md says how to read the table.
+ * `--help`-style flag list: docs/BENCH.md, which also says how to read the table.
  */
 import { parseArgs } from 'node:util';
 import { runCli, type CliResult } from './cli.js';
@@ -62,6 +58,8 @@ import {
   type Flood,
   type NoisyResult,
 } from './noisy.js';
+import { floodRows, runFlood, type FloodResult } from './flood.js';
+import { runSteady, steadyRows, type SteadyResult } from './steady.js';
 import { growthProblems, growthRows, runGrowth, type GrowthResult } from './growth.js';
 import { runRegistration, type RegistrationResult } from './registration.js';
 import { overhead, runSecurity, type SecurityFigures } from './security.js';
@@ -78,34 +76,81 @@ const DEFAULT_PARTS = [
   'noisy',
 ] as const;
 /** The scale parts, each tens of minutes: run when named (`--only growth`, or `--only all`). */
-const SCALE_PARTS = ['growth'] as const;
+const SCALE_PARTS = ['growth', 'steady', 'flood'] as const;
 const PARTS = [...DEFAULT_PARTS, ...SCALE_PARTS] as const;
 type Part = (typeof PARTS)[number];
 
-const { values } = parseArgs({
-  options: {
-    jobs: { type: 'string', default: '100000' },
-    spike: { type: 'string', default: '15000,40000' },
-    'failover-jobs': { type: 'string', default: '2000' },
-    'failover-trials': { type: 'string', default: '3' },
-    inflight: { type: 'string', default: '8' },
-    warmup: { type: 'string', default: '20000' },
-    'spike-warmup': { type: 'string', default: '5000' },
-    groups: { type: 'string', default: '18' },
-    'cli-runs': { type: 'string', default: '7' },
-    'security-jobs': { type: 'string', default: '50000' },
-    'security-spike': { type: 'string', default: '10000' },
-    'security-trials': { type: 'string', default: '3' },
-    'noisy-healthy': { type: 'string', default: '300' },
-    'noisy-flood': { type: 'string', default: '2000' },
-    'noisy-floods': { type: 'string', default: DEFAULT_FLOODS.join(',') },
-    'growth-sizes': { type: 'string', default: '1000000,2000000,5000000,10000000' },
-    'growth-fire-rate': { type: 'string', default: '1000' },
-    'growth-fire-window': { type: 'string', default: '30' },
-    only: { type: 'string', default: DEFAULT_PARTS.join(',') },
-    json: { type: 'boolean', default: false },
-  },
-});
+/** Every flag: its default and what it sets (`--help` prints this list). */
+const FLAGS = {
+  only: [
+    DEFAULT_PARTS.join(','),
+    `the parts to run, of ${[...DEFAULT_PARTS, ...SCALE_PARTS].join(', ')}; or all`,
+  ],
+  jobs: ['100000', 'registration: jobs registered (and measured for memory)'],
+  inflight: ['8', 'registration and growth: CreateJobs calls in flight'],
+  warmup: ['20000', 'registration: jobs registered before the measure (0: fresh nodes)'],
+  groups: ['18', 'data groups of each cluster'],
+  spike: ['15000,40000', 'spike: the sizes, jobs due in the same second'],
+  'spike-warmup': ['5000', 'spike: jobs of a spike fired before the measured one (0: none)'],
+  'failover-jobs': ['2000', 'failover: every-second jobs of the busy group'],
+  'failover-trials': ['3', 'failover: trials of each group kind × fault'],
+  'cli-runs': ['7', 'cli: runs of each command'],
+  'security-jobs': ['50000', 'security: jobs each mode registers'],
+  'security-spike': ['10000', 'security: the spike each mode fires'],
+  'security-trials': ['3', 'security: interleaved rounds of the three modes'],
+  'noisy-healthy': ['300', 'noisy: healthy P0 jobs per phase'],
+  'noisy-flood': ['2000', 'noisy: noisy jobs per flood phase'],
+  'noisy-floods': [
+    DEFAULT_FLOODS.join(','),
+    `noisy: flood phases after alone, of ${FLOODS.join(', ')}`,
+  ],
+  'growth-sizes': ['1000000,2000000,5000000,10000000', 'growth: the sizes, ascending'],
+  'growth-fire-rate': ['1000', 'growth: one-off jobs due per second while GC pauses are measured'],
+  'growth-fire-window': ['30', 'growth: seconds of that firing'],
+  'steady-rate': ['3000', 'steady: fires per second'],
+  'steady-minutes': ['10', 'steady: measured minutes'],
+  flood: ['300000', 'flood: the sizes, jobs due within one minute, each on a fresh cluster'],
+} as const satisfies Record<string, readonly [string, string]>;
+
+const USAGE = [
+  'npm run bench -- [--only a,b] [--json] [--FLAG N]…',
+  '',
+  ...Object.entries(FLAGS).map(
+    ([name, [dflt, what]]) => `  --${name.padEnd(20)} ${what} (default ${dflt})`,
+  ),
+  `  --${'json'.padEnd(20)} also print every figure as one JSON line`,
+  `  --${'help'.padEnd(20)} this list`,
+  '',
+  'docs/BENCH.md says what each part measures and how to read the table.',
+].join('\n');
+
+function parseFlags(): ReturnType<typeof parse> {
+  try {
+    return parse();
+  } catch (err) {
+    // parseArgs's own message names the flag (e.g. "Unknown option '--spikes'").
+    console.error(`bench: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+function parse() {
+  return parseArgs({
+    options: {
+      ...(Object.fromEntries(
+        Object.entries(FLAGS).map(([name, [dflt]]) => [name, { type: 'string', default: dflt }]),
+      ) as Record<keyof typeof FLAGS, { type: 'string'; default: string }>),
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+}
+
+const { values } = parseFlags();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 
 function positive(name: string, text: string | undefined, min = 1): number {
   const n = Number(text);
@@ -147,6 +192,9 @@ if (GROWTH_SIZES.some((n, i) => i > 0 && n <= GROWTH_SIZES[i - 1]!)) {
 }
 const GROWTH_FIRE_RATE = positive('growth-fire-rate', values['growth-fire-rate']);
 const GROWTH_FIRE_WINDOW = positive('growth-fire-window', values['growth-fire-window']);
+const STEADY_RATE = positive('steady-rate', values['steady-rate']);
+const STEADY_MINUTES = positive('steady-minutes', values['steady-minutes']);
+const FLOOD_SIZES = values.flood.split(',').map((s) => positive('flood', s.trim()));
 const only = new Set(values.only === 'all' ? PARTS : values.only.split(',').map((s) => s.trim()));
 for (const p of only)
   if (!(PARTS as readonly string[]).includes(p)) {
@@ -178,6 +226,8 @@ let security: SecurityFigures[] | undefined;
 let tokenCheck: { bootstrapUs: number; storedUs: number } | undefined;
 let noisy: NoisyResult | undefined;
 let growth: GrowthResult | undefined;
+let steady: SteadyResult | undefined;
+let flood: FloodResult | undefined;
 
 if (runs('registration') || runs('memory')) {
   log(`\nbulk registration: ${fmt(JOBS)} jobs, CreateJobs batches of 1,000, ${INFLIGHT} in flight`);
@@ -275,6 +325,16 @@ if (runs('growth')) {
     log,
   });
   problems.push(...growthProblems(growth));
+}
+if (runs('steady')) {
+  log(`\nsteady: ${fmt(STEADY_RATE)} fires/s for ${STEADY_MINUTES} minutes`);
+  steady = await runSteady({ rate: STEADY_RATE, minutes: STEADY_MINUTES, groups: GROUPS, log });
+  problems.push(...steady.problems.map((p) => `steady: ${p}`));
+}
+if (runs('flood')) {
+  log(`\nflood: ${FLOOD_SIZES.map(fmt).join(', ')} jobs due within one minute`);
+  flood = await runFlood({ jobs: FLOOD_SIZES, groups: GROUPS, log });
+  problems.push(...flood.problems.map((p) => `flood: ${p}`));
 }
 const machineAfter = machineContext();
 
@@ -434,6 +494,8 @@ if (noisy) {
 }
 
 if (growth) rows.push(...growthRows(growth));
+if (steady) rows.push(...steadyRows(steady));
+if (flood) rows.push(...floodRows(flood));
 
 log('');
 printTable(machineBefore, machineAfter, rows);
@@ -452,6 +514,8 @@ if (values.json)
       tokenCheck,
       noisy,
       growth,
+      steady,
+      flood,
       problems,
     }),
   );

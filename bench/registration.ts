@@ -140,13 +140,14 @@ export async function createBatch(
 ): Promise<{ created: number; retried: boolean }> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const r = await client.call<{ created: number }>(
+      const r = await client.call<{ created: number; duplicates: number }>(
         'JobService',
         'CreateJobs',
         { jobs },
         60_000,
       );
-      return { created: r.created, retried: attempt > 0 };
+      // A retried call's jobs that the failed one created, when they carry request ids.
+      return { created: r.created + r.duplicates, retried: attempt > 0 };
     } catch (err) {
       if (attempt > 0 && err instanceof ApiCallError && err.code === 'JOB_ALREADY_EXISTS') break;
       if (!retryable(err) || attempt === RETRIES_MAX) throw err;

@@ -24,7 +24,7 @@ import { ProcCluster, sleep, type ClusterSecurity } from '../test/helpers/cluste
 import * as grpc from '@grpc/grpc-js';
 import { ApiCallError, type ApiClient } from '../src/api/client.js';
 import { apiClients, describeLeaders, settleLeaders, waitApplied } from './bench-cluster.js';
-import { describeMachine, fmt, machineContext } from './figures.js';
+import { describeMachine, fmt, machineContext, met, type Row } from './figures.js';
 import { processCpuMs } from './proc-cpu.js';
 import { startSinkProcess } from './sink-process.js';
 
@@ -640,4 +640,36 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
     cluster?.cleanup();
     sink.close();
   }
+}
+
+/** `npm run bench`'s rows: the whole measure, then each minute against the p99 target. */
+export function steadyRows(r: SteadyResult): Row[] {
+  const rows: Row[] = [
+    {
+      figure: `steady: ${fmt(r.rate)} fires/s for ${r.minutes} min (${fmt(r.jobs)} once-a-minute cron jobs, ${r.zones.length} zones)`,
+      measured: `${fmt(r.received)}/${fmt(r.expected)} received, lost ${fmt(r.lost)}, doubled ${fmt(r.duplicates)}; lag p50 / p99 / max ${fmt(r.lagP50Ms)} / ${fmt(r.lagP99Ms)} / ${fmt(r.lagMaxMs)} ms`,
+      target: 'nothing lost or doubled',
+      met: met(r.lost === 0 && r.duplicates === 0),
+    },
+    {
+      figure: '  CPU per fire: per node; the cluster; the sink per request',
+      measured: `${r.cpu.nodes.map((n) => `${n.nodeId} ${fmt(n.cpuUsPerFire)}`).join(', ')} µs; ${fmt(r.cpu.clusterUsPerFire)} µs; ${fmt(r.cpu.sinkUsPerRequest)} µs`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  groups that changed leader during the measure; RSS per node after it',
+      measured: `${r.leaderChanges}; ${r.memoryAfter.map((m) => `${(m.rssBytes / 2 ** 30).toFixed(2)}`).join(' / ')} GiB`,
+      target: '',
+      met: '',
+    },
+  ];
+  for (const m of r.perMinute)
+    rows.push({
+      figure: `  minute ${m.minute}: received; lag p50 / p99 / max`,
+      measured: `${fmt(m.received)}/${fmt(m.expected)}; ${fmt(m.lagP50Ms)} / ${fmt(m.lagP99Ms)} / ${fmt(m.lagMaxMs)} ms`,
+      target: `p99 ≤ ${STEADY_P99_TARGET_MS} ms`,
+      met: met(m.lagP99Ms <= STEADY_P99_TARGET_MS),
+    });
+  return rows;
 }

@@ -133,8 +133,10 @@ export class MultiRaftHost {
     snapshotRestoreBytes: 0,
     snapshotRestoreMs: 0,
   };
-  /** Callers of snapshotNow() waiting for the next snapshot pass. */
-  private snapshotWaiters: ((taken: SnapshotTiming[]) => void)[] = [];
+  /** snapshotNow()'s pass: the groups still to snapshot, what was taken, who waits. */
+  private snapshotForced:
+    | { groups: Set<number>; taken: SnapshotTiming[]; waiters: ((t: SnapshotTiming[]) => void)[] }
+    | undefined;
   private readonly ticker: Ticker;
   private running = false;
   private again = false;
@@ -188,13 +190,18 @@ export class MultiRaftHost {
   }
 
   /**
-   * Takes a snapshot of every group with entries applied since its last one, at the next turn,
-   * and resolves with what each cost: what an operator's compaction or a benchmark's snapshot
-   * measure asks for. Resolves with [] once the host is stopped.
+   * Takes a snapshot of every group with entries applied since its last one (one a turn, from
+   * the next) and resolves with what each cost: what an operator's compaction or a benchmark's
+   * snapshot measure asks for. A call during a pass joins it. Resolves with what was taken so far
+   * once the host is stopped.
    */
   snapshotNow(): Promise<SnapshotTiming[]> {
     if (this.stopped) return Promise.resolve([]);
-    const p = new Promise<SnapshotTiming[]>((resolve) => this.snapshotWaiters.push(resolve));
+    const p = new Promise<SnapshotTiming[]>((resolve) => {
+      if (this.snapshotForced === undefined)
+        this.snapshotForced = { groups: new Set(this.groups.keys()), taken: [], waiters: [] };
+      this.snapshotForced.waiters.push(resolve);
+    });
     this.wake();
     return p;
   }
@@ -260,7 +267,9 @@ export class MultiRaftHost {
     if (this.interval) clearInterval(this.interval);
     await this.idle();
     for (const g of this.groups.values()) g.close('node stopping');
-    for (const w of this.snapshotWaiters.splice(0)) w([]);
+    const forced = this.snapshotForced;
+    this.snapshotForced = undefined;
+    for (const w of forced?.waiters ?? []) w(forced?.taken ?? []);
   }
 
   /** Resolves when no turn is running. */
@@ -382,7 +391,7 @@ export class MultiRaftHost {
     }
     if (readies.length === 0) {
       // An idle (quiesced) node still answers snapshotNow().
-      if (this.snapshotWaiters.length > 0) await this.maybeSnapshot();
+      if (this.snapshotForced !== undefined) await this.maybeSnapshot();
       return;
     }
     if (updates.length > 0) {
@@ -490,46 +499,74 @@ export class MultiRaftHost {
     }
   }
 
+  /**
+   * Takes at most one group's snapshot per turn, so that the loop ticks, sends heartbeats and
+   * applies between them: encoding a group of hundreds of thousands of jobs holds the loop for
+   * a few hundred milliseconds, and a turn that took every due group's in a row could hold it
+   * past an election timeout. A snapshotNow() group goes first.
+   */
   private async maybeSnapshot(): Promise<void> {
-    const waiters = this.snapshotWaiters;
-    this.snapshotWaiters = [];
-    const forced = waiters.length > 0;
-    const taken: SnapshotTiming[] = [];
-    for (const g of this.groups.values()) {
-      const due =
-        g.appliedIndex - g.snapshotIndex >= this.opts.snapshotEveryEntries ||
-        (g.bytesSinceSnapshot >= this.opts.snapshotEveryBytes &&
-          g.appliedIndex > g.snapshotIndex) ||
-        (forced && g.appliedIndex > g.snapshotIndex);
-      if (!due) continue;
-      const index = g.appliedIndex;
-      const term = g.log.term(index) ?? g.node.raft.log.term(index);
-      if (term === undefined)
-        assertionFailed(`group ${g.groupId}: no term for applied index ${index}`);
-      const t0 = this.opts.clock.monotonicMs();
-      const snapshot: Snapshot = {
-        meta: { index, term, confState: g.node.raft.confState },
-        data: g.stateMachine.snapshot(),
-      };
-      const t1 = this.opts.clock.monotonicMs();
-      await this.opts.store.saveSnapshot(g.groupId, snapshot);
-      const t2 = this.opts.clock.monotonicMs();
-      g.snapshotIndex = index;
-      g.bytesSinceSnapshot = 0;
-      const timing: SnapshotTiming = {
-        groupId: g.groupId,
-        index,
-        bytes: snapshot.data.byteLength,
-        encodeMs: t1 - t0,
-        writeMs: t2 - t1,
-      };
-      taken.push(timing);
-      this.stats.snapshotsTaken++;
-      this.stats.snapshotBytesTotal += timing.bytes;
-      this.stats.snapshotEncodeMsTotal += timing.encodeMs;
-      this.stats.snapshotEncodeMsMax = Math.max(this.stats.snapshotEncodeMsMax, timing.encodeMs);
-      this.stats.snapshotWriteMsTotal += timing.writeMs;
+    const forced = this.snapshotForced;
+    let g: GroupReplica | undefined;
+    if (forced !== undefined) {
+      for (const id of forced.groups) {
+        forced.groups.delete(id);
+        const candidate = this.groups.get(id);
+        if (candidate !== undefined && candidate.appliedIndex > candidate.snapshotIndex) {
+          g = candidate;
+          break;
+        }
+      }
     }
-    for (const w of waiters) w(taken);
+    if (g === undefined)
+      for (const candidate of this.groups.values())
+        if (
+          candidate.appliedIndex - candidate.snapshotIndex >= this.opts.snapshotEveryEntries ||
+          (candidate.bytesSinceSnapshot >= this.opts.snapshotEveryBytes &&
+            candidate.appliedIndex > candidate.snapshotIndex)
+        ) {
+          g = candidate;
+          break;
+        }
+    if (g !== undefined) {
+      const timing = await this.snapshotOf(g);
+      forced?.taken.push(timing);
+      // Another group may be due: a turn of its own.
+      this.again = true;
+    }
+    if (forced !== undefined && forced.groups.size === 0) {
+      this.snapshotForced = undefined;
+      for (const w of forced.waiters) w(forced.taken);
+    }
+  }
+
+  private async snapshotOf(g: GroupReplica): Promise<SnapshotTiming> {
+    const index = g.appliedIndex;
+    const term = g.log.term(index) ?? g.node.raft.log.term(index);
+    if (term === undefined)
+      assertionFailed(`group ${g.groupId}: no term for applied index ${index}`);
+    const t0 = this.opts.clock.monotonicMs();
+    const snapshot: Snapshot = {
+      meta: { index, term, confState: g.node.raft.confState },
+      data: g.stateMachine.snapshot(),
+    };
+    const t1 = this.opts.clock.monotonicMs();
+    await this.opts.store.saveSnapshot(g.groupId, snapshot);
+    const t2 = this.opts.clock.monotonicMs();
+    g.snapshotIndex = index;
+    g.bytesSinceSnapshot = 0;
+    const timing: SnapshotTiming = {
+      groupId: g.groupId,
+      index,
+      bytes: snapshot.data.byteLength,
+      encodeMs: t1 - t0,
+      writeMs: t2 - t1,
+    };
+    this.stats.snapshotsTaken++;
+    this.stats.snapshotBytesTotal += timing.bytes;
+    this.stats.snapshotEncodeMsTotal += timing.encodeMs;
+    this.stats.snapshotEncodeMsMax = Math.max(this.stats.snapshotEncodeMsMax, timing.encodeMs);
+    this.stats.snapshotWriteMsTotal += timing.writeMs;
+    return timing;
   }
 }

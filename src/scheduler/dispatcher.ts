@@ -454,7 +454,12 @@ export class GroupDispatcher {
 
   /** Brings the derived indexes and the leader's bookkeeping up to date with applied state. */
   afterApply(): void {
-    const { created, jobs, runs } = this.sm.takeTouched();
+    const { created, jobs, runs, restored } = this.sm.takeTouched();
+    if (restored) {
+      // A snapshot replaced the state (a follower far behind its leader): derive it all again.
+      this.rebuild();
+      return;
+    }
     if (created.ids.length > 0 || jobs.length > 0 || runs.length > 0) this.nextDueCache = undefined;
     this.index.syncCreated(created);
     if (jobs.length === 0 && runs.length === 0) return;

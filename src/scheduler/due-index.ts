@@ -60,7 +60,12 @@ export class DueIndex {
 
   /** Brings both wheels up to date with what the state machine changed. */
   sync(sm: SchedulerStateMachine): void {
-    const { created, jobs, runs } = sm.takeTouched();
+    const { created, jobs, runs, restored } = sm.takeTouched();
+    if (restored) {
+      this.syncJobs(sm, sm.jobs.keys());
+      this.syncRuns(sm, sm.runs.keys());
+      return;
+    }
     this.syncCreated(created);
     this.syncJobs(sm, jobs);
     this.syncRuns(sm, runs);

@@ -85,6 +85,26 @@ export class IdIndex {
     if (!this.place(hashOf(id), row)) this.fallBack();
   }
 
+  /**
+   * Makes room for `n` ids in all and rows below `rows`, so that adding them rehashes and grows
+   * nothing (a snapshot's load adds millions at once).
+   */
+  reserve(n: number, rows: number): void {
+    if (this.fallback === undefined) {
+      let capacity = this.mask + 1;
+      while (n > capacity * LOAD_MAX) capacity *= 2;
+      if (capacity !== this.mask + 1) this.resize(capacity);
+    }
+    if (rows > this.nextRow.length) {
+      const next = new Int32Array(rows);
+      const prev = new Int32Array(rows);
+      next.set(this.nextRow);
+      prev.set(this.prevRow);
+      this.nextRow = next;
+      this.prevRow = prev;
+    }
+  }
+
   /** Removes `id`; its row, or -1 when it was not here. */
   delete(id: string): number {
     let row: number;

@@ -46,6 +46,26 @@ class NumberColumn {
     return this.chunks[row >>> CHUNK_BITS]![row & MASK]!;
   }
 
+  /** Each chunk's bytes (a view, not a copy), null where no chunk was allocated. */
+  chunkBytes(): (Uint8Array | null)[] {
+    return this.chunks.map((c) => (c === undefined ? null : new Uint8Array(c.buffer)));
+  }
+
+  /** Sets the chunks back from chunkBytes() (copied: the bytes may sit unaligned in a record). */
+  loadChunkBytes(list: readonly (Uint8Array | null)[]): void {
+    this.chunks.length = 0;
+    for (const bytes of list) {
+      if (bytes === null) {
+        this.chunks.push(undefined);
+        continue;
+      }
+      assert(bytes.byteLength === CHUNK * 8, 'a number chunk of the wrong size');
+      const chunk = new Float64Array(CHUNK);
+      new Uint8Array(chunk.buffer).set(bytes);
+      this.chunks.push(chunk);
+    }
+  }
+
   set(row: number, v: number | undefined): void {
     const at = row >>> CHUNK_BITS;
     let chunk = this.chunks[at];
@@ -74,6 +94,22 @@ class IntColumn {
     const chunk = row >>> CHUNK_BITS;
     while (this.chunks.length <= chunk) this.chunks.push(new Int32Array(CHUNK));
     this.chunks[chunk]![row & MASK] = v;
+  }
+
+  /** Each chunk's bytes (a view, not a copy). */
+  chunkBytes(): Uint8Array[] {
+    return this.chunks.map((c) => new Uint8Array(c.buffer));
+  }
+
+  /** Sets the chunks back from chunkBytes() (copied: the bytes may sit unaligned in a record). */
+  loadChunkBytes(list: readonly Uint8Array[]): void {
+    this.chunks.length = 0;
+    for (const bytes of list) {
+      assert(bytes.byteLength === CHUNK * 4, 'an integer chunk of the wrong size');
+      const chunk = new Int32Array(CHUNK);
+      new Uint8Array(chunk.buffer).set(bytes);
+      this.chunks.push(chunk);
+    }
   }
 
   clear(): void {
@@ -120,6 +156,58 @@ export interface JobColumns {
   readonly lastTokens: readonly number[];
   readonly remaining: readonly (number | null)[];
   readonly finishedAtMs: readonly (number | null)[];
+}
+
+/**
+ * The table as it is held, for snapshots: the ids in insertion order with each one's row, name
+ * and definition (an index into `specs`, each distinct definition once), the free rows, and every
+ * number column's chunks as raw bytes. Taking one copies chunks instead of reading a number per
+ * job, and loading one sets them back and adds each id once: a replica of millions of jobs
+ * snapshots and restarts in a fraction of the time columns()/putColumns() take, and its loop
+ * waits that much less while a snapshot is taken. Int32 lists are bytes too (`rows`,
+ * `freeRows`, `specOf`).
+ */
+export interface JobTableImage {
+  readonly rowCount: number;
+  /**
+   * The ids joined by newlines (no valid id has one): one string encodes and decodes in a
+   * fraction of the time a million do. A list when some id does contain a newline.
+   */
+  readonly ids: string | readonly string[];
+  readonly rows: Uint8Array;
+  /** The jobs that have a name: their places in `ids`, and the names. */
+  readonly namedAt: Uint8Array;
+  readonly names: readonly string[];
+  readonly specs: readonly SharedSpec[];
+  readonly specOf: Uint8Array;
+  readonly freeRows: Uint8Array;
+  readonly numbers: Readonly<Record<NumberField, readonly (Uint8Array | null)[]>>;
+  readonly ints: Readonly<Record<IntField, readonly Uint8Array[]>>;
+}
+
+const NUMBER_FIELDS = [
+  'anchorMs',
+  'createdAtMs',
+  'updatedAtMs',
+  'nextFireAtMs',
+  'lastToken',
+  'remaining',
+  'finishedAtMs',
+] as const;
+type NumberField = (typeof NUMBER_FIELDS)[number];
+const INT_FIELDS = ['version', 'paused'] as const;
+type IntField = (typeof INT_FIELDS)[number];
+
+/** An Int32 list as bytes, and back (copied: the bytes may sit unaligned in a record). */
+function int32Bytes(list: Int32Array): Uint8Array {
+  return new Uint8Array(list.buffer, list.byteOffset, list.byteLength);
+}
+
+function int32sOf(bytes: Uint8Array): Int32Array {
+  assert(bytes.byteLength % 4 === 0, 'an int32 list of a length not a multiple of 4');
+  const out = new Int32Array(bytes.byteLength / 4);
+  new Uint8Array(out.buffer).set(bytes);
+  return out;
 }
 
 /** What a job has beside its definition. */
@@ -438,6 +526,104 @@ export class JobTable {
         },
       );
     }
+  }
+
+  /** The table as it is held (JobTableImage), for a snapshot. */
+  image(): JobTableImage {
+    const n = this.rows.size;
+    const ids: string[] = new Array<string>(n);
+    const names: string[] = [];
+    const namedAt: number[] = [];
+    let newline = false;
+    const rows = new Int32Array(n);
+    const specOf = new Int32Array(n);
+    const specs: SharedSpec[] = [];
+    const specIndex = new Map<SharedSpec, number>();
+    let k = 0;
+    this.rows.forEach((id, row) => {
+      const spec = this.spec.get(row);
+      let at = specIndex.get(spec);
+      if (at === undefined) {
+        at = specs.length;
+        specIndex.set(spec, at);
+        specs.push(spec);
+      }
+      ids[k] = id;
+      if (id.includes('\n')) newline = true;
+      const name = this.name.get(row);
+      if (name !== '') {
+        namedAt.push(k);
+        names.push(name);
+      }
+      rows[k] = row;
+      specOf[k] = at;
+      k++;
+    });
+    const numbers = {} as Record<NumberField, (Uint8Array | null)[]>;
+    for (const f of NUMBER_FIELDS) numbers[f] = this[f].chunkBytes();
+    const ints = {} as Record<IntField, Uint8Array[]>;
+    for (const f of INT_FIELDS) ints[f] = this[f].chunkBytes();
+    return {
+      rowCount: this.rowCount,
+      ids: newline ? ids : ids.join('\n'),
+      rows: int32Bytes(rows),
+      namedAt: int32Bytes(Int32Array.from(namedAt)),
+      names,
+      specs,
+      specOf: int32Bytes(specOf),
+      freeRows: int32Bytes(Int32Array.from(this.freeRows)),
+      numbers,
+      ints,
+    };
+  }
+
+  /**
+   * Replaces the table with `img` (an image()), each definition the one `specOf(k)` gives for
+   * `img.specs[k]` and each id and name passed through `flat` (the caller interns them).
+   */
+  loadImage(
+    img: JobTableImage,
+    specOf: (k: number) => SharedSpec,
+    flat: (s: string) => string,
+  ): void {
+    const ids = typeof img.ids === 'string' ? (img.ids === '' ? [] : img.ids.split('\n')) : img.ids;
+    const n = ids.length;
+    const rows = int32sOf(img.rows);
+    const specIndexes = int32sOf(img.specOf);
+    const namedAt = int32sOf(img.namedAt);
+    assert(
+      rows.length === n && specIndexes.length === n && namedAt.length === img.names.length,
+      'job table image: lists of different lengths',
+    );
+    this.clear();
+    this.rowCount = img.rowCount;
+    for (const f of NUMBER_FIELDS) this[f].loadChunkBytes(img.numbers[f]);
+    for (const f of INT_FIELDS) this[f].loadChunkBytes(img.ints[f]);
+    this.rows.reserve(n, img.rowCount);
+    const specs = img.specs.map((_, k) => specOf(k));
+    const perSpec = new Int32Array(specs.length);
+    for (let k = 0; k < n; k++) {
+      const row = rows[k]!;
+      assert(row >= 0 && row < img.rowCount, 'job table image: a row out of range');
+      const spec = specIndexes[k]!;
+      assert(spec >= 0 && spec < specs.length, 'job table image: a definition out of range');
+      this.rows.add(flat(ids[k]!), row);
+      this.spec.set(row, specs[spec]);
+      this.name.set(row, '');
+      perSpec[spec]!++;
+      if (this.nextFireAtMs.get(row) !== undefined) this.withNextFire++;
+    }
+    namedAt.forEach((k, i) => {
+      assert(k >= 0 && k < n, 'job table image: a name out of range');
+      this.name.set(rows[k]!, flat(img.names[i]!));
+    });
+    for (const row of int32sOf(img.freeRows)) {
+      assert(row >= 0 && row < img.rowCount, 'job table image: a free row out of range');
+      this.freeRows.push(row);
+    }
+    specs.forEach((spec, k) => {
+      if (perSpec[k]! > 0) this.countTenant(spec.tenant, perSpec[k]!);
+    });
   }
 
   // Single fields without copying the job: for the hot paths (every run of a spike asks).

@@ -33,7 +33,7 @@ import {
   type RunOverrides,
   type RunStatus,
 } from './model.js';
-import { JobTable, type JobColumns, type JobRowState } from './job-table.js';
+import { JobTable, type JobColumns, type JobRowState, type JobTableImage } from './job-table.js';
 import { Retained } from './retained.js';
 import { assertTransition } from './run-lifecycle.js';
 
@@ -75,6 +75,12 @@ export interface Touched {
   /** Jobs whose entries may have changed: re-derive them from applied state, after `created`. */
   readonly jobs: readonly string[];
   readonly runs: readonly string[];
+  /**
+   * The state was replaced by a snapshot since the last call: every derived index must be built
+   * again from the whole state (`created`, `jobs` and `runs` do not list what the snapshot held;
+   * listing millions of ids would cost a restart more than the rebuild itself).
+   */
+  readonly restored: boolean;
 }
 
 export interface SchedulerLimits {
@@ -153,6 +159,8 @@ export class SchedulerStateMachine {
 
   /** Jobs and runs whose derived indexes (planning and dispatch wheels) may need an update. */
   private readonly touchedJobs = new Set<string>();
+  /** restore() ran since the last takeTouched(). */
+  private restoredSinceTake = false;
   private readonly touchedRuns = new Set<string>();
   /**
    * Jobs a create-jobs entry added with a next slot, and those slots: the planning index had no
@@ -297,13 +305,15 @@ export class SchedulerStateMachine {
     return dropped;
   }
 
-  /** The ids touched since the last call (a restore touches everything). */
+  /** The ids touched since the last call (a restore says so instead: Touched.restored). */
   takeTouched(): Touched {
     const out: Touched = {
       created: { ids: this.createdIds, nextMs: this.createdNextMs },
       jobs: [...this.touchedJobs],
       runs: [...this.touchedRuns],
+      restored: this.restoredSinceTake,
     };
+    this.restoredSinceTake = false;
     this.touchedJobs.clear();
     this.touchedRuns.clear();
     if (this.createdIds.length > 0) {
@@ -1137,13 +1147,13 @@ export class SchedulerStateMachine {
   // Snapshots
 
   /**
-   * Version 2: jobs by column (JobTable.columns()), each distinct definition once; version 1
-   * (one object per job) is still read.
+   * Version 3: the job table as it is held (JobTable.image(): number columns as raw chunks);
+   * versions 2 (jobs by column, JobTable.columns()) and 1 (one object per job) are still read.
    */
   snapshot(): Uint8Array {
     return encode({
-      v: 2,
-      jobs: this.jobs.columns(),
+      v: 3,
+      jobs: this.jobs.image(),
       runs: [...this.runs.values()],
       runsByJob: [...this.runsByJob.entries()],
       dead: [...this.dead],
@@ -1156,7 +1166,7 @@ export class SchedulerStateMachine {
   restore(data: Uint8Array): void {
     const s = decode(data) as {
       v: number;
-      jobs: Job[] | JobColumns;
+      jobs: Job[] | JobColumns | JobTableImage;
       runs: Run[];
       runsByJob: [string, string[]][];
       dead: string[];
@@ -1164,7 +1174,8 @@ export class SchedulerStateMachine {
       finished: [string, number][];
       appliedCommands: number;
     };
-    if (!(s.v === 1 || s.v === 2)) assertionFailed(`unknown scheduler snapshot version ${s.v}`);
+    if (!(s.v === 1 || s.v === 2 || s.v === 3))
+      assertionFailed(`unknown scheduler snapshot version ${s.v}`);
     this.jobs.clear();
     this.runs.clear();
     this.runsByJob.clear();
@@ -1172,7 +1183,17 @@ export class SchedulerStateMachine {
     this.requestIds.clear();
     this.finished.clear();
     if (s.v === 1) for (const j of s.jobs as Job[]) this.putJob(this.keep.flat(j.id), j, j);
-    else {
+    else if (s.v === 3) {
+      const img = s.jobs as JobTableImage;
+      const specs = img.specs.map((spec) =>
+        this.keep.spec({ ...spec, name: '', anchorMs: undefined }),
+      );
+      this.jobs.loadImage(
+        img,
+        (k) => specs[k]!,
+        (id) => this.keep.flat(id),
+      );
+    } else {
       const cols = s.jobs as JobColumns;
       const specs = cols.specs.map((spec) =>
         this.keep.spec({ ...spec, name: '', anchorMs: undefined }),
@@ -1188,8 +1209,7 @@ export class SchedulerStateMachine {
     this.touchedRuns.clear();
     this.createdIds = [];
     this.createdNextMs = [];
-    for (const id of this.jobs.keys()) this.touchedJobs.add(id);
-    for (const id of this.runs.keys()) this.touchedRuns.add(id);
+    this.restoredSinceTake = true;
     for (const [k, v] of s.runsByJob) this.runsByJob.set(k, v);
     for (const id of s.dead) this.dead.add(id);
     for (const [k, v] of s.requestIds) this.requestIds.set(k, v);

@@ -153,18 +153,22 @@ t.test('entries are cut by size and by proposal time, and stay under the entry b
   t.end();
 });
 
-t.test('snapshots keep jobs by column, restore them, and still read version 1', (t) => {
+t.test('snapshots keep the job table as held, restore it, and still read versions 2 and 1', (t) => {
   const sm = new SchedulerStateMachine();
   applyAll(sm, varied(300));
   sm.applyCommand({ op: 'pause-job', atMs: T0 + 5, jobId: 'job-7' });
   const snap = sm.snapshot();
-  t.equal((decode(snap) as { v: number }).v, 2);
+  t.equal((decode(snap) as { v: number }).v, 3);
   const copy = new SchedulerStateMachine();
   copy.restore(snap);
   t.same([...copy.jobs.values()], [...sm.jobs.values()], 'the same jobs after a restore');
   t.same(Buffer.from(copy.snapshot()), Buffer.from(snap), 'and the same snapshot bytes');
-  const v1 = decode(snap) as Record<string, unknown>;
-  const old = encode({ ...v1, v: 1, jobs: [...sm.jobs.values()] });
+  const v3 = decode(snap) as Record<string, unknown>;
+  const v2 = encode({ ...v3, v: 2, jobs: sm.jobs.columns() });
+  const fromV2 = new SchedulerStateMachine();
+  fromV2.restore(v2);
+  t.same([...fromV2.jobs.values()], [...sm.jobs.values()], 'a version 2 snapshot reads the same');
+  const old = encode({ ...v3, v: 1, jobs: [...sm.jobs.values()] });
   const fromOld = new SchedulerStateMachine();
   fromOld.restore(old);
   t.same([...fromOld.jobs.values()], [...sm.jobs.values()], 'a version 1 snapshot reads the same');

@@ -2,7 +2,12 @@
 // undefined included; reads are copies; freed rows are reused without leaking old values.
 import t from 'tap';
 import { compileJobSpec } from '../../../src/api/job-spec.js';
-import { JobTable, type JobRowState } from '../../../src/scheduler/job-table.js';
+import { decode, encode } from '../../../src/base/codec.js';
+import {
+  JobTable,
+  type JobRowState,
+  type JobTableImage,
+} from '../../../src/scheduler/job-table.js';
 import { Retained } from '../../../src/scheduler/retained.js';
 
 const T = Date.UTC(2026, 2, 1);
@@ -139,5 +144,66 @@ t.test('a number most rows leave undefined reads right in every chunk, set or no
   t.equal(table.get('r5000')?.finishedAtMs, undefined, 'set back to undefined');
   const cols = table.columns();
   t.equal(cols.finishedAtMs.filter((v) => v !== null).length, 1, 'columns() agree');
+  t.end();
+});
+
+t.test('an image loads back as the same table: values, order, free rows, counts', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  const acme = keep.spec(spec);
+  const globex = keep.spec({ ...spec, tenant: 'globex' });
+  // Three chunks of rows, every other one deleted, some reused, names on some, a sparse column.
+  for (let i = 0; i < 10_000; i++)
+    table.put(
+      `acme/j${i}`,
+      i % 3 === 0 ? globex : acme,
+      i % 5 === 0 ? `name ${i}` : '',
+      i % 7 === 0 ? T + i : undefined,
+      state({ version: i, paused: i % 2 === 1, nextFireAtMs: i % 4 === 0 ? undefined : T + i }),
+    );
+  for (let i = 0; i < 10_000; i += 2) table.delete(`acme/j${i}`);
+  for (let i = 0; i < 1000; i++) table.put(`acme/k${i}`, acme, '', undefined, state());
+  table.setFinishedAt('acme/j9999', T + 9);
+
+  const img = table.image();
+  // What a snapshot does to it: encoded and decoded, so every byte array is a view of a record.
+  const copy = decode(encode(img)) as JobTableImage;
+  const loaded = new JobTable();
+  loaded.put('stale', acme, '', undefined, state()); // loading replaces what was there
+  loaded.loadImage(
+    copy,
+    (k) => img.specs[k]!,
+    (s) => s,
+  );
+  t.same([...loaded.keys()], [...table.keys()], 'the same ids in the same order');
+  t.same([...loaded.values()], [...table.values()], 'every field of every job');
+  t.equal(loaded.withNextFireCount, table.withNextFireCount, 'jobs with a next slot counted');
+  t.same(loaded.idsOfTenant('globex'), table.idsOfTenant('globex'), 'per-tenant ids');
+  t.same(loaded.audit(), [], 'its derived parts agree with its rows');
+  t.notOk(loaded.has('stale'));
+  // The free rows came along: the next jobs reuse them as the original would.
+  loaded.put('acme/new', acme, '', undefined, state());
+  table.put('acme/new', acme, '', undefined, state());
+  loaded.delete('acme/j1');
+  table.delete('acme/j1');
+  t.same(loaded.image().rows, table.image().rows, 'rows are reused alike');
+  t.type(img.ids, 'string', 'ids travel as one string');
+  t.end();
+});
+
+t.test('an image of ids with a newline keeps them as a list', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  table.put('a\nb', keep.spec(spec), '', undefined, state());
+  table.put('c', keep.spec(spec), '', undefined, state());
+  const img = table.image();
+  t.same(img.ids, ['a\nb', 'c']);
+  const loaded = new JobTable();
+  loaded.loadImage(
+    decode(encode(img)) as JobTableImage,
+    (k) => img.specs[k]!,
+    (s) => s,
+  );
+  t.same([...loaded.keys()], ['a\nb', 'c']);
   t.end();
 });

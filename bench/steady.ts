@@ -373,6 +373,10 @@ export interface SteadyResult {
     readonly rssBytes: number;
     readonly heapUsedBytes: number;
   }[];
+  /** V8 heap each finished run holds per replica, after full collections (bytes). */
+  readonly heapPerRunReplica: number;
+  /** GC pauses over the measured window, the worst node's p99 and max. */
+  readonly gc: { readonly p99Ms: number; readonly maxMs: number };
   readonly loadBefore: readonly number[];
   readonly loadAfter: readonly number[];
   /** Functional problems: a registration call failed, a fire lost, doubled or unexpected. */
@@ -503,6 +507,11 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
         `${reg.retriedCalls} calls sent again after a leader change, slowest call ${fmt(reg.slowestCallMs)} ms); all applied`,
     );
 
+    // The heap the jobs alone hold (after full collections), to tell what the runs add.
+    const heapBefore: number[] = [];
+    for (const n of cluster.nodes) heapBefore.push((await n.memory(120_000)).heapUsedBytes);
+    const receiptsBefore = await sink.count();
+
     // One whole unmeasured minute at full rate before the measure.
     const windowStartMs = Math.ceil((Date.now() + 60_000) / 60_000) * 60_000;
     const windowEndMs = windowStartMs + minutes * 60_000;
@@ -538,7 +547,20 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
       rssBytes: st.rssBytes,
       heapUsedBytes: st.heapUsedBytes,
     }));
+    const gcWindow = await Promise.all(cluster.nodes.map((n) => n.gcSince(windowStartMs, 10_000)));
     await until(windowEndMs + LATE_MS);
+    // Every fire left a finished run in each replica's state (kept up to the tenant's retention,
+    // 100 runs per job by default): the heap they hold, after full collections, per run.
+    const runsKept = (await sink.count()) - receiptsBefore;
+    const heapAfter: number[] = [];
+    for (const n of cluster.nodes) heapAfter.push((await n.memory(120_000)).heapUsedBytes);
+    const heapPerRunReplica =
+      heapAfter.reduce((sum, h, i) => sum + h - heapBefore[i]!, 0) /
+      (cluster.nodes.length * Math.max(1, runsKept));
+    const gc = {
+      p99Ms: Math.max(...gcWindow.map((g) => g.gcPauseP99Ms)),
+      maxMs: Math.max(...gcWindow.map((g) => g.gcPauseMaxMs)),
+    };
 
     const perMinuteRaw = await sink.summary(windowStartMs, windowEndMs, 60_000);
     const all = (await sink.summary(windowStartMs, windowEndMs)).windows[0]!;
@@ -586,6 +608,10 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
         `load average before ${machineBefore.load.join(' ')}, after ${loadAfter.join(' ')}`,
     );
     log(
+      `  heap the finished runs hold: ${fmt(heapPerRunReplica)} B per run per replica (${fmt(runsKept)} runs, after full collections); ` +
+        `GC pauses over the measure (worst node): p99 ${gc.p99Ms.toFixed(0)} ms, max ${gc.maxMs.toFixed(0)} ms`,
+    );
+    log(
       `  nodes' memory at the window's end: ` +
         memoryAfter
           .map(
@@ -631,6 +657,8 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
       cpu: { nodes: cpuNodes, clusterUsPerFire, sinkUsPerRequest },
       leaderChanges,
       memoryAfter,
+      heapPerRunReplica,
+      gc,
       loadBefore: machineBefore.load,
       loadAfter,
       problems,
@@ -654,6 +682,12 @@ export function steadyRows(r: SteadyResult): Row[] {
     {
       figure: '  CPU per fire: per node; the cluster; the sink per request',
       measured: `${r.cpu.nodes.map((n) => `${n.nodeId} ${fmt(n.cpuUsPerFire)}`).join(', ')} µs; ${fmt(r.cpu.clusterUsPerFire)} µs; ${fmt(r.cpu.sinkUsPerRequest)} µs`,
+      target: '',
+      met: '',
+    },
+    {
+      figure: '  heap per finished run per replica; GC pause p99 / max (worst node)',
+      measured: `${fmt(r.heapPerRunReplica)} B; ${r.gc.p99Ms.toFixed(0)} / ${r.gc.maxMs.toFixed(0)} ms`,
       target: '',
       met: '',
     },

@@ -1,9 +1,10 @@
 /**
  * The one-minute flood, for `npm run bench`: N one-off jobs due within one minute, through a
  * real 3-process cluster, next to a bare undici client sending the same requests on the same
- * schedule to the same sink. The issue's target is 2,000,000 jobs due within one minute; a
- * 2-core machine will not take that many, so each size asked for is measured in turn and the
- * result says which fit, and how many cores the target needs at the CPU per fire measured.
+ * schedule to the same sink. The scale tickraft is sized for is 2,000,000 jobs due within one
+ * minute; a 2-core machine will not take that many, so each size asked for is measured in turn
+ * and the result says which fit, and how many cores that scale needs at the CPU per fire
+ * measured.
  *
  * For each size N, on a fresh cluster and sink (bench/steady.ts's recording sink):
  *
@@ -53,7 +54,7 @@ import {
   type SinkRule,
 } from './steady.js';
 
-/** The issue's target: this many jobs due within one minute. */
+/** The scale tickraft is sized for: this many jobs due within one minute. */
 export const FLOOD_TARGET_JOBS = 2_000_000;
 /** A fleet machine's cores and how busy it may run, for the sizing. */
 const FLEET_MACHINE_CORES = 2;

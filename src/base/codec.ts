@@ -25,6 +25,10 @@ export class CodecError extends TickraftError {
 }
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
+/** A record this large gets a block of its own (see encode). */
+const LARGE_RECORD_BYTES = 1024 * 1024;
+/** msgpackr's own first block size. */
+const BLOCK_BYTES = 8192;
 
 /**
  * Encodes one record. The result is a view into a block msgpackr allocated and never writes over
@@ -34,6 +38,11 @@ export function encode(value: unknown): Uint8Array {
   // msgpackr leaves one byte free in front of the value for the version, which saves copying
   // every record into a fresh array (more than half the cost of encoding a log entry).
   const packed = packr.pack(value, RESERVE_START_SPACE | 1);
+  // msgpackr grows its block to fit a large record and keeps carving later records from it, and
+  // makes every later block as large: after one snapshot of tens of MiB, each small log entry
+  // would pin a block of twice that size (a 10,000,000-job node held over a GiB of them). A
+  // fresh small block after a large record keeps the large one alive only through its own result.
+  if (packed.byteLength >= LARGE_RECORD_BYTES) packr.useBuffer(Buffer.allocUnsafeSlow(BLOCK_BYTES));
   // A plain Uint8Array view, not the Buffer msgpackr returns: Buffer's slice() shares memory
   // where Uint8Array's copies, a difference callers should not have to know about.
   const out = new Uint8Array(packed.buffer, packed.byteOffset, packed.byteLength);

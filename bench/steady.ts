@@ -21,11 +21,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import { ProcCluster, sleep, type ClusterSecurity } from '../test/helpers/cluster.js';
-import * as grpc from '@grpc/grpc-js';
-import { ApiCallError, type ApiClient } from '../src/api/client.js';
+import type { ApiClient } from '../src/api/client.js';
 import { apiClients, describeLeaders, settleLeaders, waitApplied } from './bench-cluster.js';
 import { describeMachine, fmt, machineContext, met, type Row } from './figures.js';
 import { processCpuMs } from './proc-cpu.js';
+import { createBatch } from './registration.js';
 import { startSinkProcess } from './sink-process.js';
 
 /**
@@ -385,9 +385,8 @@ export interface SteadyResult {
 
 /**
  * Creates `count` jobs through CreateJobs, batches of 1000, 8 calls in flight round-robin over
- * the nodes. A call that failed because a group had no leader or lost it (UNAVAILABLE, a
- * deadline) is sent again after a pause; the jobs the failed call did create come back as
- * duplicates (each job has a request id), so created + duplicates is what the batch holds.
+ * the nodes, each call as registration.ts's createBatch sends it (again after a leader change;
+ * the jobs a failed call did create come back as duplicates of their request ids).
  */
 async function register(
   clients: readonly ApiClient[],
@@ -414,33 +413,17 @@ async function register(
       next = to;
       const jobs: Record<string, unknown>[] = [];
       for (let i = from; i < to; i++) jobs.push(jobOf(i));
-      for (let attempt = 0; ; attempt++) {
-        const client = clients[(w + calls + attempt) % clients.length]!;
-        const t0 = performance.now();
-        try {
-          const r = await client.call<{ created: number; duplicates: number }>(
-            'JobService',
-            'CreateJobs',
-            { jobs },
-            60_000,
-          );
-          created += r.created + r.duplicates;
-          break;
-        } catch (err) {
-          const retryable =
-            err instanceof ApiCallError &&
-            (err.status === grpc.status.UNAVAILABLE ||
-              err.status === grpc.status.DEADLINE_EXCEEDED);
-          if (!retryable || attempt === 10) {
-            failedCalls++;
-            if (errors.length < 5) errors.push(`jobs ${from}-${to - 1}: ${String(err)}`);
-            break;
-          }
-          retriedCalls++;
-          await sleep(err.retryDelayMs ?? 300);
-        } finally {
-          slowestCallMs = Math.max(slowestCallMs, performance.now() - t0);
-        }
+      const client = clients[(w + calls) % clients.length]!;
+      const t0 = performance.now();
+      try {
+        const r = await createBatch(client, jobs);
+        created += r.created;
+        if (r.retried) retriedCalls++;
+      } catch (err) {
+        failedCalls++;
+        if (errors.length < 5) errors.push(`jobs ${from}-${to - 1}: ${String(err)}`);
+      } finally {
+        slowestCallMs = Math.max(slowestCallMs, performance.now() - t0);
       }
     }
   };

@@ -198,6 +198,22 @@ type NumberField = (typeof NUMBER_FIELDS)[number];
 const INT_FIELDS = ['version', 'paused'] as const;
 type IntField = (typeof INT_FIELDS)[number];
 
+/** Numbers each distinct definition in the order first met (a snapshot lists each once). */
+class SpecNumbering {
+  readonly specs: SharedSpec[] = [];
+  private readonly index = new Map<SharedSpec, number>();
+
+  indexOf(spec: SharedSpec): number {
+    let at = this.index.get(spec);
+    if (at === undefined) {
+      at = this.specs.length;
+      this.index.set(spec, at);
+      this.specs.push(spec);
+    }
+    return at;
+  }
+}
+
 /** An Int32 list as bytes, and back (copied: the bytes may sit unaligned in a record). */
 function int32Bytes(list: Int32Array): Uint8Array {
   return new Uint8Array(list.buffer, list.byteOffset, list.byteLength);
@@ -444,12 +460,11 @@ export class JobTable {
     return out;
   }
 
-  /** Every job by column (no Job object per job is made). */
+  /** Every job by column: snapshot version 2, which restore() still reads. */
   columns(): JobColumns {
-    const specs: SharedSpec[] = [];
-    const specIndex = new Map<SharedSpec, number>();
+    const numbering = new SpecNumbering();
     const c = {
-      specs,
+      specs: numbering.specs,
       ids: [] as string[],
       specOf: [] as number[],
       names: [] as string[],
@@ -464,15 +479,8 @@ export class JobTable {
       finishedAtMs: [] as (number | null)[],
     };
     for (const [id, row] of this.rows.entries()) {
-      const spec = this.spec.get(row);
-      let at = specIndex.get(spec);
-      if (at === undefined) {
-        at = specs.length;
-        specIndex.set(spec, at);
-        specs.push(spec);
-      }
       c.ids.push(id);
-      c.specOf.push(at);
+      c.specOf.push(numbering.indexOf(this.spec.get(row)));
       c.names.push(this.name.get(row));
       c.anchorsMs.push(this.anchorMs.get(row) ?? null);
       c.versions.push(this.version.get(row));
@@ -537,17 +545,9 @@ export class JobTable {
     let newline = false;
     const rows = new Int32Array(n);
     const specOf = new Int32Array(n);
-    const specs: SharedSpec[] = [];
-    const specIndex = new Map<SharedSpec, number>();
+    const numbering = new SpecNumbering();
     let k = 0;
     this.rows.forEach((id, row) => {
-      const spec = this.spec.get(row);
-      let at = specIndex.get(spec);
-      if (at === undefined) {
-        at = specs.length;
-        specIndex.set(spec, at);
-        specs.push(spec);
-      }
       ids[k] = id;
       if (id.includes('\n')) newline = true;
       const name = this.name.get(row);
@@ -556,7 +556,7 @@ export class JobTable {
         names.push(name);
       }
       rows[k] = row;
-      specOf[k] = at;
+      specOf[k] = numbering.indexOf(this.spec.get(row));
       k++;
     });
     const numbers = {} as Record<NumberField, (Uint8Array | null)[]>;
@@ -569,7 +569,7 @@ export class JobTable {
       rows: int32Bytes(rows),
       namedAt: int32Bytes(Int32Array.from(namedAt)),
       names,
-      specs,
+      specs: numbering.specs,
       specOf: int32Bytes(specOf),
       freeRows: int32Bytes(Int32Array.from(this.freeRows)),
       numbers,

@@ -4,9 +4,8 @@
 import t from 'tap';
 import { ProcCluster } from '../helpers/cluster.js';
 
-t.test('Status reports memory, after a forced GC when the node allows it', async (t) => {
-  const cluster = await ProcCluster.create({ nodes: 1, groups: 1 });
-  t.teardown(() => cluster.cleanup());
+/** Starts the nodes with `node --expose-gc`; later starts get the environment's flags again. */
+function startWithExposeGc(cluster: ProcCluster): void {
   const saved = process.env['TICKRAFT_NODE_ARGS'];
   process.env['TICKRAFT_NODE_ARGS'] = '--expose-gc';
   try {
@@ -15,6 +14,12 @@ t.test('Status reports memory, after a forced GC when the node allows it', async
     if (saved === undefined) delete process.env['TICKRAFT_NODE_ARGS'];
     else process.env['TICKRAFT_NODE_ARGS'] = saved;
   }
+}
+
+t.test('Status reports memory, after a forced GC when the node allows it', async (t) => {
+  const cluster = await ProcCluster.create({ nodes: 1, groups: 1 });
+  t.teardown(() => cluster.cleanup());
+  startWithExposeGc(cluster);
   await cluster.waitReady(60_000);
   const n1 = cluster.node('n1');
   const plain = await n1.status();
@@ -42,14 +47,7 @@ t.test('Status reports memory, after a forced GC when the node allows it', async
 t.test('TakeSnapshots, start-up timings and GC pauses of a window', async (t) => {
   const cluster = await ProcCluster.create({ nodes: 1, groups: 2 });
   t.teardown(() => cluster.cleanup());
-  const saved = process.env['TICKRAFT_NODE_ARGS'];
-  process.env['TICKRAFT_NODE_ARGS'] = '--expose-gc';
-  try {
-    cluster.startAll();
-  } finally {
-    if (saved === undefined) delete process.env['TICKRAFT_NODE_ARGS'];
-    else process.env['TICKRAFT_NODE_ARGS'] = saved;
-  }
+  startWithExposeGc(cluster);
   await cluster.waitReady(60_000);
   const n1 = cluster.node('n1');
   const first = await n1.status();
@@ -63,7 +61,10 @@ t.test('TakeSnapshots, start-up timings and GC pauses of a window', async (t) =>
   for (let i = 0; i < 200; i++) await n1.put(`k${i}`, 'v'.repeat(100));
   const taken = await n1.takeSnapshots();
   const dataGroups = new Set(taken.map((s) => s.groupId));
-  t.ok(dataGroups.size >= 2, `a snapshot of each group that applied entries (${[...dataGroups]})`);
+  t.ok(
+    dataGroups.size >= 2,
+    `a snapshot of each group that applied entries (${[...dataGroups].join(', ')})`,
+  );
   t.ok(
     taken.every((s) => s.bytes > 0 && s.index > 0 && s.encodeMs >= 0 && s.writeMs >= 0),
     'each with its size, index and times',

@@ -329,12 +329,12 @@ if (runs('growth')) {
 if (runs('steady')) {
   log(`\nsteady: ${fmt(STEADY_RATE)} fires/s for ${STEADY_MINUTES} minutes`);
   steady = await runSteady({ rate: STEADY_RATE, minutes: STEADY_MINUTES, groups: GROUPS, log });
-  problems.push(...steady.problems.map((p) => `steady: ${p}`));
+  problems.push(...steady.problems);
 }
 if (runs('flood')) {
   log(`\nflood: ${FLOOD_SIZES.map(fmt).join(', ')} jobs due within one minute`);
   flood = await runFlood({ jobs: FLOOD_SIZES, groups: GROUPS, log });
-  problems.push(...flood.problems.map((p) => `flood: ${p}`));
+  problems.push(...flood.problems);
 }
 const machineAfter = machineContext();
 

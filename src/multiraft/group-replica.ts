@@ -112,6 +112,8 @@ export class GroupReplica {
    */
   appliedTerm: number;
   snapshotIndex: number;
+  /** Bytes of the snapshot this replica was opened from (0: none). */
+  readonly restoredBytes: number;
   snapshotsInstalled = 0;
   /** Entry bytes applied since the last snapshot (the size bound of the log). */
   bytesSinceSnapshot = 0;
@@ -126,6 +128,7 @@ export class GroupReplica {
   ) {
     const snap = log.snapshot();
     this.snapshotIndex = snap?.meta.index ?? 0;
+    this.restoredBytes = snap && snap.meta.index > 0 ? snap.data.byteLength : 0;
     if (snap && snap.meta.index > 0) stateMachine.restore(snap.data);
     this.appliedIndex = this.snapshotIndex;
     this.appliedTerm = snap?.meta.term ?? 0;

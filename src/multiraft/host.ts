@@ -170,7 +170,6 @@ export class MultiRaftHost {
   private attach(groupId: number): GroupReplica {
     const log = this.opts.store.group(groupId);
     if (log === undefined) assertionFailed(`group ${groupId} has no storage`);
-    const restoreBytes = log.snapshot()?.data.byteLength ?? 0;
     const t0 = this.opts.clock.monotonicMs();
     const g = new GroupReplica(
       groupId,
@@ -182,7 +181,7 @@ export class MultiRaftHost {
     );
     if (g.snapshotIndex > 0) {
       this.stats.snapshotsRestored++;
-      this.stats.snapshotRestoreBytes += restoreBytes;
+      this.stats.snapshotRestoreBytes += g.restoredBytes;
       this.stats.snapshotRestoreMs += this.opts.clock.monotonicMs() - t0;
     }
     this.groups.set(groupId, g);

@@ -151,7 +151,8 @@ export async function startTracing(endpoint: string, nodeId: string): Promise<Tr
       span.addEvent('answered', { outcome, ...(status !== undefined && { status }) }, atMs);
       span.setAttribute('tickraft.outcome', outcome);
       if (status !== undefined) span.setAttribute('http.response.status_code', status);
-      if (outcome !== 'success') span.setStatus({ code: api.SpanStatusCode.ERROR, message: outcome });
+      if (outcome !== 'success')
+        span.setStatus({ code: api.SpanStatusCode.ERROR, message: outcome });
     },
     attemptCommitted(fireId, attempt, atMs) {
       const key = keyOf(fireId, attempt);

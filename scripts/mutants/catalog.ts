@@ -171,7 +171,8 @@ export const MUTANTS: readonly Mutant[] = [
     class: 'recovery',
     file: 'src/scheduler/dispatcher.ts',
     find: '    recovered: false,\n    lostPending: new Map(),\n    upstreamAskAt: new Map(),\n  };',
-    replace: '    recovered: true,\n    lostPending: new Map(),\n    upstreamAskAt: new Map(),\n  };',
+    replace:
+      '    recovered: true,\n    lostPending: new Map(),\n    upstreamAskAt: new Map(),\n  };',
     description:
       "a new term starts as already recovered: the previous leader's at-most-once runs stay DISPATCHED, never UNKNOWN",
     checks: SCHEDULER_CHECKS,

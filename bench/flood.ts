@@ -27,7 +27,7 @@
  * Figures only; a fire lost, doubled or of no expected slot is a functional problem, listed in
  * `problems`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import {
   ProcCluster,
@@ -42,6 +42,7 @@ import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { describeLeaders, settleLeaders } from './bench-cluster.js';
 import { describeMachine, fmt, machineContext, met, type Row } from './figures.js';
 import { processCpuMs, traceCpu } from './proc-cpu.js';
+import { spawnScriptProcesses } from './sink-process.js';
 import { BARE_CONNECTIONS } from './spike.js';
 import {
   groupTerms,
@@ -140,15 +141,11 @@ class BareFlooders {
   private readonly outputs: string[];
 
   constructor(origin: string, procs: number, connections: number) {
-    this.children = Array.from({ length: procs }, () =>
-      spawn(process.execPath, ['-e', FLOOD_SENDER_SOURCE, origin, String(connections)], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      }),
-    );
-    this.outputs = this.children.map(() => '');
-    this.children.forEach((c, i) =>
-      c.stdout?.on('data', (d: Buffer) => (this.outputs[i] += d.toString())),
-    );
+    ({ children: this.children, outputs: this.outputs } = spawnScriptProcesses(
+      FLOOD_SENDER_SOURCE,
+      [origin, String(connections)],
+      procs,
+    ));
   }
 
   get pids(): number[] {

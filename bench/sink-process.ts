@@ -17,3 +17,20 @@ export async function startSinkProcess(
   });
   return { child, origin: `http://127.0.0.1:${port}` };
 }
+
+/**
+ * `count` processes each running `source` (CommonJS, `node -e`) with `argv`, stdin piped, and
+ * what each wrote on stdout so far (`outputs[i]`, appended as it arrives): the bare senders.
+ */
+export function spawnScriptProcesses(
+  source: string,
+  argv: readonly string[],
+  count: number,
+): { children: ChildProcess[]; outputs: string[] } {
+  const children = Array.from({ length: count }, () =>
+    spawn(process.execPath, ['-e', source, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] }),
+  );
+  const outputs = children.map(() => '');
+  children.forEach((c, i) => c.stdout?.on('data', (d: Buffer) => (outputs[i] += d.toString())));
+  return { children, outputs };
+}

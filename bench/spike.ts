@@ -25,7 +25,7 @@
  * With `warmup`, a smaller spike fires first on the fresh cluster and the bare clients send as
  * many requests first, so that every side is measured with its code compiled by V8.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { TEST_SECRET } from '../test/helpers/webhook-sink.js';
 import {
@@ -40,7 +40,7 @@ import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { fmt, met, percentile, type Row } from './figures.js';
-import { startSinkProcess } from './sink-process.js';
+import { spawnScriptProcesses, startSinkProcess } from './sink-process.js';
 import { traceCpu } from './proc-cpu.js';
 
 /**
@@ -322,15 +322,11 @@ class BareSenders {
     procs: number,
     connections: number,
   ) {
-    this.children = Array.from({ length: procs }, () =>
-      spawn(process.execPath, ['-e', BARE_SENDER_SOURCE, origin, String(connections)], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      }),
-    );
-    this.outputs = this.children.map(() => '');
-    this.children.forEach((c, i) =>
-      c.stdout?.on('data', (d: Buffer) => (this.outputs[i] += d.toString())),
-    );
+    ({ children: this.children, outputs: this.outputs } = spawnScriptProcesses(
+      BARE_SENDER_SOURCE,
+      [origin, String(connections)],
+      procs,
+    ));
   }
 
   /**

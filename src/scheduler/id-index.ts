@@ -73,6 +73,11 @@ export class IdIndex {
     return this.get(id) !== -1;
   }
 
+  /** The id held at `row` (the index's own copy), undefined for a free row. */
+  idAt(row: number): string | undefined {
+    return this.ids[row];
+  }
+
   /** Adds `id` at `row`, last in order; the caller knows `id` is absent and `row` unused. */
   add(id: string, row: number): void {
     this.linkLast(id, row);

@@ -238,6 +238,9 @@ export interface JobRowState {
   readonly finishedAtMs: number | undefined;
 }
 
+/** The part of a job a fire intent is checked against and changes (JobTable.firingOf). */
+export type JobFiring = Pick<Job, 'id' | 'version' | 'paused' | 'nextFireAtMs' | 'remaining'>;
+
 export class JobTable {
   /** id → row, in insertion order (iteration and snapshots follow it). */
   private readonly rows = new IdIndex();
@@ -308,7 +311,9 @@ export class JobTable {
   /** A copy of the job as it is now. */
   get(id: string): Job | undefined {
     const row = this.rows.get(id);
-    return row === -1 ? undefined : this.read(id, row);
+    // The table's own copy of the id: what a caller keeps of the job (a run's job id) then
+    // shares it, rather than keeping the caller's string, often a slice of a whole log entry.
+    return row === -1 ? undefined : this.read(this.rows.idAt(row)!, row);
   }
 
   keys(): Generator<string, void, undefined> {
@@ -627,6 +632,28 @@ export class JobTable {
   }
 
   // Single fields without copying the job: for the hot paths (every run of a spike asks).
+
+  /** The table's own copy of the id, undefined when there is no such job. */
+  ownId(id: string): string | undefined {
+    const row = this.rows.get(id);
+    return row === -1 ? undefined : this.rows.idAt(row);
+  }
+
+  /**
+   * What a fire intent is checked against and changes (the ids the table's own copy), without
+   * copying the whole job; undefined when there is no such job.
+   */
+  firingOf(id: string): JobFiring | undefined {
+    const row = this.rows.get(id);
+    if (row === -1) return undefined;
+    return {
+      id: this.rows.idAt(row)!,
+      version: this.version.get(row),
+      paused: this.paused.get(row) === 1,
+      nextFireAtMs: this.nextFireAtMs.get(row),
+      remaining: this.remaining.get(row),
+    };
+  }
 
   /** Whether the job is paused; undefined when there is no such job. */
   pausedOf(id: string): boolean | undefined {

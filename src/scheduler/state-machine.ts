@@ -25,7 +25,9 @@ import {
   attemptsMade,
   fireIdOf,
   type AttemptOutcome,
+  type AttemptRecordOutcome,
   isTerminal,
+  RUN_STATUSES,
   type Attempt,
   type Job,
   type JobSpec,
@@ -33,7 +35,13 @@ import {
   type RunOverrides,
   type RunStatus,
 } from './model.js';
-import { JobTable, type JobColumns, type JobRowState, type JobTableImage } from './job-table.js';
+import {
+  JobTable,
+  type JobColumns,
+  type JobFiring,
+  type JobRowState,
+  type JobTableImage,
+} from './job-table.js';
 import { Retained } from './retained.js';
 import { assertTransition } from './run-lifecycle.js';
 
@@ -382,7 +390,7 @@ export class SchedulerStateMachine {
           if (run?.status !== 'SCHEDULED' || run.attempts.length + 1 !== attempt) continue;
           const lost = newAttempt(attempt, 0, run.dueAtMs);
           lost.error = LOST_ATTEMPT_ERROR;
-          run.attempts.push(lost);
+          appendAttempt(run, lost);
         }
         return { ok: true };
       case 'miss-runs':
@@ -693,7 +701,7 @@ export class SchedulerStateMachine {
    * is therefore a no-op, and so is one for a job changed or deleted meanwhile.
    */
   private applyIntent(intent: FireIntent, atMs: number): boolean {
-    const job = this.jobs.get(intent.jobId);
+    const job = this.jobs.firingOf(intent.jobId);
     if (!job) return false;
     if (intent.settlesVersion !== undefined) return this.applySettle(job, intent, atMs);
     if (job.nextFireAtMs !== intent.expectedNextFireAtMs) return false;
@@ -719,7 +727,7 @@ export class SchedulerStateMachine {
    * records the overdue slots the job has not reached yet; the leader's own intent may have
    * recorded the first of them meanwhile, and runs are unique per slot anyway.
    */
-  private applySettle(job: Job, intent: FireIntent, atMs: number): boolean {
+  private applySettle(job: JobFiring, intent: FireIntent, atMs: number): boolean {
     const from = job.nextFireAtMs;
     if (job.version !== intent.settlesVersion || from === undefined) return false;
     if (from < intent.expectedNextFireAtMs) return false;
@@ -826,7 +834,7 @@ export class SchedulerStateMachine {
     this.jobs.setLastToken(job.id, token);
     assertTransition(run.status, 'DISPATCHED');
     run.status = 'DISPATCHED';
-    run.attempts.push(newAttempt(attempt, token, atMs));
+    appendAttempt(run, newAttempt(attempt, token, atMs));
     return { ok: true, token, status: run.status };
   }
 
@@ -842,10 +850,12 @@ export class SchedulerStateMachine {
       return { ok: true, duplicate: true, status: run.status };
     }
     if (!attempt) {
-      attempt = newAttempt(c.attempt, c.token, c.atMs - c.durationMs);
-      run.attempts.push(attempt);
+      const node = c.node === undefined ? undefined : this.keep.shared(c.node);
+      attempt = newAttempt(c.attempt, c.token, c.atMs - c.durationMs, node);
+      appendAttempt(run, attempt);
     }
-    attempt.outcome = c.outcome;
+    // The program's own string: a decoded one is a copy per attempt, kept with the history.
+    attempt.outcome = RECORD_OUTCOMES[c.outcome];
     attempt.statusCode = c.statusCode;
     attempt.durationMs = c.durationMs;
     attempt.error = this.keep.optional(c.error);
@@ -1204,19 +1214,54 @@ export class SchedulerStateMachine {
         (id) => this.keep.flat(id),
       );
     }
-    for (const r of s.runs) this.runs.set(r.fireId, r);
+    for (const decoded of s.runs) {
+      const run = this.retainedRun(decoded);
+      this.runs.set(run.fireId, run);
+    }
     this.touchedJobs.clear();
     this.touchedRuns.clear();
     this.createdIds = [];
     this.createdNextMs = [];
     this.restoredSinceTake = true;
-    for (const [k, v] of s.runsByJob) this.runsByJob.set(k, v);
-    for (const id of s.dead) this.dead.add(id);
+    // The runs' own ids, not the decoded copies (slices of the snapshot's text).
+    const ownFireId = (id: string): string => this.runs.get(id)?.fireId ?? this.keep.flat(id);
+    for (const [k, v] of s.runsByJob)
+      this.runsByJob.set(this.jobs.ownId(k) ?? this.keep.flat(k), v.map(ownFireId));
+    for (const id of s.dead) this.dead.add(ownFireId(id));
     for (const [k, v] of s.requestIds) this.requestIds.set(k, v);
     for (const [k, v] of s.finished) this.finished.set(k, v);
     this.appliedCommands = s.appliedCommands;
   }
+
+  /**
+   * A run decoded from a snapshot, made to hold what an applied run holds: its job's id as the
+   * job table's own copy, the program's status and outcome strings, shared reasons and node
+   * names, and flat copies of the rest rather than slices that would keep the snapshot's text
+   * alive. Values change in place, keys do not: the next snapshot is the same bytes.
+   */
+  private retainedRun(decoded: Run): Run {
+    const keep = this.keep;
+    const r = decoded as Mutable<Run>;
+    r.fireId = keep.flat(r.fireId);
+    r.jobId = this.jobs.ownId(r.jobId) ?? keep.flat(r.jobId);
+    r.status = OWN_STATUSES.get(r.status) ?? r.status;
+    if (r.reason !== undefined) r.reason = keep.shared(r.reason);
+    for (const attempt of r.attempts) {
+      const a = attempt as Mutable<Attempt>;
+      if (a.outcome !== undefined) a.outcome = RECORD_OUTCOMES[a.outcome];
+      if (a.error !== undefined) a.error = keep.shared(a.error);
+      if (a.responseExcerpt !== undefined) a.responseExcerpt = keep.flat(a.responseExcerpt);
+      if (a.node !== undefined) a.node = keep.shared(a.node);
+      if (a.worker !== undefined) a.worker = keep.shared(a.worker);
+      if (a.outputNode !== undefined) a.outputNode = keep.shared(a.outputNode);
+    }
+    return r;
+  }
 }
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+const OWN_STATUSES: ReadonlyMap<string, RunStatus> = new Map(RUN_STATUSES.map((s) => [s, s]));
 
 /** The reason of a run an update to `version` cancelled before it was attempted. */
 export function supersededReason(version: number): string {
@@ -1241,7 +1286,37 @@ export const UPSTREAM_FAILED_REASON = 'UPSTREAM_FAILED';
 export const LOST_ATTEMPT_ERROR =
   'LEADER_LOST: an earlier leader may have sent this attempt; its result was lost with it';
 
-function newAttempt(attempt: number, token: number, startedAtMs: number): Attempt {
+const RECORD_OUTCOMES: Readonly<Record<AttemptRecordOutcome, AttemptRecordOutcome>> = {
+  success: 'success',
+  retry: 'retry',
+  fail: 'fail',
+  accepted: 'accepted',
+};
+
+/**
+ * A run's attempts as an array of exactly their number: V8 grows an array pushed to from empty
+ * to 17 slots, 136 bytes that a finished run would hold for as long as its history is kept.
+ */
+function appendAttempt(run: Run, attempt: Attempt): void {
+  run.attempts = run.attempts.concat([attempt]);
+}
+
+/**
+ * `node`, when known at creation (an at-least-once attempt, recorded with its result), is in the
+ * literal: a property added later would cost the attempt an out-of-object property array.
+ */
+function newAttempt(attempt: number, token: number, startedAtMs: number, node?: string): Attempt {
+  if (node === undefined)
+    return {
+      attempt,
+      token,
+      startedAtMs,
+      outcome: undefined,
+      statusCode: undefined,
+      durationMs: undefined,
+      error: undefined,
+      responseExcerpt: undefined,
+    };
   return {
     attempt,
     token,
@@ -1251,5 +1326,6 @@ function newAttempt(attempt: number, token: number, startedAtMs: number): Attemp
     durationMs: undefined,
     error: undefined,
     responseExcerpt: undefined,
+    node,
   };
 }

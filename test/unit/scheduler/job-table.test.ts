@@ -61,6 +61,38 @@ t.test('a job reads back as it was put, and reads are copies', (t) => {
   t.end();
 });
 
+t.test(
+  'firingOf reads what an intent checks and changes, as get() would, and undefined for no job',
+  (t) => {
+    const keep = new Retained();
+    const table = new JobTable();
+    table.put('acme/j1', keep.spec(spec), spec.name, spec.anchorMs, state({ version: 4 }));
+    table.setPaused('acme/j1', true, T + 1);
+    table.setRemaining('acme/j1', undefined);
+    const job = table.get('acme/j1')!;
+    t.strictSame(table.firingOf('acme/j1'), {
+      id: job.id,
+      version: 4,
+      paused: true,
+      nextFireAtMs: T + 90_000,
+      remaining: undefined,
+    });
+    table.setNextFire('acme/j1', undefined);
+    t.equal(table.firingOf('acme/j1')?.nextFireAtMs, undefined, 'no next slot');
+    t.equal(table.firingOf('acme/nope'), undefined);
+    t.end();
+  },
+);
+
+t.test('a retained copy of a string equals it, whatever it holds', (t) => {
+  const keep = new Retained();
+  const whole = ['acme/steady-0000001', 'acme/ünïcødé-job-☃', 'x', 'lone \ud800 surrogate ok'].join(
+    '\n',
+  );
+  for (const part of whole.split('\n')) t.equal(keep.flat(part), part, JSON.stringify(part));
+  t.end();
+});
+
 t.test('jobs with the same settings share one definition', (t) => {
   const keep = new Retained();
   const a = keep.spec(spec);

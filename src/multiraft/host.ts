@@ -373,8 +373,13 @@ export class MultiRaftHost {
     const readies: [GroupReplica, Ready][] = [];
     const updates: GroupUpdate[] = [];
     for (const g of this.groups.values()) {
-      if (ticks > 0 && (!this.electionsHeld || g.isLeader)) g.node.tick(ticks);
+      // Messages first, then time: after a stall the inbox holds the heartbeats and the
+      // acknowledgements that arrived during it, and a leader that ticked past its check-quorum
+      // window before reading them would step down (a follower would campaign) although its
+      // peers were there all along. The lease does not move: it counts from when a heartbeat
+      // round was sent, not from when its acknowledgements are read.
       g.drain();
+      if (ticks > 0 && (!this.electionsHeld || g.isLeader)) g.node.tick(ticks);
       if (!g.node.hasReady()) continue;
       const rd = g.node.ready();
       readies.push([g, rd]);

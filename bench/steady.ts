@@ -27,6 +27,8 @@ import { describeMachine, fmt, machineContext, met, type Row } from './figures.j
 import { processCpuMs } from './proc-cpu.js';
 import { createBatch } from './registration.js';
 import { startSinkProcess } from './sink-process.js';
+import { BareSteadySenders } from './steady-bare.js';
+import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 
 /**
  * The recording sink (CommonJS, `node -e`). Fire ids are `<tenant>/<prefix>-<index>:<slot ms>`;
@@ -293,6 +295,9 @@ const LATE_MS = 30_000;
 const LINE_AFTER_MS = 5000;
 /** The lag target printed next to the figures. */
 export const STEADY_P99_TARGET_MS = 50;
+/** The bare reference: seconds sent before its measure (connections opened), then measured. */
+const BARE_WARMUP_SECONDS = 5;
+const BARE_MEASURED_SECONDS = 60;
 
 export interface SteadyOptions {
   /** Fires per second. @default 3000 */
@@ -367,6 +372,21 @@ export interface SteadyResult {
   };
   /** Groups whose term changed during the measure. */
   readonly leaderChanges: number;
+  /**
+   * The same fires for one minute from 3 bare undici processes (a third of each second's each,
+   * as many connections as a node has), to the same sink, before the jobs were registered.
+   */
+  readonly bare: {
+    readonly expected: number;
+    readonly received: number;
+    readonly duplicates: number;
+    readonly lagP50Ms: number;
+    readonly lagP99Ms: number;
+    readonly lagMaxMs: number;
+    /** The 3 processes' CPU ÷ requests. */
+    readonly cpuUsPerRequest: number;
+    readonly sinkUsPerRequest: number;
+  };
   /** Each node's RSS and V8 heap used at the window's end (no forced collection). */
   readonly memoryAfter: readonly {
     readonly nodeId: string;
@@ -462,6 +482,9 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
     const led = await settleLeaders(cluster, groups);
     log(`  ${groups} data groups, led per node: ${describeLeaders(led)}`);
     await waitApplied(cluster);
+
+    const bare = await runBareReference(sink, rate, jobs, log);
+    await sink.configure({ rule: 'minute', jobs });
 
     const url = `${sink.origin}/hook`;
     const t0 = performance.now();
@@ -639,6 +662,7 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
       minutesOverTarget,
       cpu: { nodes: cpuNodes, clusterUsPerFire, sinkUsPerRequest },
       leaderChanges,
+      bare,
       memoryAfter,
       heapPerRunReplica,
       gc,
@@ -653,6 +677,54 @@ export async function runSteady(opts: SteadyOptions = {}): Promise<SteadyResult>
   }
 }
 
+/**
+ * One minute of the same fires from 3 bare undici processes (after BARE_WARMUP_SECONDS
+ * unmeasured), with the sink recording under the steady rule: the machine's own lag for a
+ * second's fires due at once, and its CPU per request.
+ */
+async function runBareReference(
+  sink: RecordingSink,
+  rate: number,
+  jobs: number,
+  log: (line: string) => void,
+): Promise<SteadyResult['bare']> {
+  await sink.configure({ rule: 'minute', jobs });
+  const senders = new BareSteadySenders(sink.origin, 3, DEFAULT_WEBHOOK_CONNECTIONS);
+  try {
+    const startMs = Math.ceil((Date.now() + 2000) / 1000) * 1000;
+    const fromMs = startMs + BARE_WARMUP_SECONDS * 1000;
+    const toMs = fromMs + BARE_MEASURED_SECONDS * 1000;
+    // The CPU of the measured seconds: from the first measured slot to the last answer.
+    const [, [sinkCpu0, cpuAtFrom]] = await Promise.all([
+      senders.run(rate, startMs, BARE_WARMUP_SECONDS + BARE_MEASURED_SECONDS),
+      until(fromMs).then(() => [sink.cpuMs(), senders.cpuNow()] as const),
+    ]);
+    const sendersCpuMs = senders.cpuNow() - cpuAtFrom;
+    const sinkCpuMs = sink.cpuMs() - sinkCpu0;
+    const w = (await sink.summary(fromMs, toMs)).windows[0]!;
+    const expected = rate * BARE_MEASURED_SECONDS;
+    const out = {
+      expected,
+      received: w.received,
+      duplicates: w.duplicates,
+      lagP50Ms: w.lagP50Ms,
+      lagP99Ms: w.lagP99Ms,
+      lagMaxMs: w.lagMaxMs,
+      cpuUsPerRequest: (sendersCpuMs * 1000) / Math.max(1, w.received),
+      sinkUsPerRequest: (sinkCpuMs * 1000) / Math.max(1, w.received),
+    };
+    log(
+      `  reference, the cluster idle: 3 bare undici processes sent the same fires for ${BARE_MEASURED_SECONDS} s ` +
+        `(${fmt(rate)} due at every whole second, a third each, ${DEFAULT_WEBHOOK_CONNECTIONS} connections each): ` +
+        `${fmt(out.received)}/${fmt(expected)} received, ${lagText(w)}; ` +
+        `senders ${out.cpuUsPerRequest.toFixed(1)} µs, sink ${out.sinkUsPerRequest.toFixed(1)} µs CPU per request`,
+    );
+    return out;
+  } finally {
+    senders.close();
+  }
+}
+
 /** `npm run bench`'s rows: the whole measure, then each minute against the p99 target. */
 export function steadyRows(r: SteadyResult): Row[] {
   const rows: Row[] = [
@@ -661,6 +733,19 @@ export function steadyRows(r: SteadyResult): Row[] {
       measured: `${fmt(r.received)}/${fmt(r.expected)} received, lost ${fmt(r.lost)}, doubled ${fmt(r.duplicates)}; lag p50 / p99 / max ${fmt(r.lagP50Ms)} / ${fmt(r.lagP99Ms)} / ${fmt(r.lagMaxMs)} ms`,
       target: 'nothing lost or doubled',
       met: met(r.lost === 0 && r.duplicates === 0),
+    },
+    {
+      figure: `  reference: the same fires from 3 bare undici processes for ${BARE_MEASURED_SECONDS} s, cluster idle: received; lag p50 / p99 / max`,
+      measured: `${fmt(r.bare.received)}/${fmt(r.bare.expected)}; ${fmt(r.bare.lagP50Ms)} / ${fmt(r.bare.lagP99Ms)} / ${fmt(r.bare.lagMaxMs)} ms`,
+      target: `p99 ≤ ${STEADY_P99_TARGET_MS} ms`,
+      met: met(r.bare.lagP99Ms <= STEADY_P99_TARGET_MS),
+    },
+    {
+      figure:
+        '  p99 lag, tickraft (whole measure) ÷ the bare reference; CPU per fire ÷ bare per request',
+      measured: `${(r.lagP99Ms / r.bare.lagP99Ms).toFixed(2)}×; ${fmt(r.cpu.clusterUsPerFire)} ÷ ${fmt(r.bare.cpuUsPerRequest)} µs = ${(r.cpu.clusterUsPerFire / r.bare.cpuUsPerRequest).toFixed(2)}×`,
+      target: '',
+      met: '',
     },
     {
       figure: '  CPU per fire: per node; the cluster; the sink per request',

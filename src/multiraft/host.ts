@@ -297,6 +297,23 @@ export class MultiRaftHost {
   }
 
   /**
+   * `peer`'s stream here ended or broke (it crashed or stopped, or the network failed). Every
+   * quiet group hosted here that `peer` leads wakes and campaigns at once instead of after three
+   * missed beacons. Pre-vote keeps a live leader in place: the other followers, which still hear
+   * it, refuse. Returns how many groups were woken.
+   */
+  wakeGroupsLedBy(peer: NodeId): number {
+    let woken = 0;
+    for (const g of this.groups.values()) {
+      if (g.isLeader || g.leaderId !== peer) continue;
+      g.inbox.push({ kind: 'wake' });
+      woken++;
+    }
+    if (woken > 0) this.wake();
+    return woken;
+  }
+
+  /**
    * Ticks of wall time the groups have not been ticked for yet. After a stall (a SIGSTOP, a long
    * GC pause) Raft still believes in a lease that the clock says has run out, until the next
    * turn ticks it; whoever acts on the lease checks this first.

@@ -384,6 +384,7 @@ export class TickraftNode {
       ...(this.tls.peer !== undefined ? { tls: this.tls.peer } : {}),
       onRefused: (peer) => this.peerRefused(peer),
       onConnectFailed: (peer, reason) => this.peerConnectFailed(peer, reason),
+      onPeerStreamEnded: (peer) => this.host.wakeGroupsLedBy(peer),
     });
   }
 

@@ -80,6 +80,11 @@ export interface PeerTransportOptions {
    * `reason` is gRPC's. Called at every failed attempt; the caller decides what to log.
    */
   onConnectFailed?(peer: NodeId, reason: string): void;
+  /**
+   * An inbound stream from `peer` ended or broke: it stopped, crashed, or the network between
+   * failed. Once per inbound stream that had identified its sender.
+   */
+  onPeerStreamEnded?(peer: NodeId): void;
 }
 
 export type CompiledLimits = Readonly<Required<PeerTransportLimits>>;

@@ -50,6 +50,8 @@ export interface PeerServerContext {
   readonly tls?: TlsSource;
   /** A connection refused by mutual TLS (its certificate did not chain to the CA). */
   onRefused?(peer: RefusedPeer): void;
+  /** A stream from `from` ended or broke (the peer stopped, crashed, or the network failed). */
+  onPeerStreamEnded?(from: NodeId): void;
 }
 
 /** Headroom over maxFrameBytes the server accepts, for peers configured a little differently. */
@@ -132,15 +134,29 @@ export class PeerServer {
     const forget = (): void => {
       this.streams.delete(call);
     };
+    let sender: NodeId | undefined;
+    let endReported = false;
+    // The peer's end of the stream went away: said once, and only of a sender that identified
+    // itself (this server ending its own streams at close is not the peer's doing).
+    const peerGone = (): void => {
+      if (sender === undefined || endReported || this.closing !== undefined) return;
+      endReported = true;
+      this.ctx.onPeerStreamEnded?.(sender);
+    };
     call.on('finish', forget);
-    call.on('cancelled', forget);
+    call.on('cancelled', () => {
+      forget();
+      peerGone();
+    });
     // A client that cancels or drops surfaces here; the stream is simply gone.
     call.on('error', forget);
-    call.on('end', () => call.end());
+    call.on('end', () => {
+      peerGone();
+      call.end();
+    });
     // Headers right away: the sender waits for them before it writes (see PeerClient).
     call.sendMetadata(new Metadata());
 
-    let sender: NodeId | undefined;
     let rejected = false;
     let noticesBlocked = false;
     call.on('drain', () => {

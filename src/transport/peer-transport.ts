@@ -77,6 +77,7 @@ export class PeerTransport {
       },
       ...(options.tls !== undefined ? { tls: options.tls } : {}),
       onRefused: (peer) => this.whileOpen(() => options.onRefused?.(peer)),
+      onPeerStreamEnded: (from) => this.whileOpen(() => options.onPeerStreamEnded?.(from)),
     });
   }
 

@@ -146,6 +146,8 @@ export interface TestNode {
   readonly refused: RefusedPeer[];
   /** Streams to a peer that failed before it accepted them, with gRPC's reason. */
   readonly connectFailed: { peer: NodeId; reason: string }[];
+  /** One entry per inbound stream that ended or broke after its first frame: the sender's id. */
+  readonly peerStreamsEnded: NodeId[];
 }
 
 interface Teardown {
@@ -165,6 +167,7 @@ export async function startNode(
 ): Promise<TestNode> {
   const refused: RefusedPeer[] = [];
   const connectFailed: TestNode['connectFailed'] = [];
+  const peerStreamsEnded: NodeId[] = [];
   const received: Received[] = [];
   const snapshotStatus: TestNode['snapshotStatus'] = [];
   const notHosted: TestNode['notHosted'] = [];
@@ -183,6 +186,7 @@ export async function startNode(
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     onRefused: (peer) => refused.push(peer),
     onConnectFailed: (peer, reason) => connectFailed.push({ peer, reason }),
+    onPeerStreamEnded: (peer) => peerStreamsEnded.push(peer),
   });
   t.teardown(() => transport.close());
   const { port } = await transport.start();
@@ -198,6 +202,7 @@ export async function startNode(
     foreignGroups,
     refused,
     connectFailed,
+    peerStreamsEnded,
   };
 }
 

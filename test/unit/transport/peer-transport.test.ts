@@ -121,7 +121,7 @@ t.test('a message for a group the receiver does not host is answered', async (t)
 });
 
 t.test(
-  'peer down: onUnreachable fires; peer restarted on the same port: messages flow',
+  'peer down: onUnreachable fires; peer restarted on the same port: messages flow; its stream ending is reported',
   async (t) => {
     const [a, b] = await startMesh(t, ['a', 'b']);
     if (a === undefined || b === undefined) throw new Error('mesh');
@@ -143,12 +143,22 @@ t.test(
     const elapsedMs = performance.now() - startMs;
     t.ok(a.unreachable.length - before <= elapsedMs / 100 + 1, 'throttled');
 
-    const b2 = await startNode(t, 'b', { port: b.port });
+    const b2 = await startNode(t, 'b', { port: b.port, peers: new Map([['a', a.address]]) });
     await eventually('delivery after restart', () => b2.received.length > 0, 15_000);
     clearInterval(ticker);
     t.equal(b2.received[0]?.from, 'a');
     t.ok(a.transport.peerCounters('b').reconnectCount > 0, 'reconnects counted');
     t.equal(a.transport.peerState('b'), 'ready');
+
+    // The restarted b's own stream to a, then b stops: a hears that stream end (the followers
+    // there of groups b leads wake and elect at once).
+    b2.transport.send('a', [heartbeat('b', 'a', 5)]);
+    await eventually('a receives from b', () => a.received.length > 0);
+    t.strictSame(a.peerStreamsEnded, [], 'no stream from b has ended yet');
+    await b2.transport.close();
+    await eventually('a hears the stream from b end', () => a.peerStreamsEnded.length > 0);
+    t.strictSame(a.peerStreamsEnded, ['b']);
+    t.strictSame(b.peerStreamsEnded, [], 'b closing its own server reported no stream as ended');
   },
 );
 

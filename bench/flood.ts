@@ -42,7 +42,7 @@ import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { describeLeaders, settleLeaders } from './bench-cluster.js';
 import { describeMachine, fmt, machineContext, met, type Row } from './figures.js';
 import { processCpuMs, traceCpu } from './proc-cpu.js';
-import { spawnScriptProcesses } from './sink-process.js';
+import { BARE_REQUEST_SOURCE, spawnScriptProcesses } from './sink-process.js';
 import { BARE_CONNECTIONS } from './spike.js';
 import {
   groupTerms,
@@ -82,31 +82,19 @@ const LOST_AFTER_MS = 60_000;
  * `<tag>-<i>` for i < count with i % parts = part, request i at start + 1000 × floor(i × seconds
  * / count) (the sink's `spread` rule), each second's requests all issued at that whole second and
  * made during the second before (the nodes render theirs ahead of the slot), then writes
- * `done <failed requests>`. The requests are spike.ts's: tickraft's headers, user-agent and body.
+ * `done <failed requests>`. The requests are BARE_REQUEST_SOURCE (sink-process.ts): tickraft's.
  */
 const FLOOD_SENDER_SOURCE = `
 const { Pool } = require('undici');
 const [origin, connections] = [process.argv[1], Number(process.argv[2])];
 // One Pool for every flood: its connections stay open from the warm-up to the measure.
 const pool = new Pool(origin, { connections });
-function requestOf(tag, i, at) {
-  const slot = new Date(at).toISOString();
-  const jobId = tag + '-' + i;
-  const id = 'acme/' + jobId + ':' + at;
-  return { method: 'POST', path: '/hook', headers: {
-    'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
-    'idempotency-key': id, 'tickraft-fencing-token': '33554432',
-    'tickraft-scheduled-for': slot, 'tickraft-attempt': '1', 'webhook-id': id,
-    'webhook-timestamp': String(Math.floor(at / 1000)),
-    'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' },
-    body: JSON.stringify({ jobId, tenant: 'acme', fireId: id, slot, slotMs: at, attempt: 1,
-      fencingToken: 33554432, payload: null }) };
-}
+${BARE_REQUEST_SOURCE}
 async function flood(tag, start, count, seconds, part, parts) {
   const second = (s) => {
     const at = start + 1000 * s, out = [];
     for (let i = Math.ceil((s * count) / seconds); i < Math.ceil(((s + 1) * count) / seconds); i++)
-      if (i % parts === part) out.push(requestOf(tag, i, at));
+      if (i % parts === part) out.push(requestOf(tag + '-' + i, at));
     return out;
   };
   let failed = 0;

@@ -34,3 +34,23 @@ export function spawnScriptProcesses(
   children.forEach((c, i) => c.stdout?.on('data', (d: Buffer) => (outputs[i] += d.toString())));
   return { children, outputs };
 }
+
+/**
+ * CommonJS source of `requestOf(jobId, at)`, for the bare senders' scripts: the request a node
+ * sends for job `jobId` of tenant acme at slot `at` (ms), with tickraft's headers, user-agent
+ * and body fields, so that a bare sender does the same work per request as a node's send.
+ */
+export const BARE_REQUEST_SOURCE = `
+function requestOf(jobId, at) {
+  const slot = new Date(at).toISOString();
+  const id = 'acme/' + jobId + ':' + at;
+  return { method: 'POST', path: '/hook', headers: {
+    'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
+    'idempotency-key': id, 'tickraft-fencing-token': '33554432',
+    'tickraft-scheduled-for': slot, 'tickraft-attempt': '1', 'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(at / 1000)),
+    'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' },
+    body: JSON.stringify({ jobId, tenant: 'acme', fireId: id, slot, slotMs: at, attempt: 1,
+      fencingToken: 33554432, payload: null }) };
+}
+`;

@@ -40,7 +40,7 @@ import { hashShardKey } from '../src/placement/hash.js';
 import { lookupRange, splitRing } from '../src/placement/ring.js';
 import { DEFAULT_WEBHOOK_CONNECTIONS } from '../src/config/node-config.js';
 import { fmt, met, percentile, type Row } from './figures.js';
-import { spawnScriptProcesses, startSinkProcess } from './sink-process.js';
+import { BARE_REQUEST_SOURCE, spawnScriptProcesses, startSinkProcess } from './sink-process.js';
 import { traceCpu } from './proc-cpu.js';
 
 /**
@@ -272,23 +272,13 @@ const [origin, connections] = [process.argv[1], Number(process.argv[2])];
 // One Pool for every burst: its connections stay open from one burst to the next (the sink asks
 // for 60 s of keep-alive), as the nodes' do from one spike to the next.
 const pool = new Pool(origin, { connections });
+${BARE_REQUEST_SOURCE}
 async function burst(tag, at, count) {
-  const slot = new Date(at).toISOString();
-  // The requests tickraft sends (ids, body, headers, user-agent), made before the burst as the
-  // nodes render theirs ahead of the slot.
+  // The requests tickraft sends, made before the burst as the nodes render theirs ahead of the
+  // slot.
   const requests = [];
-  for (let i = 0; i < count; i++) {
-    const jobId = tag + '-' + process.pid + '-' + String(i).padStart(6, '0');
-    const id = 'acme/' + jobId + ':' + at;
-    requests.push({ method: 'POST', path: '/hook', headers: {
-      'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
-      'idempotency-key': id, 'tickraft-fencing-token': '33554432',
-      'tickraft-scheduled-for': slot, 'tickraft-attempt': '1', 'webhook-id': id,
-      'webhook-timestamp': String(Math.floor(at / 1000)),
-      'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' },
-      body: JSON.stringify({ jobId, tenant: 'acme', fireId: id, slot, slotMs: at, attempt: 1,
-        fencingToken: 33554432, payload: null }) });
-  }
+  for (let i = 0; i < count; i++)
+    requests.push(requestOf(tag + '-' + process.pid + '-' + String(i).padStart(6, '0'), at));
   while (Date.now() < at) await new Promise((r) => setTimeout(r, 1));
   const sends = [];
   for (const r of requests) sends.push(pool.request(r).then((res) => res.body.dump()));

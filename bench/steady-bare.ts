@@ -7,7 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { processCpuMs } from './proc-cpu.js';
-import { spawnScriptProcesses } from './sink-process.js';
+import { BARE_REQUEST_SOURCE, spawnScriptProcesses } from './sink-process.js';
 
 /**
  * One bare sender (CommonJS, `node -e`): a Pool of `connections` (argv) to `origin`. For the line
@@ -22,23 +22,12 @@ const { Pool } = require('undici');
 const [origin, connections] = [process.argv[1], Number(process.argv[2])];
 const pool = new Pool(origin, { connections });
 const sleepUntil = async (t) => { while (Date.now() < t) await new Promise((r) => setTimeout(r, Math.max(1, Math.min(50, t - Date.now() - 2)))); };
+${BARE_REQUEST_SOURCE}
 function requestsOf(index, procs, rate, at) {
-  const slot = new Date(at).toISOString();
   const second = (at / 1000) % 60;
   const out = [];
-  for (let k = index; k < rate; k += procs) {
-    const i = second + 60 * k;
-    const jobId = 'bare-' + String(i).padStart(7, '0');
-    const id = 'acme/' + jobId + ':' + at;
-    out.push({ method: 'POST', path: '/hook', headers: {
-      'user-agent': 'tickraft-webhook/1', 'content-type': 'application/json',
-      'idempotency-key': id, 'tickraft-fencing-token': '33554432',
-      'tickraft-scheduled-for': slot, 'tickraft-attempt': '1', 'webhook-id': id,
-      'webhook-timestamp': String(Math.floor(at / 1000)),
-      'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' },
-      body: JSON.stringify({ jobId, tenant: 'acme', fireId: id, slot, slotMs: at, attempt: 1,
-        fencingToken: 33554432, payload: null }) });
-  }
+  for (let k = index; k < rate; k += procs)
+    out.push(requestOf('bare-' + String(second + 60 * k).padStart(7, '0'), at));
   return out;
 }
 async function run(index, procs, rate, start, seconds) {

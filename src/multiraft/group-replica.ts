@@ -143,6 +143,11 @@ export class GroupReplica {
     return this.node.raft.lead;
   }
 
+  /** Whether this replica leads the group and `peer` is another of its members. */
+  leadsWith(peer: NodeId): boolean {
+    return this.isLeader && peer !== this.node.raft.id && this.node.raft.progress.has(peer);
+  }
+
   enqueueProposal(data: Uint8Array): Promise<unknown> {
     return new Promise((resolve, reject) =>
       this.queued.push({ datas: [data], batch: false, resolve, reject }),

@@ -297,6 +297,23 @@ export class MultiRaftHost {
   }
 
   /**
+   * `peer` is up (a new stream from it: a restart, a healed partition). Every quiet group led
+   * here that it is a member of wakes and heartbeats at once, so the peer learns its leaders
+   * and commit indexes now rather than at the next beacon, three election timeouts away.
+   * Returns how many groups were woken.
+   */
+  wakeGroupsLedWith(peer: NodeId): number {
+    let woken = 0;
+    for (const g of this.groups.values()) {
+      if (!g.leadsWith(peer)) continue;
+      g.inbox.push({ kind: 'wake' });
+      woken++;
+    }
+    if (woken > 0) this.wake();
+    return woken;
+  }
+
+  /**
    * `peer`'s stream here ended or broke (it crashed or stopped, or the network failed). Every
    * quiet group hosted here that `peer` leads wakes and campaigns at once instead of after three
    * missed beacons. Pre-vote keeps a live leader in place: the other followers, which still hear

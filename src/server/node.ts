@@ -384,6 +384,7 @@ export class TickraftNode {
       ...(this.tls.peer !== undefined ? { tls: this.tls.peer } : {}),
       onRefused: (peer) => this.peerRefused(peer),
       onConnectFailed: (peer, reason) => this.peerConnectFailed(peer, reason),
+      onPeerStream: (peer) => this.host.wakeGroupsLedWith(peer),
       onPeerStreamEnded: (peer) => this.host.wakeGroupsLedBy(peer),
     });
   }

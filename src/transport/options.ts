@@ -81,6 +81,12 @@ export interface PeerTransportOptions {
    */
   onConnectFailed?(peer: NodeId, reason: string): void;
   /**
+   * A stream from `peer` delivered its first frame: the peer is up, perhaps after a restart or a
+   * partition. Once per inbound stream; the transport has already reconnected its own stream to
+   * that peer if it was waiting out a backoff.
+   */
+  onPeerStream?(peer: NodeId): void;
+  /**
    * An inbound stream from `peer` ended or broke: it stopped, crashed, or the network between
    * failed. Once per inbound stream that had identified its sender.
    */

@@ -56,7 +56,7 @@ const INFLIGHT_FRAMES_MAX = 2;
 
 export class PeerClient {
   private stateValue: PeerClientState = 'idle';
-  private readonly rpc: RaftTransportClient;
+  private rpc: RaftTransportClient;
   private call: ClientStream | undefined;
   private queue: Queued[] = [];
   private queuedBytesValue = 0;
@@ -87,10 +87,17 @@ export class PeerClient {
     private readonly counters: PeerCounters,
     private readonly hooks: PeerClientHooks,
     /** Mutual TLS (tls.ts); plaintext when absent. */
-    credentials?: PeerChannelCredentials,
+    private readonly credentials?: PeerChannelCredentials,
   ) {
-    this.rpc = new RaftTransportClient(
-      address,
+    this.rpc = this.makeRpc();
+    this.frameOverheadBytes = estimateFrameOverheadBytes(selfId, peerId);
+  }
+
+  /** The gRPC client (one channel) to the peer. */
+  private makeRpc(): RaftTransportClient {
+    const limits = this.limits;
+    return new RaftTransportClient(
+      this.address,
       {
         'grpc.keepalive_time_ms': limits.keepaliveMs,
         'grpc.keepalive_timeout_ms': limits.keepaliveTimeoutMs,
@@ -106,9 +113,33 @@ export class PeerClient {
         // Channelz (grpc-js's introspection service, unused here) would track every frame.
         'grpc.enable_channelz': 0,
       },
-      credentials,
+      this.credentials,
     );
-    this.frameOverheadBytes = estimateFrameOverheadBytes(selfId, peerId);
+  }
+
+  /**
+   * The peer is evidently up (its own stream to this node just opened). While in backoff, or
+   * still connecting (an attempt begun while the peer was down can hang until connectTimeoutMs),
+   * reconnect now on a fresh channel with the backoff started over, keeping what is queued.
+   * Otherwise what is sent meanwhile (a leader's heartbeats to a restarted follower) would wait
+   * or be dropped until our timer and the old channel's own backoff, which grpc-js offers no way
+   * to cut short, both ran out. Not while a snapshot is in flight on the old channel.
+   */
+  reconnectNow(): void {
+    const state = this.stateValue;
+    if ((state !== 'backoff' && state !== 'connecting') || this.snapshots.size > 0) return;
+    clearTimeout(this.backoffTimer);
+    this.backoffTimer = undefined;
+    clearTimeout(this.connectTimer);
+    // Forgotten first, so that its end does not count as this stream's failure.
+    const pending = this.call;
+    this.call = undefined;
+    pending?.cancel();
+    this.failureCount = 0;
+    this.rpc.close();
+    this.rpc = this.makeRpc();
+    this.counters.reconnectCount++;
+    this.connect();
   }
 
   get state(): PeerClientState {

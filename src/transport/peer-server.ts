@@ -50,6 +50,8 @@ export interface PeerServerContext {
   readonly tls?: TlsSource;
   /** A connection refused by mutual TLS (its certificate did not chain to the CA). */
   onRefused?(peer: RefusedPeer): void;
+  /** A stream from `from` delivered its first valid frame: the peer is up, perhaps restarted. */
+  onPeerStream?(from: NodeId): void;
   /** A stream from `from` ended or broke (the peer stopped, crashed, or the network failed). */
   onPeerStreamEnded?(from: NodeId): void;
 }
@@ -188,8 +190,10 @@ export class PeerServer {
         );
         return;
       }
-      if (sender === undefined) sender = frame.from;
-      else if (frame.from !== sender) {
+      if (sender === undefined) {
+        sender = frame.from;
+        this.ctx.onPeerStream?.(sender);
+      } else if (frame.from !== sender) {
         reject(grpcStatus.INVALID_ARGUMENT, `from changed from ${sender} to ${frame.from}`);
         return;
       }

@@ -77,6 +77,11 @@ export class PeerTransport {
       },
       ...(options.tls !== undefined ? { tls: options.tls } : {}),
       onRefused: (peer) => this.whileOpen(() => options.onRefused?.(peer)),
+      onPeerStream: (from) =>
+        this.whileOpen(() => {
+          this.clients.get(from)?.reconnectNow();
+          options.onPeerStream?.(from);
+        }),
       onPeerStreamEnded: (from) => this.whileOpen(() => options.onPeerStreamEnded?.(from)),
     });
   }

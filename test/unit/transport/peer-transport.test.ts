@@ -162,6 +162,32 @@ t.test(
   },
 );
 
+t.test(
+  "a restarted peer's own stream makes the transport reconnect to it at once, not after its backoff",
+  async (t) => {
+    // A 20 s backoff: without the peer's stream to wake it, a would not try again in this test.
+    const limits = { reconnectBackoffMinMs: 20_000, reconnectBackoffMaxMs: 20_000 };
+    const a = await startNode(t, 'a', { limits });
+    const b = await startNode(t, 'b', { peers: new Map([['a', a.address]]) });
+    a.transport.setPeer('b', b.address);
+    a.transport.send('b', [app('a', 'b', 5, 1)]);
+    await eventually('first delivery', () => b.received.length === 1);
+
+    await b.transport.close();
+    a.transport.send('b', [heartbeat('a', 'b', 5)]);
+    await eventually('a in backoff', () => a.transport.peerState('b') === 'backoff');
+    const reconnectsBefore = a.transport.peerCounters('b').reconnectCount;
+
+    const b2 = await startNode(t, 'b', { port: b.port, peers: new Map([['a', a.address]]) });
+    b2.transport.send('a', [heartbeat('b', 'a', 5)]);
+    await eventually('a reconnected to b', () => a.transport.peerState('b') === 'ready', 5000);
+    t.equal(a.transport.peerCounters('b').reconnectCount, reconnectsBefore + 1, 'one reconnect');
+    a.transport.send('b', [app('a', 'b', 5, 2)]);
+    await eventually('delivery to the restarted b', () => b2.received.length > 0, 5000);
+    t.equal(b2.received[0]?.msgs[0]?.message.index, 2);
+  },
+);
+
 t.test('the queue for a dead peer stays bounded; the excess is dropped and counted', async (t) => {
   const maxQueuedBytesPerPeer = 64 * 1024;
   const a = await startNode(t, 'a', { limits: { maxQueuedBytesPerPeer } });

@@ -303,14 +303,7 @@ export class MultiRaftHost {
    * Returns how many groups were woken.
    */
   wakeGroupsLedWith(peer: NodeId): number {
-    let woken = 0;
-    for (const g of this.groups.values()) {
-      if (!g.leadsWith(peer)) continue;
-      g.inbox.push({ kind: 'wake' });
-      woken++;
-    }
-    if (woken > 0) this.wake();
-    return woken;
+    return this.wakeGroups((g) => g.leadsWith(peer));
   }
 
   /**
@@ -320,9 +313,14 @@ export class MultiRaftHost {
    * it, refuse. Returns how many groups were woken.
    */
   wakeGroupsLedBy(peer: NodeId): number {
+    return this.wakeGroups((g) => !g.isLeader && g.leaderId === peer);
+  }
+
+  /** Reports 'wake' to every group `which` picks (a no-op for one that is not quiet). */
+  private wakeGroups(which: (g: GroupReplica) => boolean): number {
     let woken = 0;
     for (const g of this.groups.values()) {
-      if (g.isLeader || g.leaderId !== peer) continue;
+      if (!which(g)) continue;
       g.inbox.push({ kind: 'wake' });
       woken++;
     }

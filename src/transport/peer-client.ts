@@ -66,6 +66,7 @@ export class PeerClient {
   private flushScheduled = false;
   private failureCount = 0;
   private readySinceMs = 0;
+  private connectStartedMs = 0;
   private connectTimer: NodeJS.Timeout | undefined;
   private backoffTimer: NodeJS.Timeout | undefined;
   private readonly snapshots = new Set<SnapshotSend>();
@@ -119,15 +120,20 @@ export class PeerClient {
 
   /**
    * The peer is evidently up (its own stream to this node just opened). While in backoff, or
-   * still connecting (an attempt begun while the peer was down can hang until connectTimeoutMs),
-   * reconnect now on a fresh channel with the backoff started over, keeping what is queued.
-   * Otherwise what is sent meanwhile (a leader's heartbeats to a restarted follower) would wait
+   * connecting for longer than the shortest backoff (an attempt begun while the peer was down
+   * can hang until connectTimeoutMs), reconnect now on a fresh channel with the backoff started
+   * over, keeping what is queued. Otherwise what is sent meanwhile (a leader's heartbeats to a restarted follower) would wait
    * or be dropped until our timer and the old channel's own backoff, which grpc-js offers no way
    * to cut short, both ran out. Not while a snapshot is in flight on the old channel.
    */
   reconnectNow(): void {
     const state = this.stateValue;
-    if ((state !== 'backoff' && state !== 'connecting') || this.snapshots.size > 0) return;
+    // A connect younger than the shortest backoff is still a fresh attempt (both nodes dial
+    // each other at start-up): left alone, not replaced by one more channel.
+    const stuck =
+      state === 'connecting' &&
+      SystemClock.monotonicMs() - this.connectStartedMs >= this.limits.reconnectBackoffMinMs;
+    if ((state !== 'backoff' && !stuck) || this.snapshots.size > 0) return;
     clearTimeout(this.backoffTimer);
     this.backoffTimer = undefined;
     clearTimeout(this.connectTimer);
@@ -246,6 +252,7 @@ export class PeerClient {
 
   private connect(): void {
     this.stateValue = 'connecting';
+    this.connectStartedMs = SystemClock.monotonicMs();
     const call = this.rpc.openStream();
     this.call = call;
     this.inflightBytes = 0;

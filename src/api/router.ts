@@ -272,7 +272,14 @@ export class Router {
       c = new grpc.Client(
         address,
         this.node.apiDialCredentials ?? grpc.credentials.createInsecure(),
-        { 'grpc.enable_channelz': 0 },
+        {
+          'grpc.enable_channelz': 0,
+          // A leader's node that was down (a restart) is dialled again within a second of its
+          // return, not after grpc-js's default backoff of up to two minutes: until then every
+          // call forwarded to it would fail as if it were still down.
+          'grpc.initial_reconnect_backoff_ms': 100,
+          'grpc.max_reconnect_backoff_ms': 1000,
+        },
       );
       this.clients.set(address, c);
     }

@@ -45,6 +45,7 @@ import { planIntents, planOverdue } from './intent-planner.js';
 import { DEFAULT_RUN_RETENTION, type RunRetention } from '../placement/run-retention.js';
 import {
   attemptsMade,
+  fireIdOf,
   isTerminal,
   isWaitingForUpstream,
   jobForRun,
@@ -392,8 +393,9 @@ export class GroupDispatcher {
     this.awaiting.clear();
     this.deadlines.clear();
     this.index.syncJobs(this.sm, this.sm.jobs.keys());
-    this.index.syncRuns(this.sm, this.sm.runs.keys());
-    for (const [fireId, run] of this.sm.runs) this.trackRun(fireId, run);
+    this.index.syncRestoredRuns(this.sm);
+    // Finished runs need no tracking: the sets were just cleared.
+    for (const [fireId, run] of this.sm.runs.liveEntries()) this.trackRun(fireId, run);
     this.retentionCursor = undefined;
   }
 
@@ -1184,18 +1186,19 @@ export class GroupDispatcher {
     // A key without a tenant (the scheduler's own tests) has the default retention.
     const slash = jobId.indexOf('/');
     const r = this.retentionOf(slash > 0 ? jobId.slice(0, slash) : '');
-    const history: Run[] = [];
-    const dead: Run[] = [];
-    for (const run of this.sm.runsOf(jobId)) {
-      if (run.status === 'DEAD') dead.push(run);
-      else if (isTerminal(run.status)) history.push(run);
-    }
-    const pick = (runs: Run[], keep: number, maxAgeMs: number): void => {
+    // By slot and finish time: the finished runs are not decoded.
+    const history: [number, number | undefined][] = [];
+    const dead: [number, number | undefined][] = [];
+    this.sm.runs.forEachOf(jobId, (slotMs, status, finishedAtMs) => {
+      if (status === 'DEAD') dead.push([slotMs, finishedAtMs]);
+      else if (isTerminal(status)) history.push([slotMs, finishedAtMs]);
+    });
+    const pick = (runs: [number, number | undefined][], keep: number, maxAgeMs: number): void => {
       // Oldest first (runs are listed as they were created): beyond the count, then by age.
       let excess = runs.length - keep;
-      for (const run of runs) {
-        const old = run.finishedAtMs !== undefined && run.finishedAtMs + maxAgeMs <= nowMs;
-        if (excess > 0 || old) out.push(run.fireId);
+      for (const [slotMs, finishedAtMs] of runs) {
+        const old = finishedAtMs !== undefined && finishedAtMs + maxAgeMs <= nowMs;
+        if (excess > 0 || old) out.push(fireIdOf(jobId, slotMs));
         excess--;
       }
     };

@@ -63,7 +63,7 @@ export class DueIndex {
     const { created, jobs, runs, restored } = sm.takeTouched();
     if (restored) {
       this.syncJobs(sm, sm.jobs.keys());
-      this.syncRuns(sm, sm.runs.keys());
+      this.syncRestoredRuns(sm);
       return;
     }
     this.syncCreated(created);
@@ -91,6 +91,14 @@ export class DueIndex {
         if (next === null) missing?.push(id);
       }
     }
+  }
+
+  /**
+   * After a restore: the dispatch wheel holds exactly the runs due in the restored state. Only
+   * live runs can be due; what the wheel held of the state before is taken out unless still due.
+   */
+  syncRestoredRuns(sm: SchedulerStateMachine): void {
+    this.syncRuns(sm, new Set([...this.dispatch.keys(), ...sm.runs.liveIds()]));
   }
 
   /** Re-derives the dispatch entry of each run from applied state. */

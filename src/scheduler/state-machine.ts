@@ -43,6 +43,7 @@ import {
   type JobTableImage,
 } from './job-table.js';
 import { Retained } from './retained.js';
+import { RunTable, type HistoryImage } from './run-table.js';
 import { assertTransition } from './run-lifecycle.js';
 
 export type SchedulerErrorCode =
@@ -129,9 +130,8 @@ const fail = (code: SchedulerErrorCode, reason: string): ApplyResult => ({
 
 export class SchedulerStateMachine {
   readonly jobs = new JobTable();
-  readonly runs = new Map<string, Run>();
-  /** Per job with runs, their fire ids in creation order (history, bounded). */
-  private readonly runsByJob = new Map<string, string[]>();
+  /** Every run kept: live ones as objects, finished ones packed, by job in creation order. */
+  readonly runs = new RunTable();
   /** The DLQ: DEAD runs by fire id, in the order they died. */
   readonly dead = new Set<string>();
   /** requestId → [jobId, atMs]; insertion order is age order. */
@@ -161,6 +161,7 @@ export class SchedulerStateMachine {
     if (stale) return stale;
     this.noteTouched(c);
     const result = this.dispatch(c);
+    this.packSettled(c.atMs);
     this.expire(c.atMs);
     return result;
   }
@@ -192,7 +193,7 @@ export class SchedulerStateMachine {
   private noteTouched(c: SchedulerCommand): void {
     const wholeJob = (jobId: string): void => {
       this.touchJob(jobId);
-      for (const id of this.runsByJob.get(jobId) ?? []) this.touchedRuns.add(id);
+      for (const id of this.runs.idsOf(jobId)) this.touchedRuns.add(id);
     };
     const run = (fireId: string): void => {
       this.touchedRuns.add(fireId);
@@ -299,14 +300,14 @@ export class SchedulerStateMachine {
       this.touchedJobs.add(id);
       dropped++;
     }
-    for (const [fireId, run] of [...this.runs]) {
-      if (keep(run.jobId)) continue;
-      this.runs.delete(fireId);
-      this.dead.delete(fireId);
-      this.touchedRuns.add(fireId);
-      this.touchedJobs.add(run.jobId);
+    for (const jobId of [...this.runs.jobs()]) {
+      if (keep(jobId)) continue;
+      for (const fireId of this.runs.dropWhere(jobId, () => true)) {
+        this.dead.delete(fireId);
+        this.touchedRuns.add(fireId);
+      }
+      this.touchedJobs.add(jobId);
     }
-    for (const jobId of [...this.runsByJob.keys()]) if (!keep(jobId)) this.runsByJob.delete(jobId);
     for (const [rid, [jobId]] of [...this.requestIds])
       if (!keep(jobId)) this.requestIds.delete(rid);
     for (const jobId of [...this.finished.keys()]) if (!keep(jobId)) this.finished.delete(jobId);
@@ -322,6 +323,7 @@ export class SchedulerStateMachine {
       restored: this.restoredSinceTake,
     };
     this.restoredSinceTake = false;
+    this.runs.forgetRecent();
     this.touchedJobs.clear();
     this.touchedRuns.clear();
     if (this.createdIds.length > 0) {
@@ -378,7 +380,7 @@ export class SchedulerStateMachine {
         });
       case 'mark-unknown':
         for (const id of c.fireIds) {
-          const run = this.runs.get(id);
+          const run = this.runs.open(id);
           if (run?.status === 'DISPATCHED') {
             this.finish(run, 'UNKNOWN', 'at-most-once attempt lost with its leader', c.atMs);
           }
@@ -386,7 +388,7 @@ export class SchedulerStateMachine {
         return { ok: true };
       case 'lost-attempts':
         for (const { fireId, attempt } of c.runs) {
-          const run = this.runs.get(fireId);
+          const run = this.runs.open(fireId);
           if (run?.status !== 'SCHEDULED' || run.attempts.length + 1 !== attempt) continue;
           const lost = newAttempt(attempt, 0, run.dueAtMs);
           lost.error = LOST_ATTEMPT_ERROR;
@@ -395,7 +397,7 @@ export class SchedulerStateMachine {
         return { ok: true };
       case 'miss-runs':
         for (const { fireId, reason, status } of c.runs) {
-          const run = this.runs.get(fireId);
+          const run = this.runs.open(fireId);
           // Only a run nobody has attempted yet (one an earlier leader may have sent is not
           // known to be attempted); anything else moved on meanwhile.
           if (run?.status === 'SCHEDULED' && attemptsMade(run) === 0)
@@ -575,8 +577,7 @@ export class SchedulerStateMachine {
    */
   private supersede(jobId: string, version: number, atMs: number): void {
     const reason = this.keep.shared(supersededReason(version));
-    for (const id of this.runsByJob.get(jobId) ?? []) {
-      const run = this.runs.get(id)!;
+    for (const run of this.runs.liveOf(jobId)) {
       // A run only an earlier leader may have sent (isLostAttempt) is superseded like one never
       // attempted: as before such attempts were recorded.
       if (run.status !== 'SCHEDULED' || attemptsMade(run) > 0 || run.manual) continue;
@@ -588,10 +589,8 @@ export class SchedulerStateMachine {
   private deleteJob(jobId: string, atMs: number): ApplyResult {
     return this.withJob(jobId, (job) => {
       // A committed delete wins over every run not yet attempted.
-      for (const id of this.runsByJob.get(job.id) ?? []) {
-        const run = this.runs.get(id)!;
+      for (const run of this.runs.liveOf(job.id))
         if (run.status === 'SCHEDULED') this.finish(run, 'CANCELLED', 'job deleted', atMs);
-      }
       this.jobs.delete(job.id);
       this.finished.delete(job.id);
       return { ok: true, jobId: job.id };
@@ -602,10 +601,8 @@ export class SchedulerStateMachine {
     return this.withJob(jobId, (job) => {
       this.jobs.setPaused(job.id, true, atMs);
       // A committed pause wins: no delivery starts after it, retries included.
-      for (const id of this.runsByJob.get(job.id) ?? []) {
-        const run = this.runs.get(id)!;
+      for (const run of this.runs.liveOf(job.id))
         if (run.status === 'SCHEDULED') this.finish(run, 'SKIPPED', 'paused', atMs);
-      }
       return { ok: true, jobId: job.id };
     });
   }
@@ -768,7 +765,7 @@ export class SchedulerStateMachine {
     overrides?: RunOverrides,
   ): Run | undefined {
     const fireId = fireIdOf(jobId, slotMs);
-    const prior = this.runs.get(fireId);
+    const prior = this.runs.find(jobId, slotMs);
     if (prior !== undefined && !(manual === prior.manual && isSupersededUnattempted(prior)))
       return undefined;
     const run: Run = {
@@ -794,13 +791,9 @@ export class SchedulerStateMachine {
         fireId: undefined,
         status: undefined,
       }));
-    this.runs.set(fireId, run);
-    // A superseded run planned again keeps its place in the history (its fire id is there).
-    if (prior !== undefined) return run;
-    let list = this.runsByJob.get(jobId);
-    if (!list) this.runsByJob.set(jobId, (list = []));
-    list.push(fireId);
-    this.trimHistory(jobId, atMs);
+    // A superseded run planned again keeps its place in the history.
+    if (prior !== undefined) this.runs.replace(run);
+    else this.runs.add(run);
     return run;
   }
 
@@ -811,10 +804,11 @@ export class SchedulerStateMachine {
     run.reason = reason;
     run.finishedAtMs = atMs;
     if (status === 'DEAD') this.dead.add(run.fireId);
+    this.runs.noteSettled(run.fireId);
   }
 
   private attemptStarted(fireId: string, attempt: number, term: number, atMs: number): ApplyResult {
-    const run = this.runs.get(fireId);
+    const run = this.runs.open(fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
     const job = this.jobs.get(run.jobId);
     if (!job) return fail('JOB_NOT_FOUND', `job ${run.jobId} does not exist`);
@@ -839,7 +833,7 @@ export class SchedulerStateMachine {
   }
 
   private attemptResult(c: AttemptResultCommand): ApplyResult {
-    const run = this.runs.get(c.fireId);
+    const run = this.runs.open(c.fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${c.fireId} does not exist`);
     // Single fields, not a copy of the job: a spike applies thousands of results per entry.
     this.jobs.raiseLastToken(run.jobId, c.token);
@@ -932,7 +926,7 @@ export class SchedulerStateMachine {
     token: number,
     then: (run: Run, attempt: Attempt) => ApplyResult,
   ): ApplyResult {
-    const run = this.runs.get(fireId);
+    const run = this.runs.open(fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
     const last = run.attempts[run.attempts.length - 1];
     if (last !== undefined && last.token !== token && run.attempts.some((a) => a.token === token))
@@ -975,7 +969,7 @@ export class SchedulerStateMachine {
     settled: readonly UpstreamSettlement[],
     atMs: number,
   ): void {
-    const run = this.runs.get(fireId);
+    const run = this.runs.open(fireId);
     if (run?.status !== 'SCHEDULED' || run.upstream === undefined || attemptsMade(run) > 0) return;
     for (const s of settled) {
       const state = run.upstream.find((u) => u.job === s.job && u.outcome === undefined);
@@ -999,7 +993,7 @@ export class SchedulerStateMachine {
   }
 
   private replayRun(fireId: string, atMs: number): ApplyResult {
-    const run = this.runs.get(fireId);
+    const run = this.runs.open(fireId);
     if (!run) return fail('RUN_NOT_FOUND', `run ${fireId} does not exist`);
     if (run.status !== 'DEAD')
       return fail('RUN_WRONG_STATE', `run ${fireId} is ${run.status}, not DEAD`);
@@ -1016,68 +1010,19 @@ export class SchedulerStateMachine {
   // -------------------------------------------------------------------------------------
   // Retention (deterministic: driven by the entries' atMs)
 
-  private trimHistory(jobId: string, atMs: number): void {
-    const list = this.runsByJob.get(jobId);
-    if (!list) return;
-    let terminal = 0;
-    let dead = 0;
-    for (const id of list) {
-      const r = this.runs.get(id)!;
-      if (r.status === 'DEAD') dead++;
-      else if (isTerminal(r.status)) terminal++;
-    }
-    const limits = this.limits;
-    if (
-      terminal <= limits.runsPerJobMax &&
-      dead <= limits.deadRunsPerJobMax &&
-      list.length <= limits.runsPerJobMax * 2 + limits.deadRunsPerJobMax
-    ) {
-      const oldest = this.runs.get(list[0] ?? '');
-      if (!oldest || oldest.finishedAtMs === undefined) return;
-      if (oldest.finishedAtMs + limits.runRetentionMs > atMs) return;
-    }
-    const keep: string[] = [];
-    let excess = terminal - limits.runsPerJobMax;
-    let deadExcess = dead - limits.deadRunsPerJobMax;
-    for (const id of list) {
-      const r = this.runs.get(id)!;
-      if (r.status === 'DEAD' && deadExcess > 0) {
-        // The oldest first: runs die in about the order they were created.
-        this.runs.delete(id);
-        this.dead.delete(id);
-        deadExcess--;
-        continue;
-      }
-      const droppable = isTerminal(r.status) && r.status !== 'DEAD';
-      const expired =
-        droppable && r.finishedAtMs !== undefined && r.finishedAtMs + limits.runRetentionMs <= atMs;
-      if (droppable && (excess > 0 || expired)) {
-        this.runs.delete(id);
-        if (excess > 0) excess--;
-        continue;
-      }
-      keep.push(id);
-    }
-    this.runsByJob.set(jobId, keep);
+  /**
+   * Packs the runs the command finished (run-table.ts) and applies each touched job's retention:
+   * at the end of the command, so that what a run's history keeps does not depend on the order
+   * of the runs within one entry.
+   */
+  private packSettled(atMs: number): void {
+    for (const jobId of this.runs.packSettled())
+      for (const id of this.runs.trim(jobId, atMs, this.limits)) this.dead.delete(id);
   }
 
-  /** Drops these runs (and their DLQ entries), each job's history rewritten once. */
+  /** Drops these runs (and their DLQ entries). */
   private dropRuns(fireIds: readonly string[]): void {
-    const byJob = new Map<string, Set<string>>();
-    for (const id of fireIds) {
-      const run = this.runs.get(id);
-      if (!run) continue;
-      this.runs.delete(id);
-      this.dead.delete(id);
-      let set = byJob.get(run.jobId);
-      if (!set) byJob.set(run.jobId, (set = new Set()));
-      set.add(id);
-    }
-    for (const [jobId, ids] of byJob) {
-      const kept = (this.runsByJob.get(jobId) ?? []).filter((id) => !ids.has(id));
-      if (kept.length > 0) this.runsByJob.set(jobId, kept);
-      else this.runsByJob.delete(jobId);
-    }
+    for (const id of fireIds) if (this.runs.delete(id)) this.dead.delete(id);
   }
 
   private rememberRequest(requestId: string, jobId: string, atMs: number): void {
@@ -1097,17 +1042,11 @@ export class SchedulerStateMachine {
       if (at + this.limits.finishedJobRetentionMs > atMs) break;
       this.finished.delete(jobId);
       const job = this.jobs.get(jobId);
-      // Only a job with nothing in flight goes; otherwise it waits for a later apply.
-      const live = (this.runsByJob.get(jobId) ?? []).some(
-        (id) => !isTerminal(this.runs.get(id)!.status),
-      );
-      if (!job || live) continue;
+      // Only a job with nothing in flight goes; otherwise it waits for a later apply. Its DEAD
+      // runs stay in the DLQ.
+      if (!job || this.runs.hasLive(jobId)) continue;
       this.jobs.delete(jobId);
-      for (const id of this.runsByJob.get(jobId) ?? [])
-        if (!this.dead.has(id)) this.runs.delete(id);
-      const deadRuns = (this.runsByJob.get(jobId) ?? []).filter((id) => this.dead.has(id));
-      if (deadRuns.length > 0) this.runsByJob.set(jobId, deadRuns);
-      else this.runsByJob.delete(jobId);
+      this.runs.dropWhere(jobId, (status) => status !== 'DEAD');
     }
   }
 
@@ -1116,38 +1055,24 @@ export class SchedulerStateMachine {
 
   /** The jobs (deleted ones too, while DEAD runs remain) with runs kept, in no promised order. */
   jobsWithRuns(): IterableIterator<string> {
-    return this.runsByJob.keys();
+    return this.runs.jobs();
   }
 
+  /** A job's runs in creation order (finished ones as copies). */
   runsOf(jobId: string): Run[] {
-    return (this.runsByJob.get(jobId) ?? []).map((id) => this.runs.get(id)!);
+    return this.runs.runsOf(jobId);
   }
 
   /**
    * Where an index kept beside the runs and jobs disagrees with the one a full scan of them
-   * rebuilds (empty when none does): runs by job, the dead-letter set, the job table's own.
-   * Replicas keep these incrementally, so a drift shows only here (the simulator checks it).
+   * rebuilds (empty when none does): the run table's histories, the dead-letter set, the job
+   * table's own. Replicas keep these incrementally, so a drift shows only here (the simulator
+   * checks it).
    */
   auditIndexes(): string[] {
-    const out = this.jobs.audit();
-    const byJob = new Map<string, Set<string>>();
+    const out = [...this.jobs.audit(), ...this.runs.audit()];
     const dead = new Set<string>();
-    for (const [fireId, run] of this.runs) {
-      if (run.fireId !== fireId) out.push(`runs: ${fireId} holds run ${run.fireId}`);
-      let ids = byJob.get(run.jobId);
-      if (!ids) byJob.set(run.jobId, (ids = new Set()));
-      ids.add(fireId);
-      if (run.status === 'DEAD') dead.add(fireId);
-    }
-    for (const [jobId, ids] of this.runsByJob) {
-      const want = byJob.get(jobId) ?? new Set<string>();
-      if (ids.length !== want.size || !ids.every((id) => want.has(id)))
-        out.push(
-          `runs by job: ${jobId} lists [${ids.join(',')}], a scan finds [${[...want].join(',')}]`,
-        );
-    }
-    for (const jobId of byJob.keys())
-      if (!this.runsByJob.has(jobId)) out.push(`runs by job: ${jobId} has runs but no list`);
+    for (const run of this.runs.values()) if (run.status === 'DEAD') dead.add(run.fireId);
     for (const id of this.dead) if (!dead.has(id)) out.push(`dead: ${id} listed but not DEAD`);
     for (const id of dead) if (!this.dead.has(id)) out.push(`dead: ${id} is DEAD but not listed`);
     return out;
@@ -1157,15 +1082,18 @@ export class SchedulerStateMachine {
   // Snapshots
 
   /**
-   * Version 3: the job table as it is held (JobTable.image(): number columns as raw chunks);
-   * versions 2 (jobs by column, JobTable.columns()) and 1 (one object per job) are still read.
+   * Version 4: the job table as it is held (JobTable.image(): number columns as raw chunks), the
+   * live runs as objects and each job's history with its finished runs as records
+   * (RunTable.historyImage()). Versions 3 (the same job table, one object per run and the fire
+   * ids by job), 2 (jobs by column, JobTable.columns()) and 1 (one object per job) are still
+   * read.
    */
   snapshot(): Uint8Array {
     return encode({
-      v: 3,
+      v: 4,
       jobs: this.jobs.image(),
-      runs: [...this.runs.values()],
-      runsByJob: [...this.runsByJob.entries()],
+      runs: this.runs.liveImage(),
+      histories: this.runs.historyImage(),
       dead: [...this.dead],
       requestIds: [...this.requestIds.entries()],
       finished: [...this.finished.entries()],
@@ -1178,22 +1106,24 @@ export class SchedulerStateMachine {
       v: number;
       jobs: Job[] | JobColumns | JobTableImage;
       runs: Run[];
-      runsByJob: [string, string[]][];
+      /** Versions 1 to 3. */
+      runsByJob?: [string, string[]][];
+      /** Version 4. */
+      histories?: HistoryImage[];
       dead: string[];
       requestIds: [string, [string, number]][];
       finished: [string, number][];
       appliedCommands: number;
     };
-    if (!(s.v === 1 || s.v === 2 || s.v === 3))
+    if (!(s.v === 1 || s.v === 2 || s.v === 3 || s.v === 4))
       assertionFailed(`unknown scheduler snapshot version ${s.v}`);
     this.jobs.clear();
     this.runs.clear();
-    this.runsByJob.clear();
     this.dead.clear();
     this.requestIds.clear();
     this.finished.clear();
     if (s.v === 1) for (const j of s.jobs as Job[]) this.putJob(this.keep.flat(j.id), j, j);
-    else if (s.v === 3) {
+    else if (s.v >= 3) {
       const img = s.jobs as JobTableImage;
       const specs = img.specs.map((spec) =>
         this.keep.spec({ ...spec, name: '', anchorMs: undefined }),
@@ -1214,23 +1144,38 @@ export class SchedulerStateMachine {
         (id) => this.keep.flat(id),
       );
     }
-    for (const decoded of s.runs) {
-      const run = this.retainedRun(decoded);
-      this.runs.set(run.fireId, run);
-    }
+    const ownJobId = (id: string): string => this.jobs.ownId(id) ?? this.keep.flat(id);
+    if (s.histories !== undefined)
+      this.runs.load(
+        s.histories,
+        s.runs.map((decoded) => this.retainedRun(decoded)),
+        ownJobId,
+      );
+    else this.restoreRunObjects(s.runs, s.runsByJob ?? []);
     this.touchedJobs.clear();
     this.touchedRuns.clear();
     this.createdIds = [];
     this.createdNextMs = [];
     this.restoredSinceTake = true;
-    // The runs' own ids, not the decoded copies (slices of the snapshot's text).
-    const ownFireId = (id: string): string => this.runs.get(id)?.fireId ?? this.keep.flat(id);
-    for (const [k, v] of s.runsByJob)
-      this.runsByJob.set(this.jobs.ownId(k) ?? this.keep.flat(k), v.map(ownFireId));
-    for (const id of s.dead) this.dead.add(ownFireId(id));
+    for (const id of s.dead) this.dead.add(this.keep.flat(id));
     for (const [k, v] of s.requestIds) this.requestIds.set(k, v);
     for (const [k, v] of s.finished) this.finished.set(k, v);
     this.appliedCommands = s.appliedCommands;
+  }
+
+  /** Runs as snapshots before version 4 hold them: objects, and their fire ids by job. */
+  private restoreRunObjects(runs: Run[], runsByJob: [string, string[]][]): void {
+    const byId = new Map<string, Run>();
+    for (const run of runs) byId.set(run.fireId, run);
+    for (const [, ids] of runsByJob)
+      for (const id of ids) {
+        const run = byId.get(id);
+        if (run === undefined) continue;
+        byId.delete(id);
+        this.runs.restoreRun(this.retainedRun(run));
+      }
+    // A run no list named (none should be): after its job's listed ones.
+    for (const run of byId.values()) this.runs.restoreRun(this.retainedRun(run));
   }
 
   /**

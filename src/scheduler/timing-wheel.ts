@@ -81,6 +81,11 @@ export class TimingWheel {
     return this.dueOf.has(key);
   }
 
+  /** Every key held, in the wheel or beyond its horizon. */
+  keys(): IterableIterator<string> {
+    return this.dueOf.keys();
+  }
+
   dueAt(key: string): number | undefined {
     const offset = this.dueOf.get(key);
     if (offset === undefined) return undefined;

@@ -158,7 +158,7 @@ t.test('snapshots keep the job table as held, restore it, and still read version
   applyAll(sm, varied(300));
   sm.applyCommand({ op: 'pause-job', atMs: T0 + 5, jobId: 'job-7' });
   const snap = sm.snapshot();
-  t.equal((decode(snap) as { v: number }).v, 3);
+  t.equal((decode(snap) as { v: number }).v, 4);
   const copy = new SchedulerStateMachine();
   copy.restore(snap);
   t.same([...copy.jobs.values()], [...sm.jobs.values()], 'the same jobs after a restore');

@@ -67,11 +67,21 @@ interface Entry {
   bytes: number;
   truncated: boolean;
   complete: boolean;
+  /** When it was last written to (writeSeq): its current place in `order`. */
+  seq: number;
 }
 
 export class RunOutputStore {
   /** In order of the last write: the first entry is the one written to longest ago. */
   private readonly entries = new Map<string, Entry>();
+  /**
+   * Every write as key and seq, oldest first from `head`: what eviction walks. A record whose seq
+   * is no longer its entry's (written to again since, or evicted) is skipped. Walking the map
+   * itself would pass over every entry deleted since V8 last rehashed it, on every eviction.
+   */
+  private order: (string | number)[] = [];
+  private head = 0;
+  private writeSeq = 0;
   private used = 0;
   readonly maxBytes: number;
   readonly storeBytes: number;
@@ -121,6 +131,7 @@ export class RunOutputStore {
       bytes: 0,
       truncated: false,
       complete: false,
+      seq: 0,
     });
   }
 
@@ -148,6 +159,7 @@ export class RunOutputStore {
     // Written to now: the last to be evicted.
     this.entries.delete(key);
     this.entries.set(key, entry);
+    this.noteWrite(key, entry);
     this.evictFor(key);
     return true;
   }
@@ -172,6 +184,7 @@ export class RunOutputStore {
       bytes: kept.length,
       truncated: truncated || cut < bytes.length,
       complete: true,
+      seq: 0,
     });
   }
 
@@ -219,18 +232,39 @@ export class RunOutputStore {
     }
     this.entries.set(key, entry);
     this.used += entry.bytes + RUN_OUTPUT_ENTRY_OVERHEAD_BYTES;
+    this.noteWrite(key, entry);
     this.evictFor(key);
+  }
+
+  private noteWrite(key: string, entry: Entry): void {
+    entry.seq = ++this.writeSeq;
+    this.order.push(key, entry.seq);
+    // Many writes to few entries (a worker streaming): rebuilt from the map, which is in order.
+    if (this.order.length - this.head > 4 * this.entries.size + 4096) {
+      const order: (string | number)[] = [];
+      for (const [k, e] of this.entries) order.push(k, e.seq);
+      this.order = order;
+      this.head = 0;
+    }
   }
 
   /** Drops the entries written to longest ago until the store is within its bound. */
   private evictFor(keep: string): void {
-    for (const [key, entry] of this.entries) {
-      if (this.used <= this.storeBytes) return;
-      // The entry just written is the newest; alone it always fits (see the constructor).
-      if (key === keep) return;
-      this.entries.delete(key);
-      this.used -= entry.bytes + RUN_OUTPUT_ENTRY_OVERHEAD_BYTES;
-      this.stats.evicted++;
+    while (this.used > this.storeBytes && this.head < this.order.length) {
+      const key = this.order[this.head] as string;
+      const entry = this.entries.get(key);
+      if (entry !== undefined && entry.seq === this.order[this.head + 1]) {
+        // The entry just written is the newest; alone it always fits (see the constructor).
+        if (key === keep) return;
+        this.entries.delete(key);
+        this.used -= entry.bytes + RUN_OUTPUT_ENTRY_OVERHEAD_BYTES;
+        this.stats.evicted++;
+      }
+      this.head += 2;
+    }
+    if (this.head > 65_536 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
     }
   }
 }

@@ -1476,9 +1476,10 @@ export class GroupDispatcher {
   /** Where a run waits for its hand-out: its job's priority, tenant and delivery origin. */
   private laneOf(fireId: string): HandOutLane | undefined {
     const run = this.sm.runs.get(fireId);
-    const job = run && this.sm.jobs.get(run.jobId);
-    if (!job) return undefined;
-    return { priority: job.priority, tenant: job.tenant, origin: this.originOf(job.target.url) };
+    // The job's shared definition, not a copy of the whole job: asked once per hand-out.
+    const spec = run && this.sm.jobs.specOf(run.jobId);
+    if (!spec) return undefined;
+    return { priority: spec.priority, tenant: spec.tenant, origin: this.originOf(spec.target.url) };
   }
 
   /** Drops the leader's memory; every id it held goes back to the wheels from applied state. */

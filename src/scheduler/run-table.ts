@@ -280,7 +280,7 @@ export class RunTable {
     return jobs;
   }
 
-  /** Lets go of the runs packed so far (the state machine's takeTouched: their readers ran). */
+  /** Lets go of the runs packed so far (their readers ran: see SchedulerStateMachine.takeTouched). */
   forgetRecent(): void {
     if (this.recent.size > 0) this.recent.clear();
   }

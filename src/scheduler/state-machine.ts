@@ -157,6 +157,10 @@ export class SchedulerStateMachine {
 
   applyCommand(c: SchedulerCommand): ApplyResult {
     this.appliedCommands++;
+    if (this.recentTaken) {
+      this.runs.forgetRecent();
+      this.recentTaken = false;
+    }
     const stale = this.staleRoute(c);
     if (stale) return stale;
     this.noteTouched(c);
@@ -168,6 +172,8 @@ export class SchedulerStateMachine {
 
   /** Jobs and runs whose derived indexes (planning and dispatch wheels) may need an update. */
   private readonly touchedJobs = new Set<string>();
+  /** takeTouched() ran since the last command: the runs it named have been read. */
+  private recentTaken = false;
   /** restore() ran since the last takeTouched(). */
   private restoredSinceTake = false;
   private readonly touchedRuns = new Set<string>();
@@ -323,7 +329,9 @@ export class SchedulerStateMachine {
       restored: this.restoredSinceTake,
     };
     this.restoredSinceTake = false;
-    this.runs.forgetRecent();
+    // The caller reads the runs it was handed next: the ones packed meanwhile stay objects
+    // until the next command applies.
+    this.recentTaken = true;
     this.touchedJobs.clear();
     this.touchedRuns.clear();
     if (this.createdIds.length > 0) {

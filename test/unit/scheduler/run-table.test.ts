@@ -86,9 +86,12 @@ t.test('between commands every finished run is packed, and reads give copies', (
   t.ok(finished > 0, `${finished} finished runs`);
   t.equal(sm.runs.size - sm.runs.liveSize, finished, 'the finished ones are the packed ones');
   for (const [, run] of sm.runs.liveEntries()) t.notOk(isTerminal(run.status), run.fireId);
-  // Until the derived indexes have read what the last command touched, a run it finished is
-  // the object it was; after that, each read decodes a copy.
+  // Until the derived indexes have read what the commands touched and another command applies,
+  // a run they finished is the object it was; after that, each read decodes a copy.
+  const [first] = [...sm.runs.liveEntries()];
   sm.takeTouched();
+  sm.applyCommand({ op: 'mark-unknown', atMs: T0 + 3600_000 * 24, fireIds: [] });
+  t.ok(first === undefined || sm.runs.get(first[0]) === first[1], 'a live run is its object');
   const [done] = [...sm.runs.values()].filter((r) => isTerminal(r.status));
   const copy = sm.runs.get(done!.fireId)!;
   copy.status = 'SCHEDULED';

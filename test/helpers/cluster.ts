@@ -459,6 +459,10 @@ export class ProcCluster {
         ...(opts.extraArgs ?? []),
       ];
       const node = new ProcNode(id, p.api, p.peer, dataDir, args, host, p.debug);
+      // TICKRAFT_NODE_LOG_DIR keeps each node's output (its log, and what TICKRAFT_NODE_ARGS
+      // such as --trace-gc print) in <dir>/<id>.log, for a bench run looked at afterwards.
+      const logDir = process.env['TICKRAFT_NODE_LOG_DIR'];
+      if (logDir !== undefined && logDir !== '') node.logPath = join(logDir, `${id}.log`);
       node.metricsPort = p.metrics;
       node.httpPort = p.http;
       cluster.nodes.push(node);

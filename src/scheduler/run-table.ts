@@ -183,9 +183,7 @@ export class RunTable {
   }
 
   has(fireId: string): boolean {
-    if (this.live.has(fireId)) return true;
-    const at = this.locate(fireId);
-    return at !== undefined;
+    return this.live.has(fireId) || this.locate(fireId) !== undefined;
   }
 
   /**
@@ -219,14 +217,8 @@ export class RunTable {
     }
     const at = this.locate(fireId);
     if (at === undefined || at.h.starts[at.i] === LIVE) return undefined;
-    const { h, i } = at;
-    const opened = unpackRun(at.jobId, at.slotMs, h.record(i));
-    this.recent.delete(fireId);
-    h.dropRecord(i);
-    h.liveCount++;
-    this.packedCount--;
-    this.live.set(opened.fireId, opened);
-    this.pending.add(opened.fireId);
+    const opened = unpackRun(at.jobId, at.slotMs, at.h.record(at.i));
+    this.makeLive(at.h, at.i, opened);
     return opened;
   }
 
@@ -245,14 +237,34 @@ export class RunTable {
     const h = this.histories.get(run.jobId);
     const i = h?.indexOf(run.slotMs) ?? -1;
     if (h === undefined || i < 0) return assertionFailed(`run ${run.fireId} replaced but absent`);
-    if (h.starts[i] !== LIVE) {
-      h.dropRecord(i);
-      h.liveCount++;
-      this.packedCount--;
-      this.recent.delete(run.fireId);
+    if (h.starts[i] !== LIVE) this.makeLive(h, i, run);
+    else {
+      this.live.set(run.fireId, run);
+      this.pending.add(run.fireId);
     }
+  }
+
+  /** Run `i` of `h`, packed, becomes the live object `run` (packed again by packSettled). */
+  private makeLive(h: History, i: number, run: Run): void {
+    h.dropRecord(i);
+    h.liveCount++;
+    this.packedCount--;
+    this.recent.delete(run.fireId);
     this.live.set(run.fireId, run);
     this.pending.add(run.fireId);
+  }
+
+  /** The live object `run`, finished, becomes run `i` of `h`'s record. */
+  private packLive(h: History, i: number, run: Run): void {
+    h.pack(i, run);
+    this.live.delete(run.fireId);
+    this.packedCount++;
+  }
+
+  /** A run removed from its history: out of the live map, the recent runs and the count. */
+  private forget(fireId: string): void {
+    this.recent.delete(fireId);
+    if (!this.live.delete(fireId)) this.packedCount--;
   }
 
   /** A run that finished: packed at the end of the command. */
@@ -271,10 +283,8 @@ export class RunTable {
       const h = this.histories.get(run.jobId)!;
       const i = h.indexOf(run.slotMs);
       if (i < 0) assertionFailed(`run ${fireId} has no place in its job's history`);
-      h.pack(i, run);
-      this.live.delete(fireId);
+      this.packLive(h, i, run);
       this.recent.set(fireId, run);
-      this.packedCount++;
     }
     this.pending.clear();
     return jobs;
@@ -291,8 +301,7 @@ export class RunTable {
     if (at === undefined) return false;
     const { h, i } = at;
     h.removeWhere((k) => k === i);
-    this.recent.delete(fireId);
-    if (!this.live.delete(fireId)) this.packedCount--;
+    this.forget(fireId);
     if (h.slots.length === 0) this.histories.delete(at.jobId);
     return true;
   }
@@ -307,26 +316,15 @@ export class RunTable {
   ): string[] {
     const h = this.histories.get(jobId);
     if (h === undefined) return [];
-    const dropped: string[] = [];
-    h.removeWhere((i) => {
-      const slot = h.slots[i]!;
-      const id = fireIdOf(jobId, slot);
-      let status: RunStatus;
-      let finishedAtMs: number | undefined;
-      if (h.starts[i] === LIVE) {
-        const run = this.live.get(id)!;
-        status = run.status;
-        finishedAtMs = run.finishedAtMs;
-      } else {
-        status = statusOfCode(h.statuses[i]!);
-        finishedAtMs = h.finishedAt[i];
-      }
-      if (!drop(status, finishedAtMs)) return false;
-      this.recent.delete(id);
-      if (!this.live.delete(id)) this.packedCount--;
-      dropped.push(id);
-      return true;
+    const gone = new Set<number>();
+    this.eachOf(jobId, h, (i, _slot, status, finishedAtMs) => {
+      if (drop(status, finishedAtMs)) gone.add(i);
     });
+    if (gone.size === 0) return [];
+    const dropped: string[] = [];
+    for (const i of gone) dropped.push(fireIdOf(jobId, h.slots[i]!));
+    h.removeWhere((i) => gone.has(i));
+    for (const id of dropped) this.forget(id);
     if (h.slots.length === 0) this.histories.delete(jobId);
     return dropped;
   }
@@ -368,15 +366,27 @@ export class RunTable {
     visit: (slotMs: number, status: RunStatus, finishedAtMs: number | undefined) => void,
   ): void {
     const h = this.histories.get(jobId);
-    if (h === undefined) return;
+    if (h !== undefined)
+      this.eachOf(jobId, h, (_i, slot, status, finishedAtMs) => visit(slot, status, finishedAtMs));
+  }
+
+  /**
+   * Each run of `h` by index, slot, status and finish time: a packed one's from the history, a
+   * live one's from its object (one the table lacks, only in a table that drifted, is skipped).
+   */
+  private eachOf(
+    jobId: string,
+    h: History,
+    visit: (i: number, slotMs: number, status: RunStatus, finishedAtMs: number | undefined) => void,
+  ): void {
     for (let i = 0; i < h.slots.length; i++) {
       const slot = h.slots[i]!;
       if (h.starts[i] !== LIVE) {
-        visit(slot, statusOfCode(h.statuses[i]!), h.finishedAt[i]);
+        visit(i, slot, statusOfCode(h.statuses[i]!), h.finishedAt[i]);
         continue;
       }
       const run = this.live.get(fireIdOf(jobId, slot));
-      if (run !== undefined) visit(slot, run.status, run.finishedAtMs);
+      if (run !== undefined) visit(i, slot, run.status, run.finishedAtMs);
     }
   }
 
@@ -558,9 +568,7 @@ export class RunTable {
     this.pending.delete(run.fireId);
     if (!isTerminal(run.status)) return;
     const h = this.histories.get(run.jobId)!;
-    h.pack(h.slots.length - 1, run);
-    this.live.delete(run.fireId);
-    this.packedCount++;
+    this.packLive(h, h.slots.length - 1, run);
   }
 
   /**

@@ -122,9 +122,10 @@ export class PeerClient {
    * The peer is evidently up (its own stream to this node just opened). While in backoff, or
    * connecting for longer than the shortest backoff (an attempt begun while the peer was down
    * can hang until connectTimeoutMs), reconnect now on a fresh channel with the backoff started
-   * over, keeping what is queued. Otherwise what is sent meanwhile (a leader's heartbeats to a restarted follower) would wait
-   * or be dropped until our timer and the old channel's own backoff, which grpc-js offers no way
-   * to cut short, both ran out. Not while a snapshot is in flight on the old channel.
+   * over, keeping what is queued. Otherwise what is sent meanwhile (a leader's heartbeats to a
+   * restarted follower) would wait or be dropped until our timer and the old channel's own
+   * backoff, which grpc-js offers no way to cut short, both ran out. Not while a snapshot is in
+   * flight on the old channel.
    */
   reconnectNow(): void {
     const state = this.stateValue;

@@ -112,11 +112,23 @@ t.test(
       );
 
     // Every group quiet again with the node still down (as far as they can be), then it restarts.
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const leadersBefore = new Map<number, { leader: string; term: number }>();
-    for (const n of cluster.nodes.filter((x) => x.running))
-      for (const g of (await n.status(1000)).groups)
-        if (g.role === 'leader') leadersBefore.set(g.groupId, { leader: n.id, term: g.term });
+    // The leaders are read once leader balancing has settled (the same in two reads 1 s apart):
+    // a transfer still under way would otherwise show as a change the restart made.
+    const leadersNow = async (): Promise<Map<number, { leader: string; term: number }>> => {
+      const out = new Map<number, { leader: string; term: number }>();
+      for (const n of cluster.nodes.filter((x) => x.running))
+        for (const g of (await n.status(1000)).groups)
+          if (g.role === 'leader') out.set(g.groupId, { leader: n.id, term: g.term });
+      return out;
+    };
+    const leadersBefore = await eventually(async () => {
+      const first = await leadersNow();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const second = await leadersNow();
+      if (JSON.stringify([...first]) !== JSON.stringify([...second]))
+        throw new Error('leaders still moving');
+      return second;
+    }, 30_000);
     victim.start();
     await eventually(() => victim.status(1000), 30_000, 20);
     const servingAt = Date.now();

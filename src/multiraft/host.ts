@@ -85,6 +85,8 @@ export interface HostOptions {
   readonly snapshotEveryBytes: number;
   /** Called once when the loop hits an error it cannot survive (a storage failure). */
   readonly onFatal: (err: unknown) => void;
+  /** A turn at least this long (ms) is reported to onSlowTurn; 0 reports none. */
+  readonly slowTurnMs?: number;
 }
 
 export interface LoopStats {
@@ -93,6 +95,8 @@ export interface LoopStats {
   entriesPersisted: number;
   fsyncMsTotal: number;
   messagesSent: number;
+  /** Heartbeats sent while a turn awaited the disk (beatWhileHeld). */
+  heartbeatsWhileHeld: number;
   snapshotsTaken: number;
   /** Snapshots taken: bytes, and time encoding the state (the loop waits) and writing it. */
   snapshotBytesTotal: number;
@@ -103,6 +107,25 @@ export interface LoopStats {
   snapshotsRestored: number;
   snapshotRestoreBytes: number;
   snapshotRestoreMs: number;
+}
+
+/**
+ * Where one loop turn's time went, in ms of the host's clock: reported for a turn that held the
+ * loop long enough to matter to elections (HostOptions.slowTurnMs). `stepMs` covers draining
+ * inboxes, ticking and collecting Readies; `applyMs` applying committed entries and the layers'
+ * afterTurn hook; `snapshotMs` encoding and writing a snapshot (of `snapshotGroup`).
+ */
+export interface SlowTurn {
+  readonly totalMs: number;
+  readonly stepMs: number;
+  readonly persistMs: number;
+  readonly sendMs: number;
+  readonly applyMs: number;
+  readonly snapshotMs: number;
+  readonly snapshotGroup: number | undefined;
+  readonly groupsReady: number;
+  readonly entriesApplied: number;
+  readonly ticks: number;
 }
 
 /** One group's snapshot taken by snapshotNow(). */
@@ -124,6 +147,7 @@ export class MultiRaftHost {
     entriesPersisted: 0,
     fsyncMsTotal: 0,
     messagesSent: 0,
+    heartbeatsWhileHeld: 0,
     snapshotsTaken: 0,
     snapshotBytesTotal: 0,
     snapshotEncodeMsTotal: 0,
@@ -143,6 +167,12 @@ export class MultiRaftHost {
   private scheduled = false;
   private interval: NodeJS.Timeout | undefined;
   private stopped = false;
+  /**
+   * Since when (host clock, ms) the current turn awaits the disk, and when its leaders last sent
+   * heartbeats meanwhile (see beatWhileHeld); undefined while no turn awaits it.
+   */
+  private heldSinceMs: number | undefined;
+  private heldBeatAtMs = 0;
   /** holdElections(): only leaders are ticked, so no replica here starts an election. */
   private electionsHeld = false;
   private idleWaiters: (() => void)[] = [];
@@ -154,6 +184,8 @@ export class MultiRaftHost {
   onGroupRemoved: ((groupId: number) => void) | undefined;
   /** Called once a group was created on this node from another group's state (a split). */
   onGroupSpawned: ((groupId: number, parentId: number) => void) | undefined;
+  /** Called with a turn that took at least HostOptions.slowTurnMs, once it is done. */
+  onSlowTurn: ((turn: SlowTurn) => void) | undefined;
   /** Metrics hook: called with each group commit's stats (the store's object, not a copy). */
   onCommit: ((stats: CommitStats) => void) | undefined;
 
@@ -373,6 +405,7 @@ export class MultiRaftHost {
     if (this.stopped && !this.running) return;
     if (this.running) {
       this.again = true;
+      if (this.heldSinceMs !== undefined) this.beatWhileHeld();
       return;
     }
     if (this.scheduled) return;
@@ -400,6 +433,8 @@ export class MultiRaftHost {
 
   private async turn(): Promise<void> {
     this.stats.turns++;
+    const clock = this.opts.clock;
+    const t0 = clock.monotonicMs();
     if (this.removals.length > 0) await this.removeNow();
     const ticks = this.ticker.due();
     const readies: [GroupReplica, Ready][] = [];
@@ -430,16 +465,21 @@ export class MultiRaftHost {
       if (this.snapshotForced !== undefined) await this.maybeSnapshot();
       return;
     }
+    const tStepped = clock.monotonicMs();
     if (updates.length > 0) {
       const sync = readies.some(([, rd]) => rd.mustSync);
-      const s = await this.opts.store.commit(updates, { sync });
+      const s = await this.heldBy(this.opts.store.commit(updates, { sync }));
       this.stats.commits++;
       this.stats.entriesPersisted += s.entries;
       this.stats.fsyncMsTotal += s.fsyncMs;
       this.onCommit?.(s);
     }
+    const tPersisted = clock.monotonicMs();
     this.sendAll(readies);
+    const tSent = clock.monotonicMs();
+    let entriesApplied = 0;
     for (const [g, rd] of readies) {
+      entriesApplied += rd.committedEntries.length;
       g.applyReady(rd);
       g.node.advance();
     }
@@ -447,8 +487,25 @@ export class MultiRaftHost {
       if (rd.committedEntries.length === 0 || g.stateMachine.takeSpawns === undefined) continue;
       for (const s of g.stateMachine.takeSpawns()) await this.spawn(g, s);
     }
-    await this.maybeSnapshot();
+    const tApplied = clock.monotonicMs();
+    const snapshotGroup = await this.maybeSnapshot();
+    const tSnapshot = clock.monotonicMs();
     this.afterTurn?.();
+    const tEnd = clock.monotonicMs();
+    const slowMs = this.opts.slowTurnMs ?? 0;
+    if (slowMs > 0 && tEnd - t0 >= slowMs && this.onSlowTurn !== undefined)
+      this.onSlowTurn({
+        totalMs: tEnd - t0,
+        stepMs: tStepped - t0,
+        persistMs: tPersisted - tStepped,
+        sendMs: tSent - tPersisted,
+        applyMs: tApplied - tSent + (tEnd - tSnapshot),
+        snapshotMs: tSnapshot - tApplied,
+        snapshotGroup,
+        groupsReady: readies.length,
+        entriesApplied,
+        ticks,
+      });
     // Advancing can produce more work (self-acknowledged commits, auto-leave): go again.
     for (const [g] of readies) {
       if (g.node.hasReady() || g.hasWork()) {
@@ -518,6 +575,51 @@ export class MultiRaftHost {
     }
   }
 
+  /** Awaits a disk write during which beatWhileHeld() keeps this node's leaders heard. */
+  private async heldBy<T>(write: Promise<T>): Promise<T> {
+    this.heldSinceMs = this.opts.clock.monotonicMs();
+    this.heldBeatAtMs = this.heldSinceMs;
+    try {
+      return await write;
+    } finally {
+      this.heldSinceMs = undefined;
+    }
+  }
+
+  /**
+   * Called on every wake (the tick interval, arriving messages) while a turn awaits the disk.
+   * Nothing is stepped then, so the loop's own heartbeats stop, and a synced write that takes
+   * longer than an election timeout (a disk flushing, LevelDB compacting) would make every
+   * follower of this node's leaders campaign although the leader is alive and well. So once a
+   * heartbeat interval has passed since the write began (or since the last such beat), each
+   * leader here sends its followers a heartbeat that changes no Raft state
+   * (Raft.heartbeatsWithoutRound). Only leaders whose own term's first entry is applied: their
+   * term is on disk, and nothing in the write being awaited can be what makes them leader.
+   */
+  private beatWhileHeld(): void {
+    const transport = this.transport;
+    const since = this.heldSinceMs;
+    if (transport === undefined || since === undefined) return;
+    const now = this.opts.clock.monotonicMs();
+    if (now - this.heldBeatAtMs < this.opts.raft.heartbeatTicks * this.opts.tickMs) return;
+    this.heldBeatAtMs = now;
+    const byPeer = new Map<NodeId, GroupMessage[]>();
+    for (const g of this.groups.values()) {
+      const raft = g.node.raft;
+      if (raft.role !== 'leader' || g.appliedTerm !== raft.term) continue;
+      for (const message of raft.heartbeatsWithoutRound()) {
+        let list = byPeer.get(message.to);
+        if (!list) byPeer.set(message.to, (list = []));
+        list.push({ groupId: g.groupId, message });
+      }
+    }
+    for (const [peer, msgs] of byPeer) {
+      this.stats.messagesSent += msgs.length;
+      this.stats.heartbeatsWhileHeld += msgs.length;
+      transport.send(peer, msgs);
+    }
+  }
+
   private sendAll(readies: readonly [GroupReplica, Ready][]): void {
     const transport = this.transport;
     const byPeer = new Map<NodeId, GroupMessage[]>();
@@ -541,7 +643,7 @@ export class MultiRaftHost {
    * a few hundred milliseconds, and a turn that took every due group's in a row could hold it
    * past an election timeout. A snapshotNow() group goes first.
    */
-  private async maybeSnapshot(): Promise<void> {
+  private async maybeSnapshot(): Promise<number | undefined> {
     const forced = this.snapshotForced;
     let g: GroupReplica | undefined;
     if (forced !== undefined) {
@@ -574,6 +676,7 @@ export class MultiRaftHost {
       this.snapshotForced = undefined;
       for (const w of forced.waiters) w(forced.taken);
     }
+    return g?.groupId;
   }
 
   private async snapshotOf(g: GroupReplica): Promise<SnapshotTiming> {
@@ -587,7 +690,7 @@ export class MultiRaftHost {
       data: g.stateMachine.snapshot(),
     };
     const t1 = this.opts.clock.monotonicMs();
-    await this.opts.store.saveSnapshot(g.groupId, snapshot);
+    await this.heldBy(this.opts.store.saveSnapshot(g.groupId, snapshot));
     const t2 = this.opts.clock.monotonicMs();
     g.snapshotIndex = index;
     g.bytesSinceSnapshot = 0;

@@ -235,6 +235,13 @@ export class Raft {
 
   private reset(term: number): void {
     if (this.term !== term) {
+      // What is queued from an earlier term speaks for a state this replica has just left: a
+      // leader's appends and heartbeats, a vote, an acknowledgement of entries that a message of
+      // the new term may overwrite before this Ready is persisted. It would leave after that
+      // persist, so a receiver still in the old term could count an acknowledgement of an entry
+      // the sender no longer holds. Dropped, as a network may drop it; the new term's own
+      // messages follow.
+      if (this.msgs.length > 0) this.msgs = this.msgs.filter((m) => m.term >= term);
       this.term = term;
       this.vote = NO_NODE;
     }
@@ -900,6 +907,33 @@ export class Raft {
         }),
       );
     }
+  }
+
+  /**
+   * Heartbeats for every follower that change nothing here: no round (context 0, so their
+   * acknowledgements back no lease and release no read) and nothing queued in `msgs`. For a
+   * runtime whose loop is held between ready() and advance() (a slow disk write): the followers
+   * keep hearing from their leader, which is all a heartbeat is for, while this state stays as
+   * the Ready left it. Empty unless an awake leader. The commit each one carries is, as in every
+   * heartbeat, at most what that follower is known to hold.
+   */
+  heartbeatsWithoutRound(): Message[] {
+    if (this.role !== 'leader' || this.quiesced) return [];
+    const out: Message[] = [];
+    for (const [id, pr] of this.progress) {
+      if (id === this.id) continue;
+      out.push(
+        message({
+          type: 'heartbeat',
+          from: this.id,
+          to: id,
+          term: this.term,
+          commit: Math.min(pr.match, this.log.committed),
+          context: 0,
+        }),
+      );
+    }
+    return out;
   }
 
   private handleHeartbeatResponse(m: Message, pr: Progress): void {

@@ -41,6 +41,7 @@ import {
 import type { RefusedPeer } from '../transport/tls-listener.js';
 import type { ChannelCredentials } from '@grpc/grpc-js';
 import { GcPauseRecorder } from '../observe/gc-pauses.js';
+import { LoopStallWatch } from '../observe/loop-stalls.js';
 
 /** Leader balancing leaves a group with a new leader for this long (TickraftNode.balanceLeaders). */
 const LEADER_SETTLE_MS = 1000;
@@ -192,6 +193,16 @@ export class TickraftNode {
     const cfg = this.config;
     this.gcPauses.start();
     this.startOpened.push({ what: 'gc pause recorder', close: () => this.gcPauses.stop() });
+    // Half an election timeout: a node held this long can cost a group its leader.
+    const heldMs = Math.max(1, (cfg.tickMs * cfg.raft.electionTimeoutTicks) / 2);
+    const stalls = new LoopStallWatch(cfg.tickMs, heldMs, (stall) =>
+      this.log.warn(
+        { ...stall, gc: this.gcPauses.summary(Date.now() - stall.lateMs - cfg.tickMs) },
+        'event loop was held',
+      ),
+    );
+    stalls.start();
+    this.startOpened.push({ what: 'loop stall watch', close: () => stalls.stop() });
     const t0 = performance.now();
     this.store = await NodeStore.open(cfg.dataDir, { logTailBytesMax: cfg.logTailBytesMax });
     this.startup.storeOpenMs = performance.now() - t0;
@@ -220,7 +231,9 @@ export class TickraftNode {
         return sm;
       },
       onFatal: (err) => this.die(err),
+      slowTurnMs: heldMs,
     });
+    this.host.onSlowTurn = (turn) => this.log.warn({ ...turn }, 'raft loop turn held the loop');
     this.metrics = this.makeMetrics();
     this.makeDelivery();
     this.scheduler = this.makeScheduler(rand);

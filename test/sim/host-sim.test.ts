@@ -15,7 +15,14 @@ t.test(
   `${FIXED_SEEDS.length} fixed seeds keep the Ready contract and every invariant`,
   async (t) => {
     const failures: string[] = [];
-    const totals = { crashes: 0, powerLosses: 0, clusterPowerLosses: 0, partitions: 0, acked: 0 };
+    const totals = {
+      crashes: 0,
+      powerLosses: 0,
+      clusterPowerLosses: 0,
+      partitions: 0,
+      acked: 0,
+      heartbeatsWhileHeld: 0,
+    };
     for (const seed of FIXED_SEEDS) {
       const res = await runHostSim({ seed });
       totals.crashes += res.counts.crashes;
@@ -23,6 +30,7 @@ t.test(
       totals.clusterPowerLosses += res.counts.clusterPowerLosses;
       totals.partitions += res.counts.partitions;
       totals.acked += res.counts.clientAcked;
+      totals.heartbeatsWhileHeld += res.counts.heartbeatsWhileHeld;
       if (!res.ok)
         failures.push(`seed ${seed}: ${res.violation}\n  ${res.traceTail.slice(-15).join('\n  ')}`);
     }
@@ -32,6 +40,10 @@ t.test(
       `faults were injected: ${JSON.stringify(totals)}`,
     );
     t.ok(totals.acked > 1000, `clients were acknowledged: ${totals.acked}`);
+    t.ok(
+      totals.heartbeatsWhileHeld > 0,
+      `leaders sent heartbeats while a slow sync held their loop: ${totals.heartbeatsWhileHeld}`,
+    );
   },
 );
 

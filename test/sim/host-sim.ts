@@ -106,6 +106,8 @@ export interface HostSimCounts {
   /** Snapshots a leader sent to a lagging follower (the transport's snapshot path). */
   snapshotsSent: number;
   leaderships: number;
+  /** Heartbeats leaders sent while their loop awaited a write (slow syncs). */
+  heartbeatsWhileHeld: number;
 }
 
 export interface HostSimResult {
@@ -162,6 +164,8 @@ interface FaultProfile {
   readonly faultEveryMs: number;
   readonly clients: number;
   readonly snapshotEveryEntries: number;
+  /** Chance that a synced write stalls for 30-300 ms (up to three election timeouts). */
+  readonly slowSyncP: number;
 }
 
 interface SimEvent {
@@ -283,6 +287,8 @@ export class HostSim {
   private readonly nodes = new Map<NodeId, SimHostNode>();
   private readonly traceLog: TraceLog;
   private readonly profile: FaultProfile;
+  /** The profile's slowSyncP while faults are injected; 0 once healed (and in calm runs). */
+  private slowSyncP: number;
   private now = 0;
   private events = 0;
   private turnsSinceEvent = 0;
@@ -310,6 +316,7 @@ export class HostSim {
     snapshotsTaken: 0,
     snapshotsSent: 0,
     leaderships: 0,
+    heartbeatsWhileHeld: 0,
   };
   // Invariant state.
   private readonly leaderOfTerm = new Map<string, NodeId>();
@@ -327,13 +334,21 @@ export class HostSim {
     this.traceLog = new TraceLog(opts.traceTail ?? 80);
     this.profile = this.drawProfile();
     this.net = new SimNetwork(this.rand.fork(), opts.calm ? CALM_NETWORK : this.profile.net);
+    this.slowSyncP = opts.calm ? 0 : this.profile.slowSyncP;
     for (const id of NODE_IDS) {
       const view = new DurableView();
       const diskRand = this.rand.fork();
       const disk = new SimDisk(id, {
         schedule: (delayMs, fn) => this.at(delayMs, `${id} disk write done`, fn, false),
         rand: diskRand,
-        writeMs: (sync) => (sync ? 0.5 + diskRand.float() * 4 : 0.05 + diskRand.float() * 0.2),
+        writeMs: (sync) => {
+          if (!sync) return 0.05 + diskRand.float() * 0.2;
+          // A disk flushing or a store compacting: the loop waits on the write, its leaders' only
+          // voice meanwhile the heartbeats it sends while held (MultiRaftHost.beatWhileHeld).
+          if (this.slowSyncP > 0 && diskRand.chance(this.slowSyncP))
+            return 30 + diskRand.float() * 270;
+          return 0.5 + diskRand.float() * 4;
+        },
         onDurable: (key, value) => view.onDurable(key, value),
       });
       this.nodes.set(id, {
@@ -369,6 +384,7 @@ export class HostSim {
       faultEveryMs: 100 + r.int(200),
       clients: 2 + r.int(3),
       snapshotEveryEntries: r.chance(0.5) ? 8 + r.int(20) : 200,
+      slowSyncP: maybe(0.5, 0.05),
     };
   }
 
@@ -431,6 +447,7 @@ export class HostSim {
       this.counts.syncedWrites += n.disk.counts.syncedWrites;
       this.counts.batchesLost += n.disk.counts.batchesLost;
       this.counts.snapshotsTaken += n.host?.stats.snapshotsTaken ?? 0;
+      this.counts.heartbeatsWhileHeld += n.host?.stats.heartbeatsWhileHeld ?? 0;
       // Crashed processes are left behind; make sure nothing of them runs on.
       n.incarnation++;
       n.host = undefined;
@@ -521,6 +538,7 @@ export class HostSim {
   }
 
   private stopProcess(n: SimHostNode): void {
+    this.counts.heartbeatsWhileHeld += n.host?.stats.heartbeatsWhileHeld ?? 0;
     n.incarnation++;
     n.state = 'down';
     n.host = undefined;
@@ -771,6 +789,8 @@ export class HostSim {
     this.phase = 'liveness';
     this.net.heal();
     this.net.profile = CALM_NETWORK;
+    // Liveness is judged on a calm cluster: disks as quick as the network.
+    this.slowSyncP = 0;
     for (const n of this.nodes.values()) {
       if (n.state === 'down') {
         this.counts.restarts++;

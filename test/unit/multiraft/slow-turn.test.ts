@@ -1,0 +1,95 @@
+// A turn that holds the loop is reported with where its time went: the figure an operator lines
+// up with a leader change. A real host on a real LevelDB store; only the clock is ours, so that a
+// "slow" apply is exactly as slow as the test says.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Clock } from '../../../src/base/clock.js';
+import { SeededRand } from '../../../src/base/rand.js';
+import { MultiRaftHost, type SlowTurn } from '../../../src/multiraft/host.js';
+import type { GroupStateMachine } from '../../../src/multiraft/group-replica.js';
+import { compileRaftOptions } from '../../../src/raft/config.js';
+import type { Entry } from '../../../src/raft/messages.js';
+import { NodeStore } from '../../../src/storage/node-store.js';
+
+class ManualClock implements Clock {
+  ms = 1_000_000;
+  nowMs(): number {
+    return this.ms;
+  }
+  monotonicMs(): number {
+    return this.ms;
+  }
+}
+
+/** Applying an entry whose first byte is n moves the clock n × 10 ms: a slow command. */
+class SlowApply implements GroupStateMachine {
+  constructor(private readonly clock: ManualClock) {}
+  apply(entry: Entry): unknown {
+    this.clock.ms += (entry.data[0] ?? 0) * 10;
+    return entry.data[0];
+  }
+  snapshot(): Uint8Array {
+    return new Uint8Array();
+  }
+  restore(): void {}
+}
+
+t.test(
+  'a turn at or above slowTurnMs is reported with its apply time; a quick one is not',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickraft-slow-turn-'));
+    const store = await NodeStore.open(dir);
+    t.teardown(async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const clock = new ManualClock();
+    const host = new MultiRaftHost({
+      nodeId: 'n1',
+      store,
+      clock,
+      rand: new SeededRand(7),
+      raft: compileRaftOptions({}),
+      tickMs: 50,
+      snapshotEveryEntries: 1_000_000,
+      snapshotEveryBytes: 1 << 30,
+      makeStateMachine: () => new SlowApply(clock),
+      onFatal: (err) => t.fail(`loop died: ${String(err)}`),
+      slowTurnMs: 250,
+    });
+    const reports: SlowTurn[] = [];
+    host.onSlowTurn = (turn) => reports.push(turn);
+    await host.createGroup(1, { voters: ['n1'] });
+    host.start();
+    t.teardown(() => host.stop());
+    // The single voter campaigns once its election timer runs out: move the clock past it (those
+    // turns are slow, so the reports start after).
+    for (let i = 0; i < 100 && host.groups.get(1)?.isLeader !== true; i++) {
+      clock.ms += 50;
+      host.wake();
+      await host.idle();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    t.equal(host.groups.get(1)?.isLeader, true, 'the single voter leads');
+    await host.propose(1, Uint8Array.of(0));
+    await host.idle();
+    t.same(reports, [], 'no report for quick turns');
+
+    await host.propose(1, Uint8Array.of(30));
+    await host.idle();
+    t.equal(reports.length, 1, 'one report for the slow apply');
+    const r = reports[0]!;
+    t.equal(r.applyMs, 300, 'the apply time is the command’s');
+    t.equal(r.totalMs, 300, 'the turn took exactly as long');
+    t.equal(r.persistMs + r.sendMs + r.stepMs + r.snapshotMs, 0, 'nothing else moved the clock');
+    t.equal(r.entriesApplied, 1);
+    t.equal(r.groupsReady, 1);
+    t.equal(r.snapshotGroup, undefined, 'no snapshot in that turn');
+
+    await host.propose(1, Uint8Array.of(24));
+    await host.idle();
+    t.equal(reports.length, 1, 'a 240 ms turn stays below 250 ms: not reported');
+  },
+);

@@ -112,8 +112,9 @@ export interface LoopStats {
 /**
  * Where one loop turn's time went, in ms of the host's clock: reported for a turn that held the
  * loop long enough to matter to elections (HostOptions.slowTurnMs). `stepMs` covers draining
- * inboxes, ticking and collecting Readies; `applyMs` applying committed entries and the layers'
- * afterTurn hook; `snapshotMs` encoding and writing a snapshot (of `snapshotGroup`).
+ * inboxes, ticking and collecting Readies; `applyMs` applying committed entries; `snapshotMs`
+ * encoding and writing a snapshot (of `snapshotGroup`); `afterTurnMs` the layers' afterTurn hook
+ * (the scheduler's planning and hand-out).
  */
 export interface SlowTurn {
   readonly totalMs: number;
@@ -123,6 +124,7 @@ export interface SlowTurn {
   readonly applyMs: number;
   readonly snapshotMs: number;
   readonly snapshotGroup: number | undefined;
+  readonly afterTurnMs: number;
   readonly groupsReady: number;
   readonly entriesApplied: number;
   readonly ticks: number;
@@ -499,9 +501,10 @@ export class MultiRaftHost {
         stepMs: tStepped - t0,
         persistMs: tPersisted - tStepped,
         sendMs: tSent - tPersisted,
-        applyMs: tApplied - tSent + (tEnd - tSnapshot),
+        applyMs: tApplied - tSent,
         snapshotMs: tSnapshot - tApplied,
         snapshotGroup,
+        afterTurnMs: tEnd - tSnapshot,
         groupsReady: readies.length,
         entriesApplied,
         ticks,

@@ -83,7 +83,7 @@ t.test(
     const r = reports[0]!;
     t.equal(r.applyMs, 300, 'the apply time is the command’s');
     t.equal(r.totalMs, 300, 'the turn took exactly as long');
-    t.equal(r.persistMs + r.sendMs + r.stepMs + r.snapshotMs, 0, 'nothing else moved the clock');
+    t.equal(r.persistMs + r.sendMs + r.stepMs + r.snapshotMs + r.afterTurnMs, 0, 'nothing else moved the clock');
     t.equal(r.entriesApplied, 1);
     t.equal(r.groupsReady, 1);
     t.equal(r.snapshotGroup, undefined, 'no snapshot in that turn');

@@ -86,6 +86,7 @@ export class NodeMetrics {
   private readonly commitGroups: Histogram;
   private readonly fsync: Histogram;
   private readonly leaderChanges: Counter<'group'>;
+  private readonly held: Counter<'what'>;
   private readonly peerRefused: Counter<'reason'>;
   private readonly tenants: TenantMetrics;
   // Per-attempt observations wait here until a scrape (or a full buffer): see ObservationBuffer.
@@ -173,6 +174,7 @@ export class NodeMetrics {
       labelNames: ['group'],
       registers,
     });
+    this.held = this.heldCounters(registers);
     this.peerRefused = new Counter({
       name: 'tickraft_peer_connections_refused_total',
       help: 'Connections to the peer port refused by mutual TLS, by reason (the certificate verdict or handshake error)',
@@ -186,6 +188,31 @@ export class NodeMetrics {
       topN: options.tenantLabels ?? DEFAULT_METRICS_TENANTS,
       clock: options.clock ?? SystemClock,
     });
+  }
+
+  /** How often this node was held (see loopHeld), and its leaders' heartbeats meanwhile. */
+  private heldCounters(registers: Registry[]): Counter<'what'> {
+    const held = new Counter({
+      name: 'tickraft_loop_held_total',
+      help: 'Times this node was held for half an election timeout or more, by what: event_loop (nothing ran) or raft_turn (one turn of the Raft loop); each is logged with where the time went',
+      labelNames: ['what'],
+      registers,
+    });
+    // Both exported from the start, so that rate() and increase() work before the first.
+    for (const what of ['event_loop', 'raft_turn'] as const) held.inc({ what }, 0);
+    const host = this.source.host;
+    let beatsSeen = 0;
+    new Counter({
+      name: 'tickraft_raft_heartbeats_while_held_total',
+      help: "Heartbeats this node's leaders sent while the Raft loop awaited a disk write",
+      registers,
+      collect() {
+        const now = host.stats.heartbeatsWhileHeld;
+        this.inc(Math.max(0, now - beatsSeen));
+        beatsSeen = now;
+      },
+    });
+    return held;
   }
 
   /**
@@ -400,6 +427,10 @@ export class NodeMetrics {
     this.commitEntries.observe(s.entries);
     this.commitGroups.observe(s.groups);
     this.fsync.observe(s.fsyncMs / 1000);
+  }
+
+  loopHeld(what: 'event_loop' | 'raft_turn'): void {
+    this.held.inc({ what });
   }
 
   leaderChanged(groupId: number): void {

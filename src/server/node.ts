@@ -195,14 +195,6 @@ export class TickraftNode {
     this.startOpened.push({ what: 'gc pause recorder', close: () => this.gcPauses.stop() });
     // Half an election timeout: a node held this long can cost a group its leader.
     const heldMs = Math.max(1, (cfg.tickMs * cfg.raft.electionTimeoutTicks) / 2);
-    const stalls = new LoopStallWatch(cfg.tickMs, heldMs, (stall) =>
-      this.log.warn(
-        { ...stall, gc: this.gcPauses.summary(Date.now() - stall.lateMs - cfg.tickMs) },
-        'event loop was held',
-      ),
-    );
-    stalls.start();
-    this.startOpened.push({ what: 'loop stall watch', close: () => stalls.stop() });
     const t0 = performance.now();
     this.store = await NodeStore.open(cfg.dataDir, { logTailBytesMax: cfg.logTailBytesMax });
     this.startup.storeOpenMs = performance.now() - t0;
@@ -233,8 +225,8 @@ export class TickraftNode {
       onFatal: (err) => this.die(err),
       slowTurnMs: heldMs,
     });
-    this.host.onSlowTurn = (turn) => this.log.warn({ ...turn }, 'raft loop turn held the loop');
     this.metrics = this.makeMetrics();
+    this.watchHeldLoop(heldMs);
     this.makeDelivery();
     this.scheduler = this.makeScheduler(rand);
     const { runner, workers, pools } = this;
@@ -532,6 +524,25 @@ export class TickraftNode {
       this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
     }
     this.dataGroupsLed = led;
+  }
+
+  /** Counts and logs each time this node was held for `heldMs` or more (OPERATIONS.md, Logs). */
+  private watchHeldLoop(heldMs: number): void {
+    const cfg = this.config;
+    const metrics = this.metrics;
+    this.host.onSlowTurn = (turn) => {
+      metrics.loopHeld('raft_turn');
+      this.log.warn({ ...turn }, 'raft loop turn held the loop');
+    };
+    const stalls = new LoopStallWatch(cfg.tickMs, heldMs, (stall) => {
+      metrics.loopHeld('event_loop');
+      this.log.warn(
+        { ...stall, gc: this.gcPauses.summary(Date.now() - stall.lateMs - cfg.tickMs) },
+        'event loop was held',
+      );
+    });
+    stalls.start();
+    this.startOpened.push({ what: 'loop stall watch', close: () => stalls.stop() });
   }
 
   /** Creates this node's first replicas (bootstrap or join) on an empty store; true if so. */

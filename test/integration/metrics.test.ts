@@ -111,7 +111,33 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
     t.match(text, new RegExp(`^tickraft_raft_term\\{group="0",node="${id}"\\} [1-9]`, 'm'));
     t.match(text, /^tickraft_deliveries_inflight\{node="n\d"\} \d+/m);
     t.match(text, /^tickraft_group_commit_fsync_seconds_bucket/m);
+    t.match(text, /^tickraft_raft_heartbeats_while_held_total\{node="n\d"\} \d+/m);
   }
+
+  // A node stopped (SIGSTOP) for longer than an election timeout was held: counted, and logged
+  // with how long, once it runs again.
+  const n3 = nodes[2]!;
+  const before3 = (await get(n3, '/metrics')).body;
+  for (const what of ['event_loop', 'raft_turn'])
+    t.match(
+      before3,
+      new RegExp(`^tickraft_loop_held_total\\{what="${what}",node="n3"\\} \\d+`, 'm'),
+    );
+  const pid = n3.proc!.pid!;
+  process.kill(pid, 'SIGSTOP');
+  await sleep(800);
+  process.kill(pid, 'SIGCONT');
+  const held = await eventually(async () => {
+    const text = (await get(n3, '/metrics')).body;
+    const n = sum([text], 'tickraft_loop_held_total', 'what="event_loop"');
+    if (n < 1) throw new Error('not counted yet');
+    return n;
+  }, 10_000);
+  t.ok(held >= 1, `the stop counted as a held event loop (${held})`);
+  const line = n3.stdout.split('\n').find((l) => l.includes('"msg":"event loop was held"'));
+  t.ok(line, 'and logged');
+  const lateMs = Number((JSON.parse(line ?? '{}') as Obj)['lateMs']);
+  t.ok(lateMs >= 700, `with how long (${lateMs} ms)`);
 });
 
 t.test('worker metrics: streams per pool and leases held', async (t) => {

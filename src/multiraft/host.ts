@@ -87,6 +87,13 @@ export interface HostOptions {
   readonly onFatal: (err: unknown) => void;
   /** A turn at least this long (ms) is reported to onSlowTurn; 0 reports none. */
   readonly slowTurnMs?: number;
+  /**
+   * Applying a turn's Readies and its afterTurn hook yield the event loop (through yieldToLoop)
+   * once this many ms ran since the last yield (0: after every group); undefined: never.
+   */
+  readonly applySliceMs?: number;
+  /** Lets the runtime's other work run (a setImmediate; the simulator's event queue). */
+  readonly yieldToLoop?: () => Promise<void>;
 }
 
 export interface LoopStats {
@@ -95,8 +102,10 @@ export interface LoopStats {
   entriesPersisted: number;
   fsyncMsTotal: number;
   messagesSent: number;
-  /** Heartbeats sent while a turn awaited the disk (beatWhileHeld). */
+  /** Heartbeats sent while a turn awaited the disk or yielded (beatWhileHeld). */
   heartbeatsWhileHeld: number;
+  /** Times a turn yielded the event loop between slices of its apply (applySliceMs). */
+  applySlices: number;
   snapshotsTaken: number;
   /** Snapshots taken: bytes, and time encoding the state (the loop waits) and writing it. */
   snapshotBytesTotal: number;
@@ -150,6 +159,7 @@ export class MultiRaftHost {
     fsyncMsTotal: 0,
     messagesSent: 0,
     heartbeatsWhileHeld: 0,
+    applySlices: 0,
     snapshotsTaken: 0,
     snapshotBytesTotal: 0,
     snapshotEncodeMsTotal: 0,
@@ -174,7 +184,8 @@ export class MultiRaftHost {
    * heartbeats meanwhile (see beatWhileHeld); undefined while no turn awaits it.
    */
   private heldSinceMs: number | undefined;
-  private heldBeatAtMs = 0;
+  /** When this node last sent its leaders' heartbeats (or any turn's messages). */
+  private beatAtMs = Number.NEGATIVE_INFINITY;
   /** holdElections(): only leaders are ticked, so no replica here starts an election. */
   private electionsHeld = false;
   private idleWaiters: (() => void)[] = [];
@@ -480,10 +491,12 @@ export class MultiRaftHost {
     this.sendAll(readies);
     const tSent = clock.monotonicMs();
     let entriesApplied = 0;
+    let sliceAtMs = tSent;
     for (const [g, rd] of readies) {
       entriesApplied += rd.committedEntries.length;
       g.applyReady(rd);
       g.node.advance();
+      sliceAtMs = await this.endSlice(sliceAtMs);
     }
     for (const [g, rd] of readies) {
       if (rd.committedEntries.length === 0 || g.stateMachine.takeSpawns === undefined) continue;
@@ -492,6 +505,7 @@ export class MultiRaftHost {
     const tApplied = clock.monotonicMs();
     const snapshotGroup = await this.maybeSnapshot();
     const tSnapshot = clock.monotonicMs();
+    await this.endSlice(sliceAtMs);
     this.afterTurn?.();
     const tEnd = clock.monotonicMs();
     const slowMs = this.opts.slowTurnMs ?? 0;
@@ -578,15 +592,31 @@ export class MultiRaftHost {
     }
   }
 
-  /** Awaits a disk write during which beatWhileHeld() keeps this node's leaders heard. */
+  /** Awaits a disk write (or a yield) during which beatWhileHeld() keeps our leaders heard. */
   private async heldBy<T>(write: Promise<T>): Promise<T> {
     this.heldSinceMs = this.opts.clock.monotonicMs();
-    this.heldBeatAtMs = this.heldSinceMs;
     try {
       return await write;
     } finally {
       this.heldSinceMs = undefined;
     }
+  }
+
+  /**
+   * Ends a slice of the turn's synchronous work once applySliceMs ran since `sinceMs`: yields the
+   * event loop, so that a turn applying hundreds of milliseconds of commands does not hold it
+   * whole. Meanwhile inbound work only queues, as while the turn awaits the disk (the groups
+   * not yet applied stay between ready() and advance()), timers run, and beatWhileHeld() keeps
+   * this node's leaders heard. Returns when the next slice starts.
+   */
+  private async endSlice(sinceMs: number): Promise<number> {
+    const sliceMs = this.opts.applySliceMs;
+    const yieldToLoop = this.opts.yieldToLoop;
+    if (sliceMs === undefined || yieldToLoop === undefined) return sinceMs;
+    if (this.opts.clock.monotonicMs() - sinceMs < sliceMs) return sinceMs;
+    this.stats.applySlices++;
+    await this.heldBy(yieldToLoop());
+    return this.opts.clock.monotonicMs();
   }
 
   /**
@@ -604,8 +634,8 @@ export class MultiRaftHost {
     const since = this.heldSinceMs;
     if (transport === undefined || since === undefined) return;
     const now = this.opts.clock.monotonicMs();
-    if (now - this.heldBeatAtMs < this.opts.raft.heartbeatTicks * this.opts.tickMs) return;
-    this.heldBeatAtMs = now;
+    if (now - this.beatAtMs < this.opts.raft.heartbeatTicks * this.opts.tickMs) return;
+    this.beatAtMs = now;
     const byPeer = new Map<NodeId, GroupMessage[]>();
     for (const g of this.groups.values()) {
       const raft = g.node.raft;
@@ -634,6 +664,8 @@ export class MultiRaftHost {
       }
     }
     if (!transport) return;
+    // Heartbeats go out with the turn's messages whenever a leader's heartbeat is due.
+    if (byPeer.size > 0) this.beatAtMs = this.opts.clock.monotonicMs();
     for (const [peer, msgs] of byPeer) {
       this.stats.messagesSent += msgs.length;
       transport.send(peer, msgs);

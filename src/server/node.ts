@@ -224,6 +224,9 @@ export class TickraftNode {
       },
       onFatal: (err) => this.die(err),
       slowTurnMs: heldMs,
+      // Half a tick: the tick interval, and with it the beats of a held loop, runs in between.
+      applySliceMs: Math.max(1, cfg.tickMs / 2),
+      yieldToLoop: () => new Promise<void>((resolve) => setImmediate(resolve)),
     });
     this.metrics = this.makeMetrics();
     this.watchHeldLoop(heldMs);

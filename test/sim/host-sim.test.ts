@@ -22,6 +22,7 @@ t.test(
       partitions: 0,
       acked: 0,
       heartbeatsWhileHeld: 0,
+      applySlices: 0,
     };
     for (const seed of FIXED_SEEDS) {
       const res = await runHostSim({ seed });
@@ -31,6 +32,7 @@ t.test(
       totals.partitions += res.counts.partitions;
       totals.acked += res.counts.clientAcked;
       totals.heartbeatsWhileHeld += res.counts.heartbeatsWhileHeld;
+      totals.applySlices += res.counts.applySlices;
       if (!res.ok)
         failures.push(`seed ${seed}: ${res.violation}\n  ${res.traceTail.slice(-15).join('\n  ')}`);
     }
@@ -44,6 +46,7 @@ t.test(
       totals.heartbeatsWhileHeld > 0,
       `leaders sent heartbeats while a slow sync held their loop: ${totals.heartbeatsWhileHeld}`,
     );
+    t.ok(totals.applySlices > 1000, `turns yielded between applies: ${totals.applySlices}`);
   },
 );
 

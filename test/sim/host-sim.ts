@@ -106,8 +106,10 @@ export interface HostSimCounts {
   /** Snapshots a leader sent to a lagging follower (the transport's snapshot path). */
   snapshotsSent: number;
   leaderships: number;
-  /** Heartbeats leaders sent while their loop awaited a write (slow syncs). */
+  /** Heartbeats leaders sent while their loop awaited a write (slow syncs) or yielded. */
   heartbeatsWhileHeld: number;
+  /** Times a turn yielded between groups' applies (profiles with applySliceMs). */
+  applySlices: number;
 }
 
 export interface HostSimResult {
@@ -166,6 +168,8 @@ interface FaultProfile {
   readonly snapshotEveryEntries: number;
   /** Chance that a synced write stalls for 30-300 ms (up to three election timeouts). */
   readonly slowSyncP: number;
+  /** The host's applySliceMs: 0 yields after every group's apply, undefined never. */
+  readonly applySliceMs: number | undefined;
 }
 
 interface SimEvent {
@@ -317,6 +321,7 @@ export class HostSim {
     snapshotsSent: 0,
     leaderships: 0,
     heartbeatsWhileHeld: 0,
+    applySlices: 0,
   };
   // Invariant state.
   private readonly leaderOfTerm = new Map<string, NodeId>();
@@ -385,6 +390,7 @@ export class HostSim {
       clients: 2 + r.int(3),
       snapshotEveryEntries: r.chance(0.5) ? 8 + r.int(20) : 200,
       slowSyncP: maybe(0.5, 0.05),
+      applySliceMs: r.chance(0.5) ? 0 : undefined,
     };
   }
 
@@ -448,6 +454,7 @@ export class HostSim {
       this.counts.batchesLost += n.disk.counts.batchesLost;
       this.counts.snapshotsTaken += n.host?.stats.snapshotsTaken ?? 0;
       this.counts.heartbeatsWhileHeld += n.host?.stats.heartbeatsWhileHeld ?? 0;
+      this.counts.applySlices += n.host?.stats.applySlices ?? 0;
       // Crashed processes are left behind; make sure nothing of them runs on.
       n.incarnation++;
       n.host = undefined;
@@ -494,6 +501,14 @@ export class HostSim {
       tickMs: TICK_MS,
       snapshotEveryEntries: this.profile.snapshotEveryEntries,
       snapshotEveryBytes: 1 << 20,
+      ...(this.profile.applySliceMs === undefined
+        ? {}
+        : {
+            applySliceMs: this.profile.applySliceMs,
+            // The rest of the simulation runs while the turn waits: deliveries, ticks, clients.
+            yieldToLoop: () =>
+              new Promise<void>((resolve) => this.at(0, `${n.id} turn yields`, resolve, false)),
+          }),
       makeStateMachine: (groupId) => {
         const sm = new HostKv((e) => this.onApplied(n, incarnation, groupId, e));
         sms.set(groupId, sm);
@@ -539,6 +554,7 @@ export class HostSim {
 
   private stopProcess(n: SimHostNode): void {
     this.counts.heartbeatsWhileHeld += n.host?.stats.heartbeatsWhileHeld ?? 0;
+    this.counts.applySlices += n.host?.stats.applySlices ?? 0;
     n.incarnation++;
     n.state = 'down';
     n.host = undefined;

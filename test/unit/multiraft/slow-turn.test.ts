@@ -1,6 +1,7 @@
-// A turn that holds the loop is reported with where its time went: the figure an operator lines
-// up with a leader change. A real host on a real LevelDB store; only the clock is ours, so that a
-// "slow" apply is exactly as slow as the test says.
+// A turn that holds the loop is reported with where its time went (the figure an operator lines
+// up with a leader change), and a turn whose applies run long yields the loop between them. A
+// real host on a real LevelDB store; only the clock is ours, so that a "slow" apply is exactly as
+// slow as the test says.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,7 +84,11 @@ t.test(
     const r = reports[0]!;
     t.equal(r.applyMs, 300, 'the apply time is the command’s');
     t.equal(r.totalMs, 300, 'the turn took exactly as long');
-    t.equal(r.persistMs + r.sendMs + r.stepMs + r.snapshotMs + r.afterTurnMs, 0, 'nothing else moved the clock');
+    t.equal(
+      r.persistMs + r.sendMs + r.stepMs + r.snapshotMs + r.afterTurnMs,
+      0,
+      'nothing else moved the clock',
+    );
     t.equal(r.entriesApplied, 1);
     t.equal(r.groupsReady, 1);
     t.equal(r.snapshotGroup, undefined, 'no snapshot in that turn');
@@ -93,3 +98,53 @@ t.test(
     t.equal(reports.length, 1, 'a 240 ms turn stays below 250 ms: not reported');
   },
 );
+
+t.test('a turn yields the loop once a slice of applySliceMs has run', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tickraft-slices-'));
+  const store = await NodeStore.open(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const clock = new ManualClock();
+  let yields = 0;
+  const host = new MultiRaftHost({
+    nodeId: 'n1',
+    store,
+    clock,
+    rand: new SeededRand(9),
+    raft: compileRaftOptions({}),
+    tickMs: 50,
+    snapshotEveryEntries: 1_000_000,
+    snapshotEveryBytes: 1 << 30,
+    makeStateMachine: () => new SlowApply(clock),
+    onFatal: (err) => t.fail(`loop died: ${String(err)}`),
+    applySliceMs: 100,
+    yieldToLoop: () => {
+      yields++;
+      return new Promise<void>((resolve) => setImmediate(resolve));
+    },
+  });
+  await host.createGroup(1, { voters: ['n1'] });
+  await host.createGroup(2, { voters: ['n1'] });
+  host.start();
+  t.teardown(() => host.stop());
+  for (let i = 0; i < 200 && ![1, 2].every((g) => host.groups.get(g)?.isLeader); i++) {
+    clock.ms += 50;
+    host.wake();
+    await host.idle();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.ok(
+    [1, 2].every((g) => host.groups.get(g)?.isLeader),
+    'both single-voter groups lead',
+  );
+  const before = yields;
+  await Promise.all([host.propose(1, Uint8Array.of(4)), host.propose(2, Uint8Array.of(4))]);
+  await host.idle();
+  t.equal(yields - before, 0, 'two 40 ms applies in one turn: no slice reached 100 ms');
+  await Promise.all([host.propose(1, Uint8Array.of(12)), host.propose(2, Uint8Array.of(12))]);
+  await host.idle();
+  t.equal(yields - before, 2, 'two 120 ms applies: a yield after each');
+  t.equal(host.stats.applySlices, yields, 'counted');
+});

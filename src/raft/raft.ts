@@ -893,9 +893,15 @@ export class Raft {
     }
     const self = this.progress.get(this.id);
     if (self) self.ackedRound = this.heartbeatRound;
+    for (const m of this.heartbeats(this.heartbeatRound)) this.send(m);
+  }
+
+  /** A heartbeat of `round` (0: none) for every follower. */
+  private heartbeats(round: number): Message[] {
+    const out: Message[] = [];
     for (const [id, pr] of this.progress) {
       if (id === this.id) continue;
-      this.send(
+      out.push(
         message({
           type: 'heartbeat',
           from: this.id,
@@ -903,10 +909,11 @@ export class Raft {
           term: this.term,
           // Never tell a follower to commit past what it is known to hold.
           commit: Math.min(pr.match, this.log.committed),
-          context: this.heartbeatRound,
+          context: round,
         }),
       );
     }
+    return out;
   }
 
   /**
@@ -919,21 +926,7 @@ export class Raft {
    */
   heartbeatsWithoutRound(): Message[] {
     if (this.role !== 'leader' || this.quiesced) return [];
-    const out: Message[] = [];
-    for (const [id, pr] of this.progress) {
-      if (id === this.id) continue;
-      out.push(
-        message({
-          type: 'heartbeat',
-          from: this.id,
-          to: id,
-          term: this.term,
-          commit: Math.min(pr.match, this.log.committed),
-          context: 0,
-        }),
-      );
-    }
-    return out;
+    return this.heartbeats(0);
   }
 
   private handleHeartbeatResponse(m: Message, pr: Progress): void {

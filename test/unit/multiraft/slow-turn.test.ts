@@ -5,10 +5,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { Clock } from '../../../src/base/clock.js';
 import { SeededRand } from '../../../src/base/rand.js';
-import { MultiRaftHost, type SlowTurn } from '../../../src/multiraft/host.js';
+import { MultiRaftHost, type HostOptions, type SlowTurn } from '../../../src/multiraft/host.js';
 import type { GroupStateMachine } from '../../../src/multiraft/group-replica.js';
 import { compileRaftOptions } from '../../../src/raft/config.js';
 import type { Entry } from '../../../src/raft/messages.js';
@@ -37,43 +37,55 @@ class SlowApply implements GroupStateMachine {
   restore(): void {}
 }
 
+/**
+ * A started host of single-voter groups on a fresh LevelDB store, every group led: the clock is
+ * moved a tick at a time until each voter's election timer ran out (no turn is slow meanwhile).
+ */
+async function ledHost(
+  t: Test,
+  groups: readonly number[],
+  extra: Pick<HostOptions, 'slowTurnMs' | 'applySliceMs' | 'yieldToLoop'>,
+): Promise<{ host: MultiRaftHost; clock: ManualClock }> {
+  const dir = mkdtempSync(join(tmpdir(), 'tickraft-host-turns-'));
+  const store = await NodeStore.open(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const clock = new ManualClock();
+  const host = new MultiRaftHost({
+    nodeId: 'n1',
+    store,
+    clock,
+    rand: new SeededRand(7),
+    raft: compileRaftOptions({}),
+    tickMs: 50,
+    snapshotEveryEntries: 1_000_000,
+    snapshotEveryBytes: 1 << 30,
+    makeStateMachine: () => new SlowApply(clock),
+    onFatal: (err) => t.fail(`loop died: ${String(err)}`),
+    ...extra,
+  });
+  for (const g of groups) await host.createGroup(g, { voters: ['n1'] });
+  host.start();
+  t.teardown(() => host.stop());
+  const led = (): boolean => groups.every((g) => host.groups.get(g)?.isLeader === true);
+  for (let i = 0; i < 200 && !led(); i++) {
+    clock.ms += 50;
+    host.wake();
+    await host.idle();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.ok(led(), 'every single-voter group leads');
+  return { host, clock };
+}
+
 t.test(
   'a turn at or above slowTurnMs is reported with its apply time; a quick one is not',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickraft-slow-turn-'));
-    const store = await NodeStore.open(dir);
-    t.teardown(async () => {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const clock = new ManualClock();
-    const host = new MultiRaftHost({
-      nodeId: 'n1',
-      store,
-      clock,
-      rand: new SeededRand(7),
-      raft: compileRaftOptions({}),
-      tickMs: 50,
-      snapshotEveryEntries: 1_000_000,
-      snapshotEveryBytes: 1 << 30,
-      makeStateMachine: () => new SlowApply(clock),
-      onFatal: (err) => t.fail(`loop died: ${String(err)}`),
-      slowTurnMs: 250,
-    });
     const reports: SlowTurn[] = [];
+    const { host } = await ledHost(t, [1], { slowTurnMs: 250 });
     host.onSlowTurn = (turn) => reports.push(turn);
-    await host.createGroup(1, { voters: ['n1'] });
-    host.start();
-    t.teardown(() => host.stop());
-    // The single voter campaigns once its election timer runs out: move the clock past it (those
-    // turns are slow, so the reports start after).
-    for (let i = 0; i < 100 && host.groups.get(1)?.isLeader !== true; i++) {
-      clock.ms += 50;
-      host.wake();
-      await host.idle();
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    t.equal(host.groups.get(1)?.isLeader, true, 'the single voter leads');
     await host.propose(1, Uint8Array.of(0));
     await host.idle();
     t.same(reports, [], 'no report for quick turns');
@@ -100,45 +112,14 @@ t.test(
 );
 
 t.test('a turn yields the loop once a slice of applySliceMs has run', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tickraft-slices-'));
-  const store = await NodeStore.open(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const clock = new ManualClock();
   let yields = 0;
-  const host = new MultiRaftHost({
-    nodeId: 'n1',
-    store,
-    clock,
-    rand: new SeededRand(9),
-    raft: compileRaftOptions({}),
-    tickMs: 50,
-    snapshotEveryEntries: 1_000_000,
-    snapshotEveryBytes: 1 << 30,
-    makeStateMachine: () => new SlowApply(clock),
-    onFatal: (err) => t.fail(`loop died: ${String(err)}`),
+  const { host } = await ledHost(t, [1, 2], {
     applySliceMs: 100,
     yieldToLoop: () => {
       yields++;
       return new Promise<void>((resolve) => setImmediate(resolve));
     },
   });
-  await host.createGroup(1, { voters: ['n1'] });
-  await host.createGroup(2, { voters: ['n1'] });
-  host.start();
-  t.teardown(() => host.stop());
-  for (let i = 0; i < 200 && ![1, 2].every((g) => host.groups.get(g)?.isLeader); i++) {
-    clock.ms += 50;
-    host.wake();
-    await host.idle();
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  t.ok(
-    [1, 2].every((g) => host.groups.get(g)?.isLeader),
-    'both single-voter groups lead',
-  );
   const before = yields;
   await Promise.all([host.propose(1, Uint8Array.of(4)), host.propose(2, Uint8Array.of(4))]);
   await host.idle();

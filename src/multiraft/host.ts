@@ -123,7 +123,8 @@ export interface LoopStats {
  * loop long enough to matter to elections (HostOptions.slowTurnMs). `stepMs` covers draining
  * inboxes, ticking and collecting Readies; `applyMs` applying committed entries; `snapshotMs`
  * encoding and writing a snapshot (of `snapshotGroup`); `afterTurnMs` the layers' afterTurn hook
- * (the scheduler's planning and hand-out).
+ * (the scheduler's planning and hand-out). `applyMs` and `afterTurnMs` include the time the turn
+ * yielded to other work between slices (applySliceMs).
  */
 export interface SlowTurn {
   readonly totalMs: number;
@@ -620,13 +621,13 @@ export class MultiRaftHost {
   }
 
   /**
-   * Called on every wake (the tick interval, arriving messages) while a turn awaits the disk.
-   * Nothing is stepped then, so the loop's own heartbeats stop, and a synced write that takes
-   * longer than an election timeout (a disk flushing, LevelDB compacting) would make every
-   * follower of this node's leaders campaign although the leader is alive and well. So once a
-   * heartbeat interval has passed since the write began (or since the last such beat), each
-   * leader here sends its followers a heartbeat that changes no Raft state
-   * (Raft.heartbeatsWithoutRound). Only leaders whose own term's first entry is applied: their
+   * Called on every wake (the tick interval, arriving messages) while a turn awaits the disk or
+   * yields between slices. Nothing is stepped then, so the loop's own heartbeats stop, and a
+   * synced write that takes longer than an election timeout (a disk flushing, LevelDB
+   * compacting) would make every follower of this node's leaders campaign although the leader is
+   * alive and well. So once a heartbeat interval has passed since this node last sent (a turn's
+   * messages, or such a beat), each leader here sends its followers a heartbeat that changes no
+   * Raft state (Raft.heartbeatsWithoutRound). Only leaders whose own term's first entry is applied: their
    * term is on disk, and nothing in the write being awaited can be what makes them leader.
    */
   private beatWhileHeld(): void {

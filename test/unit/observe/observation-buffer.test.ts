@@ -70,7 +70,7 @@ t.test("NodeMetrics' delivery hooks show at the next scrape", async (t) => {
   // A node with no groups: only the delivery hooks feed these series.
   const lost = { notRenewed: 2, disconnected: 0 };
   const source = {
-    host: { groups: new Map() },
+    host: { groups: new Map(), stats: { heartbeatsWhileHeld: 0 } },
     schedulerGroups: () => [],
     deliveryQueued: () => 0,
     deliveryInflight: () => 0,

@@ -16,7 +16,7 @@ interface FakeNode {
 function fakeSource(node: FakeNode): MetricsSource {
   const total = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
   const source = {
-    host: { groups: new Map() },
+    host: { groups: new Map(), stats: { heartbeatsWhileHeld: 0 } },
     schedulerGroups: () => [],
     deliveryQueued: () => total(node.queued),
     deliveryInflight: () => total(node.inflight),

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { ApiCallError, ApiClient, bearerMetadata } from '../../src/api/client.js';
 import { loadApiServices } from '../../src/api/proto.js';
 import {
@@ -74,6 +74,30 @@ function untilAborted(signal: AbortSignal): Promise<never> {
   });
 }
 
+/**
+ * Each node registers its API address in the meta group shortly after it is ready; a worker
+ * finds the nodes by those addresses, so a test that counts them starts it once all are there,
+ * as ApiCluster waits.
+ */
+async function everyApiAddressRegistered(t: Test, sc: SchedulerCluster): Promise<void> {
+  const status = new ApiClient(
+    endpointOf(sc.cluster.nodes[0]!),
+    5000,
+    {},
+    { token: TEST_ADMIN_TOKEN },
+  );
+  t.teardown(() => status.close());
+  await eventually(async () => {
+    const st = await status.call<{ nodes: { apiAddress: string }[] }>(
+      'AdminService',
+      'ClusterStatus',
+      {},
+    );
+    if (st.nodes.length !== 3 || st.nodes.some((n) => n.apiAddress === ''))
+      throw new Error('API addresses not all registered');
+  }, 20_000);
+}
+
 t.test('worker jobs: leased on time, renewed, retried, tagged, failed for good', async (t) => {
   const sc = await SchedulerCluster.start(t);
   const fastRetry = { initialBackoffMs: 200, maxBackoffMs: 200, maxAttempts: 3 };
@@ -97,24 +121,7 @@ t.test('worker jobs: leased on time, renewed, retried, tagged, failed for good',
       .filter((s) => s.run.jobId === jobId)
       .sort((a, b) => a.run.fencingToken - b.run.fencingToken);
   t.teardown(() => Promise.all([worker.stop(), gpu.worker.stop()]));
-  // Each node registers its API address in the meta group shortly after it is ready; a worker
-  // finds the nodes by those addresses, so it starts once all are there, as ApiCluster waits.
-  const status = new ApiClient(
-    endpointOf(sc.cluster.nodes[0]!),
-    5000,
-    {},
-    { token: TEST_ADMIN_TOKEN },
-  );
-  t.teardown(() => status.close());
-  await eventually(async () => {
-    const st = await status.call<{ nodes: { apiAddress: string }[] }>(
-      'AdminService',
-      'ClusterStatus',
-      {},
-    );
-    if (st.nodes.length !== 3 || st.nodes.some((n) => n.apiAddress === ''))
-      throw new Error('API addresses not all registered');
-  }, 20_000);
+  await everyApiAddressRegistered(t, sc);
   await worker.start();
   await gpu.worker.start();
   t.equal(worker.nodes.length, 3, `the worker found every node (${worker.nodes.join(', ')})`);
@@ -439,6 +446,7 @@ t.test(
     const sc = await SchedulerCluster.start(t);
     const out = mkdtempSync(join(tmpdir(), 'tickraft-worker-'));
     t.teardown(() => rmSync(out, { recursive: true, force: true }));
+    await everyApiAddressRegistered(t, sc);
     const n0 = sc.cluster.nodes[0]!;
     const script =
       'if [ "$TICKRAFT_JOB_ID" = sh-fail ]; then exit 3; fi; ' +

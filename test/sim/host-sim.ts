@@ -12,10 +12,13 @@
  * simulation, immediates run in FIFO order and every write's completion is an event, so a seed
  * gives the same trace every time.
  *
- * Faults: message loss, delay and duplication; partitions; leadership transfers; process
- * crashes (the host and all memory are lost, the disk's volatile layer survives); power losses
- * of one node or of all (the volatile layer is dropped, a random prefix of it kept); each
- * followed by a restart through the real recovery code (NodeStore.openOn → loadGroups).
+ * Faults: message loss, delay and duplication; partitions; leadership transfers; synced writes
+ * that stall for up to three election timeouts (the loop waits, its leaders send round-less
+ * heartbeats meanwhile, and the next drain takes in everything that queued); process crashes
+ * (the host and all memory are lost, the disk's volatile layer survives); power losses of one
+ * node or of all (the volatile layer is dropped, a random prefix of it kept); each followed by a
+ * restart through the real recovery code (NodeStore.openOn → loadGroups). Half the seeds run the
+ * host with applySliceMs 0: a turn yields (an event of the queue) after every group's apply.
  *
  * Checked at every step:
  * - the Ready contract, as host.ts promises it (persist in one synced write, then send): when a

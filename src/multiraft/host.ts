@@ -180,11 +180,8 @@ export class MultiRaftHost {
   private scheduled = false;
   private interval: NodeJS.Timeout | undefined;
   private stopped = false;
-  /**
-   * Since when (host clock, ms) the current turn awaits the disk, and when its leaders last sent
-   * heartbeats meanwhile (see beatWhileHeld); undefined while no turn awaits it.
-   */
-  private heldSinceMs: number | undefined;
+  /** A turn awaits the disk or yields between slices (see beatWhileHeld). */
+  private held = false;
   /** When this node last sent its leaders' heartbeats (or any turn's messages). */
   private beatAtMs = Number.NEGATIVE_INFINITY;
   /** holdElections(): only leaders are ticked, so no replica here starts an election. */
@@ -419,7 +416,7 @@ export class MultiRaftHost {
     if (this.stopped && !this.running) return;
     if (this.running) {
       this.again = true;
-      if (this.heldSinceMs !== undefined) this.beatWhileHeld();
+      if (this.held) this.beatWhileHeld();
       return;
     }
     if (this.scheduled) return;
@@ -595,11 +592,11 @@ export class MultiRaftHost {
 
   /** Awaits a disk write (or a yield) during which beatWhileHeld() keeps our leaders heard. */
   private async heldBy<T>(write: Promise<T>): Promise<T> {
-    this.heldSinceMs = this.opts.clock.monotonicMs();
+    this.held = true;
     try {
       return await write;
     } finally {
-      this.heldSinceMs = undefined;
+      this.held = false;
     }
   }
 
@@ -627,50 +624,52 @@ export class MultiRaftHost {
    * compacting) would make every follower of this node's leaders campaign although the leader is
    * alive and well. So once a heartbeat interval has passed since this node last sent (a turn's
    * messages, or such a beat), each leader here sends its followers a heartbeat that changes no
-   * Raft state (Raft.heartbeatsWithoutRound). Only leaders whose own term's first entry is applied: their
-   * term is on disk, and nothing in the write being awaited can be what makes them leader.
+   * Raft state (Raft.heartbeatsWithoutRound). Only leaders whose own term's first entry is
+   * applied: their term is on disk, and nothing in the write being awaited can be what makes
+   * them leader.
    */
   private beatWhileHeld(): void {
-    const transport = this.transport;
-    const since = this.heldSinceMs;
-    if (transport === undefined || since === undefined) return;
+    if (this.transport === undefined) return;
     const now = this.opts.clock.monotonicMs();
     if (now - this.beatAtMs < this.opts.raft.heartbeatTicks * this.opts.tickMs) return;
+    // Also when no group here leads: the next look is a heartbeat interval away.
     this.beatAtMs = now;
-    const byPeer = new Map<NodeId, GroupMessage[]>();
+    const beats: [GroupReplica, readonly Message[]][] = [];
     for (const g of this.groups.values()) {
       const raft = g.node.raft;
-      if (raft.role !== 'leader' || g.appliedTerm !== raft.term) continue;
-      for (const message of raft.heartbeatsWithoutRound()) {
-        let list = byPeer.get(message.to);
-        if (!list) byPeer.set(message.to, (list = []));
-        list.push({ groupId: g.groupId, message });
-      }
+      if (raft.role === 'leader' && g.appliedTerm === raft.term)
+        beats.push([g, raft.heartbeatsWithoutRound()]);
     }
-    for (const [peer, msgs] of byPeer) {
-      this.stats.messagesSent += msgs.length;
-      this.stats.heartbeatsWhileHeld += msgs.length;
-      transport.send(peer, msgs);
-    }
+    this.stats.heartbeatsWhileHeld += this.sendByPeer(beats);
   }
 
   private sendAll(readies: readonly [GroupReplica, Ready][]): void {
+    this.sendByPeer(readies.map(([g, rd]) => [g, rd.messages]));
+  }
+
+  /**
+   * Sends each group's messages, one batch per peer, and returns how many went. Heartbeats go
+   * out among a turn's messages whenever a leader's is due, so any send counts as a beat.
+   */
+  private sendByPeer(groups: readonly [GroupReplica, readonly Message[]][]): number {
     const transport = this.transport;
     const byPeer = new Map<NodeId, GroupMessage[]>();
-    for (const [g, rd] of readies) {
-      for (const message of rd.messages) {
+    for (const [g, messages] of groups) {
+      for (const message of messages) {
         let list = byPeer.get(message.to);
         if (!list) byPeer.set(message.to, (list = []));
         list.push({ groupId: g.groupId, message });
       }
     }
-    if (!transport) return;
-    // Heartbeats go out with the turn's messages whenever a leader's heartbeat is due.
-    if (byPeer.size > 0) this.beatAtMs = this.opts.clock.monotonicMs();
+    if (!transport || byPeer.size === 0) return 0;
+    this.beatAtMs = this.opts.clock.monotonicMs();
+    let sent = 0;
     for (const [peer, msgs] of byPeer) {
-      this.stats.messagesSent += msgs.length;
+      sent += msgs.length;
       transport.send(peer, msgs);
     }
+    this.stats.messagesSent += sent;
+    return sent;
   }
 
   /**

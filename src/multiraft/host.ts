@@ -138,6 +138,8 @@ export interface SlowTurn {
   readonly groupsReady: number;
   readonly entriesApplied: number;
   readonly ticks: number;
+  /** Times the turn yielded the event loop (apply slices): 0 = it held the loop throughout. */
+  readonly slices: number;
 }
 
 /** One group's snapshot taken by snapshotNow(). */
@@ -446,6 +448,7 @@ export class MultiRaftHost {
     this.stats.turns++;
     const clock = this.opts.clock;
     const t0 = clock.monotonicMs();
+    const slicesAtStart = this.stats.applySlices;
     if (this.removals.length > 0) await this.removeNow();
     const ticks = this.ticker.due();
     const readies: [GroupReplica, Ready][] = [];
@@ -520,6 +523,7 @@ export class MultiRaftHost {
         groupsReady: readies.length,
         entriesApplied,
         ticks,
+        slices: this.stats.applySlices - slicesAtStart,
       });
     // Advancing can produce more work (self-acknowledged commits, auto-leave): go again.
     for (const [g] of readies) {

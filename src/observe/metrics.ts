@@ -24,6 +24,7 @@ import { SystemClock, type Clock } from '../base/clock.js';
 import type { CommitStats, MultiRaftHost } from '../multiraft/host.js';
 import { CountBuffer, ObservationBuffer } from './observation-buffer.js';
 import { DEFAULT_METRICS_TENANTS } from './tenant-labels.js';
+import { ROLE_CHANGE_REASONS, type RoleChangeReason } from './role-changes.js';
 import {
   FIRE_LAG_BUCKETS,
   TenantMetrics,
@@ -87,6 +88,7 @@ export class NodeMetrics {
   private readonly fsync: Histogram;
   private readonly leaderChanges: Counter<'group'>;
   private readonly held: Counter<'what'>;
+  private readonly roleChanges: Counter<'reason'>;
   private readonly peerRefused: Counter<'reason'>;
   private readonly tenants: TenantMetrics;
   // Per-attempt observations wait here until a scrape (or a full buffer): see ObservationBuffer.
@@ -175,6 +177,7 @@ export class NodeMetrics {
       registers,
     });
     this.held = this.heldCounters(registers);
+    this.roleChanges = roleChangeCounter(registers);
     this.peerRefused = new Counter({
       name: 'tickraft_peer_connections_refused_total',
       help: 'Connections to the peer port refused by mutual TLS, by reason (the certificate verdict or handshake error)',
@@ -433,6 +436,10 @@ export class NodeMetrics {
     this.held.inc({ what });
   }
 
+  roleChanged(reason: RoleChangeReason): void {
+    this.roleChanges.inc({ reason: labelOf(reason) });
+  }
+
   leaderChanged(groupId: number): void {
     this.leaderChanges.inc(this.groupLabel(groupId));
   }
@@ -466,4 +473,21 @@ interface RaftFacts {
   readonly commit: number;
   readonly applied: number;
   readonly r: { readonly role: string };
+}
+
+/** Why the replicas here changed role (role-changes.ts); every reason exported from the start. */
+function roleChangeCounter(registers: Registry[]): Counter<'reason'> {
+  const counter = new Counter({
+    name: 'tickraft_raft_role_changes_total',
+    help: 'Role changes of the replicas here, by why: leader_silent (a follower campaigned), check_quorum (a leader heard no quorum), higher_term (a leader saw a later term), transfer (a transferee campaigned), campaign_lost',
+    labelNames: ['reason'],
+    registers,
+  });
+  for (const reason of ROLE_CHANGE_REASONS) counter.inc({ reason: labelOf(reason) }, 0);
+  return counter;
+}
+
+/** A role change's reason as a Prometheus label value (snake case). */
+function labelOf(reason: RoleChangeReason): string {
+  return reason.replaceAll('-', '_');
 }

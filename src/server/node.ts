@@ -42,6 +42,7 @@ import type { RefusedPeer } from '../transport/tls-listener.js';
 import type { ChannelCredentials } from '@grpc/grpc-js';
 import { GcPauseRecorder } from '../observe/gc-pauses.js';
 import { LoopStallWatch } from '../observe/loop-stalls.js';
+import { RoleChanges, type RoleChange } from '../observe/role-changes.js';
 
 /** Leader balancing leaves a group with a new leader for this long (TickraftNode.balanceLeaders). */
 const LEADER_SETTLE_MS = 1000;
@@ -91,6 +92,7 @@ export class TickraftNode {
   metricsPort: number | undefined;
   /** The leader last seen per group, to count and log leader changes. */
   private readonly leaderSeen = new Map<number, NodeId>();
+  private readonly roleChanges = new RoleChanges();
   /** When this node last became the leader of a group (Date.now()). */
   private readonly ledSinceMs = new Map<number, number>();
   /** Peer addresses a join answered with (before the meta group reaches this node). */
@@ -512,13 +514,17 @@ export class TickraftNode {
   }
 
   /**
-   * Counts and logs every change of a group's leader this replica sees, and counts the data
-   * groups led here (each node's share of a tenant's limits follows it).
+   * Counts and logs every change of a group's leader this replica sees, and why its own role
+   * changed (role-changes.ts), and counts the data groups led here (each node's share of a
+   * tenant's limits follows it).
    */
   private observeLeaders(): void {
     let led = 0;
     for (const g of this.host.groups.values()) {
       if (g.groupId !== META_GROUP_ID && g.isLeader) led++;
+      const raft = g.node.raft;
+      const change = this.roleChanges.observe(g.groupId, raft.role, raft.term, g.leaderId);
+      if (change !== undefined) this.reportRoleChange(change);
       const leader = g.leaderId;
       if (leader === NO_NODE || this.leaderSeen.get(g.groupId) === leader) continue;
       this.leaderSeen.set(g.groupId, leader);
@@ -527,6 +533,34 @@ export class TickraftNode {
       this.log.info({ group: g.groupId, leader, term: g.node.raft.term }, 'leader changed');
     }
     this.dataGroupsLed = led;
+  }
+
+  /**
+   * A follower that campaigned because its leader went quiet, and a leader that stepped down
+   * for want of a quorum, are warnings: each points at a held or cut-off node (OPERATIONS.md,
+   * Logs). Transfers, later terms and lost campaigns follow from those or are routine.
+   */
+  private reportRoleChange(change: RoleChange): void {
+    this.metrics.roleChanged(change.reason);
+    const fields = {
+      group: change.groupId,
+      reason: change.reason,
+      from: change.from,
+      to: change.to,
+      termBefore: change.termBefore,
+      term: change.term,
+      leaderBefore: change.leaderBefore,
+      leader: change.leader,
+    };
+    if (change.reason === 'leader-silent')
+      this.log.warn(fields, 'campaigning: the leader was not heard for an election timeout');
+    else if (change.reason === 'check-quorum')
+      this.log.warn(fields, 'stepped down: no quorum heard for an election timeout');
+    else if (change.reason === 'transfer')
+      this.log.info(fields, 'campaigning: the group is being handed to this node');
+    else if (change.reason === 'higher-term')
+      this.log.info(fields, 'stepped down: a later term reached this leader');
+    else this.log.info(fields, 'campaign lost');
   }
 
   /** Counts and logs each time this node was held for `heldMs` or more (OPERATIONS.md, Logs). */
@@ -577,6 +611,7 @@ export class TickraftNode {
       this.scheduler.detach(groupId);
       this.data.delete(groupId);
       this.leaderSeen.delete(groupId);
+      this.roleChanges.forget(groupId);
       this.ledSinceMs.delete(groupId);
     };
   }

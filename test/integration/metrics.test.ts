@@ -138,6 +138,43 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
   t.ok(line, 'and logged');
   const lateMs = Number((JSON.parse(line ?? '{}') as Obj)['lateMs']);
   t.ok(lateMs >= 700, `with how long (${lateMs} ms)`);
+
+  // The meta group's leader stopped past two election timeouts (the meta group never quiets):
+  // a follower campaigns and says its leader went silent; the old leader, running again, steps
+  // down for a later term. Both are counted by reason.
+  const metaLeaderId = (await ac.cluster.leaders()).get(0);
+  const metaLeader = nodes.find((n) => n.id === metaLeaderId)!;
+  const others = nodes.filter((n) => n !== metaLeader);
+  const silentBefore = sum(
+    await Promise.all(others.map(async (n) => (await get(n, '/metrics')).body)),
+    'tickraft_raft_role_changes_total',
+    'reason="leader_silent"',
+  );
+  process.kill(metaLeader.proc!.pid!, 'SIGSTOP');
+  await sleep(2500);
+  process.kill(metaLeader.proc!.pid!, 'SIGCONT');
+  const silent = await eventually(async () => {
+    const texts = await Promise.all(others.map(async (n) => (await get(n, '/metrics')).body));
+    const n = sum(texts, 'tickraft_raft_role_changes_total', 'reason="leader_silent"');
+    if (n <= silentBefore) throw new Error('no campaign counted yet');
+    return n - silentBefore;
+  }, 10_000);
+  t.ok(silent >= 1, `a follower's campaign counted as leader_silent (${silent})`);
+  const campaign = others
+    .flatMap((n) => n.stdout.split('\n'))
+    .filter((l) => l.includes('"msg":"campaigning: the leader was not heard'))
+    .map((l) => JSON.parse(l) as Obj)
+    .find((o) => o['group'] === 0 && o['leaderBefore'] === metaLeader.id);
+  t.ok(campaign, `logged, naming the silent leader ${metaLeader.id} of group 0`);
+  const down = await eventually(async () => {
+    const text = (await get(metaLeader, '/metrics')).body;
+    const n =
+      sum([text], 'tickraft_raft_role_changes_total', 'reason="higher_term"') +
+      sum([text], 'tickraft_raft_role_changes_total', 'reason="check_quorum"');
+    if (n < 1) throw new Error('not stepped down yet');
+    return n;
+  }, 10_000);
+  t.ok(down >= 1, `${metaLeader.id}, running again, counted its step-down (${down})`);
 });
 
 t.test('worker metrics: streams per pool and leases held', async (t) => {

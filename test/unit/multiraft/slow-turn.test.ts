@@ -113,13 +113,16 @@ t.test(
 
 t.test('a turn yields the loop once a slice of applySliceMs has run', async (t) => {
   let yields = 0;
+  const reports: SlowTurn[] = [];
   const { host } = await ledHost(t, [1, 2], {
+    slowTurnMs: 200,
     applySliceMs: 100,
     yieldToLoop: () => {
       yields++;
       return new Promise<void>((resolve) => setImmediate(resolve));
     },
   });
+  host.onSlowTurn = (turn) => reports.push(turn);
   const before = yields;
   await Promise.all([host.propose(1, Uint8Array.of(4)), host.propose(2, Uint8Array.of(4))]);
   await host.idle();
@@ -128,4 +131,6 @@ t.test('a turn yields the loop once a slice of applySliceMs has run', async (t) 
   await host.idle();
   t.equal(yields - before, 2, 'two 120 ms applies: a yield after each');
   t.equal(host.stats.applySlices, yields, 'counted');
+  t.equal(reports.length, 1, 'the 240 ms turn is reported');
+  t.equal(reports[0]?.slices, 2, 'with the times it yielded the loop');
 });

@@ -103,6 +103,11 @@ export class GroupReplica {
   private nextReadId = 1;
   /** Inbound work for the Raft core, handled at the start of the next loop turn. */
   inbox: InboxItem[] = [];
+  /**
+   * The host's tick count (Ticker.elapsed) when a message from this replica's leader last
+   * arrived: a follower counts only the ticks after it (MultiRaftHost.turn).
+   */
+  leaderHeardAtTick = -1;
   private pendingReadIds: number[] = [];
   appliedIndex: number;
   /**

@@ -106,6 +106,8 @@ export interface LoopStats {
   heartbeatsWhileHeld: number;
   /** Times a turn yielded the event loop between slices of its apply (applySliceMs). */
   applySlices: number;
+  /** Times a turn after a stall yielded once so that what peers sent meanwhile is read first. */
+  stallYields: number;
   snapshotsTaken: number;
   /** Snapshots taken: bytes, and time encoding the state (the loop waits) and writing it. */
   snapshotBytesTotal: number;
@@ -163,6 +165,7 @@ export class MultiRaftHost {
     messagesSent: 0,
     heartbeatsWhileHeld: 0,
     applySlices: 0,
+    stallYields: 0,
     snapshotsTaken: 0,
     snapshotBytesTotal: 0,
     snapshotEncodeMsTotal: 0,
@@ -327,9 +330,15 @@ export class MultiRaftHost {
 
   /** Queues a received frame's messages for their groups (a frame of one peer: `from`). */
   deliver(_from: NodeId, msgs: readonly GroupMessage[]): void {
+    let atTick = -1;
     for (const { groupId, message } of msgs) {
       const g = this.groups.get(groupId);
-      if (g) g.inbox.push({ kind: 'msg', message });
+      if (!g) continue;
+      g.inbox.push({ kind: 'msg', message });
+      if (message.from === g.node.raft.lead) {
+        if (atTick < 0) atTick = this.ticker.elapsed();
+        g.leaderHeardAtTick = atTick;
+      }
     }
     this.wake();
   }
@@ -450,17 +459,32 @@ export class MultiRaftHost {
     const t0 = clock.monotonicMs();
     const slicesAtStart = this.stats.applySlices;
     if (this.removals.length > 0) await this.removeNow();
+    // After a stall (a turn that held the loop, a collection), what peers sent meanwhile may
+    // still be unread in the sockets: one yield lets the transport queue it before the stall's
+    // ticks are counted against the groups.
+    if (this.ticker.pending() > 1 && this.opts.yieldToLoop !== undefined) {
+      this.stats.stallYields++;
+      await this.heldBy(this.opts.yieldToLoop());
+    }
     const ticks = this.ticker.due();
+    const fromTick = this.ticker.done - ticks;
     const readies: [GroupReplica, Ready][] = [];
     const updates: GroupUpdate[] = [];
     for (const g of this.groups.values()) {
       // Messages first, then time: after a stall the inbox holds the heartbeats and the
       // acknowledgements that arrived during it, and a leader that ticked past its check-quorum
-      // window before reading them would step down (a follower would campaign) although its
-      // peers were there all along. The lease does not move: it counts from when a heartbeat
-      // round was sent, not from when its acknowledgements are read.
+      // window before reading them would step down although its peers were there all along.
+      // The lease does not move: it counts from when a heartbeat round was sent, not from when
+      // its acknowledgements are read. A follower counts only the ticks since its leader was
+      // last heard: the ticks of the stall before that message are not silence, and counting
+      // them after it would start a campaign against a leader that never went quiet.
+      // Undercounting a follower's time is safe: it only delays its campaign, and its refusal
+      // of votes while it still hears its leader lasts longer, never shorter.
       g.drain();
-      if (ticks > 0 && (!this.electionsHeld || g.isLeader)) g.node.tick(ticks);
+      let n = ticks;
+      if (!g.isLeader && g.leaderHeardAtTick > fromTick)
+        n = Math.max(0, this.ticker.done - g.leaderHeardAtTick);
+      if (n > 0 && (!this.electionsHeld || g.isLeader)) g.node.tick(n);
       if (!g.node.hasReady()) continue;
       const rd = g.node.ready();
       readies.push([g, rd]);

@@ -22,6 +22,16 @@ export class Ticker {
     return Math.max(0, total - this.ticksDone);
   }
 
+  /** Ticks elapsed since the origin, handed out or not: where a received message falls. */
+  elapsed(): number {
+    return Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);
+  }
+
+  /** Ticks handed out by due() so far: the end of the span the last due() covered. */
+  get done(): number {
+    return this.ticksDone;
+  }
+
   /** Ticks elapsed since the previous call (0 when none). */
   due(): number {
     const total = Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);

@@ -6,36 +6,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { Clock } from '../../../src/base/clock.js';
 import { SeededRand } from '../../../src/base/rand.js';
 import { MultiRaftHost, type HostOptions, type SlowTurn } from '../../../src/multiraft/host.js';
-import type { GroupStateMachine } from '../../../src/multiraft/group-replica.js';
 import { compileRaftOptions } from '../../../src/raft/config.js';
-import type { Entry } from '../../../src/raft/messages.js';
 import { NodeStore } from '../../../src/storage/node-store.js';
-
-class ManualClock implements Clock {
-  ms = 1_000_000;
-  nowMs(): number {
-    return this.ms;
-  }
-  monotonicMs(): number {
-    return this.ms;
-  }
-}
-
-/** Applying an entry whose first byte is n moves the clock n × 10 ms: a slow command. */
-class SlowApply implements GroupStateMachine {
-  constructor(private readonly clock: ManualClock) {}
-  apply(entry: Entry): unknown {
-    this.clock.ms += (entry.data[0] ?? 0) * 10;
-    return entry.data[0];
-  }
-  snapshot(): Uint8Array {
-    return new Uint8Array();
-  }
-  restore(): void {}
-}
+import { ManualClock, SlowApply } from './manual-clock.js';
 
 /**
  * A started host of single-voter groups on a fresh LevelDB store, every group led: the clock is

@@ -142,6 +142,13 @@ export interface SlowTurn {
   readonly ticks: number;
   /** Times the turn yielded the event loop (apply slices): 0 = it held the loop throughout. */
   readonly slices: number;
+  /** The group whose apply took longest, without a yield: ms, entries and their data bytes. */
+  readonly longestApply: {
+    readonly ms: number;
+    readonly groupId: number;
+    readonly entries: number;
+    readonly bytes: number;
+  };
 }
 
 /** One group's snapshot taken by snapshotNow(). */
@@ -517,10 +524,20 @@ export class MultiRaftHost {
     const tSent = clock.monotonicMs();
     let entriesApplied = 0;
     let sliceAtMs = tSent;
+    const longest = { ms: 0, groupId: 0, entries: 0, bytes: 0 };
     for (const [g, rd] of readies) {
       entriesApplied += rd.committedEntries.length;
+      const applyFromMs = clock.monotonicMs();
       g.applyReady(rd);
       g.node.advance();
+      const applyMs = clock.monotonicMs() - applyFromMs;
+      if (applyMs > longest.ms) {
+        longest.ms = applyMs;
+        longest.groupId = g.groupId;
+        longest.entries = rd.committedEntries.length;
+        longest.bytes = 0;
+        for (const e of rd.committedEntries) longest.bytes += e.data.length;
+      }
       sliceAtMs = await this.endSlice(sliceAtMs);
     }
     for (const [g, rd] of readies) {
@@ -548,6 +565,7 @@ export class MultiRaftHost {
         entriesApplied,
         ticks,
         slices: this.stats.applySlices - slicesAtStart,
+        longestApply: longest,
       });
     // Advancing can produce more work (self-acknowledged commits, auto-leave): go again.
     for (const [g] of readies) {

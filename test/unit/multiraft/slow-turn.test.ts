@@ -77,6 +77,11 @@ t.test(
       'nothing else moved the clock',
     );
     t.equal(r.entriesApplied, 1);
+    t.same(
+      r.longestApply,
+      { ms: 300, groupId: 1, entries: 1, bytes: 1 },
+      'the longest single apply: its group, entries and bytes',
+    );
     t.equal(r.groupsReady, 1);
     t.equal(r.snapshotGroup, undefined, 'no snapshot in that turn');
 

@@ -329,6 +329,8 @@ export class TickraftNode {
       clock: SystemClock,
       rand: rand.fork(),
       drainMaxMs: Math.max(1000, cfg.shutdownTimeoutMs - 1000),
+      // As the host's apply slices: half a tick, well inside half an election timeout.
+      stepSliceMs: Math.max(1, cfg.tickMs / 2),
       // Two election timeouts to notice a dead leader, plus as much again for the election and
       // the new leader's first commit, before a quiet group's next due work.
       dueWakeLeadMs: 4 * cfg.raft.electionTimeoutTicks * cfg.tickMs,

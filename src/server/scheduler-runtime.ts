@@ -48,6 +48,7 @@ import {
 } from '../scheduler/dispatcher.js';
 import type { UpstreamReader } from '../api/api-node.js';
 import { FireRateMeter } from '../scheduler/fire-rate.js';
+import { RotatingPass } from '../scheduler/rotating-pass.js';
 import type { DataGroupStateMachine } from './data-group-state-machine.js';
 
 /**
@@ -108,6 +109,11 @@ export interface SchedulerRuntimeOptions {
   readonly runOutputs?: RunOutputStore;
   /** Spans of delivery attempts (src/observe/tracing.ts); absent: none. */
   readonly tracing?: Tracing;
+  /**
+   * Longest stepAll() runs before it leaves the groups it has not reached to a follow-up step
+   * at the next turn of the event loop (rotating-pass.ts); absent: every step visits them all.
+   */
+  readonly stepSliceMs?: number;
 }
 
 interface GroupRuntime {
@@ -189,7 +195,7 @@ export class SchedulerRuntime {
   private readonly groups = new Map<number, GroupRuntime>();
   /** The groups in the order stepAll() visits them; it starts one further at each step. */
   private groupOrder: GroupRuntime[] = [];
-  private rotation = 0;
+  private readonly rotation = new RotatingPass();
   private followUp = false;
   private readonly handOvers = new Map<number, HandOver>();
   private timer: NodeJS.Timeout | undefined;
@@ -351,7 +357,8 @@ export class SchedulerRuntime {
    * out only if the queue has room for its tenant and origin. A group left with due runs gets
    * the first share at a later step (the order rotates), and when the budget ran out while the
    * queue had room another step follows at the next loop turn, after the runner has started
-   * sending.
+   * sending. With `stepSliceMs`, a step that has run that long leaves the groups it has not
+   * reached to a follow-up step at the next turn of the event loop, which starts with them.
    */
   stepAll(): void {
     if (this.stepping) return;
@@ -374,21 +381,27 @@ export class SchedulerRuntime {
       let resultsLeft = RESULTS_PER_STEP;
       let backlog = false;
       const order = this.groupOrder;
-      const n = order.length;
-      this.rotation = n === 0 ? 0 : (this.rotation + 1) % n;
-      for (let i = 0; i < n; i++) {
-        const g = order[(this.rotation + i) % n]!;
-        const stepped = this.stepGroup(g, nowMs, left, { hold: sending, max: resultsLeft });
-        left -= stepped.handedOut;
-        resultsLeft -= stepped.results;
-        if (g.ledTerm !== 0 && g.dispatcher.handOutCapped) backlog = true;
-      }
-      this.backlogAtLastStep = backlog;
-      if (!sending && !backlog) this.renderAhead(nowMs);
+      const clock = this.opts.clock;
+      const pass = this.rotation.run(
+        order.length,
+        (i) => {
+          const g = order[i]!;
+          const stepped = this.stepGroup(g, nowMs, left, { hold: sending, max: resultsLeft });
+          left -= stepped.handedOut;
+          resultsLeft -= stepped.results;
+          if (g.ledTerm !== 0 && g.dispatcher.handOutCapped) backlog = true;
+        },
+        () => clock.monotonicMs(),
+        this.opts.stepSliceMs,
+      );
+      // A cut pass did not see the groups it left: what they had left stands until it does.
+      this.backlogAtLastStep = backlog || (pass.cut && this.backlogAtLastStep);
+      if (!pass.cut && !sending && !backlog) this.renderAhead(nowMs);
       this.opts.runner.sweepRendered();
       // Budget used up with room in the queue (it is what the runner lacks): go on at the next
       // turn. With the queue full the runner's own completions turn the loop (stepAfterTurn).
-      if (backlog && budget > 0 && left === 0) this.scheduleFollowUp();
+      // A cut pass goes on at once with the groups it did not reach.
+      if (pass.cut || (backlog && budget > 0 && left === 0)) this.scheduleFollowUp();
       this.progressHandOvers(nowMs);
     } catch (err) {
       this.opts.onError?.(err);

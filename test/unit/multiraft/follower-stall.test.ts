@@ -2,16 +2,11 @@
 // leader's silence: the heartbeats that arrived during the stall say the leader was there, and
 // only the ticks after the last of them count towards a campaign. A real host on a real LevelDB
 // store, one group of three voters whose other two are played by the test; the clock is ours.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { SeededRand } from '../../../src/base/rand.js';
-import { MultiRaftHost, type GroupMessage, type HostOptions } from '../../../src/multiraft/host.js';
+import type { GroupMessage, HostOptions, MultiRaftHost } from '../../../src/multiraft/host.js';
 import { compileRaftOptions } from '../../../src/raft/config.js';
 import { message } from '../../../src/raft/messages.js';
-import { NodeStore } from '../../../src/storage/node-store.js';
-import { ManualClock, SlowApply } from './manual-clock.js';
+import { manualHost, type ManualClock } from './host-harness.js';
 
 const TICK_MS = 50;
 /** Election timeout 10 ticks: a follower campaigns after 10 to 19 silent ticks. */
@@ -22,26 +17,7 @@ async function followerOfN2(
   t: Test,
   extra: Pick<HostOptions, 'yieldToLoop'> = {},
 ): Promise<{ host: MultiRaftHost; clock: ManualClock; sent: GroupMessage[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickraft-follower-stall-'));
-  const store = await NodeStore.open(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const clock = new ManualClock();
-  const host = new MultiRaftHost({
-    nodeId: 'n1',
-    store,
-    clock,
-    rand: new SeededRand(11),
-    raft: RAFT,
-    tickMs: TICK_MS,
-    snapshotEveryEntries: 1_000_000,
-    snapshotEveryBytes: 1 << 30,
-    makeStateMachine: () => new SlowApply(clock),
-    onFatal: (err) => t.fail(`loop died: ${String(err)}`),
-    ...extra,
-  });
+  const { host, clock } = await manualHost(t, RAFT, TICK_MS, 11, extra);
   const sent: GroupMessage[] = [];
   host.transport = { send: (_to, msgs) => sent.push(...msgs) };
   await host.createGroup(1, { voters: ['n1', 'n2', 'n3'] });

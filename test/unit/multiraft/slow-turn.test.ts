@@ -2,15 +2,10 @@
 // up with a leader change), and a turn whose applies run long yields the loop between them. A
 // real host on a real LevelDB store; only the clock is ours, so that a "slow" apply is exactly as
 // slow as the test says.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { SeededRand } from '../../../src/base/rand.js';
-import { MultiRaftHost, type HostOptions, type SlowTurn } from '../../../src/multiraft/host.js';
+import type { HostOptions, MultiRaftHost, SlowTurn } from '../../../src/multiraft/host.js';
 import { compileRaftOptions } from '../../../src/raft/config.js';
-import { NodeStore } from '../../../src/storage/node-store.js';
-import { ManualClock, SlowApply } from './manual-clock.js';
+import { manualHost, type ManualClock } from './host-harness.js';
 
 /**
  * A started host of single-voter groups on a fresh LevelDB store, every group led: the clock is
@@ -21,26 +16,7 @@ async function ledHost(
   groups: readonly number[],
   extra: Pick<HostOptions, 'slowTurnMs' | 'applySliceMs' | 'yieldToLoop'>,
 ): Promise<{ host: MultiRaftHost; clock: ManualClock }> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickraft-host-turns-'));
-  const store = await NodeStore.open(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const clock = new ManualClock();
-  const host = new MultiRaftHost({
-    nodeId: 'n1',
-    store,
-    clock,
-    rand: new SeededRand(7),
-    raft: compileRaftOptions({}),
-    tickMs: 50,
-    snapshotEveryEntries: 1_000_000,
-    snapshotEveryBytes: 1 << 30,
-    makeStateMachine: () => new SlowApply(clock),
-    onFatal: (err) => t.fail(`loop died: ${String(err)}`),
-    ...extra,
-  });
+  const { host, clock } = await manualHost(t, compileRaftOptions({}), 50, 7, extra);
   for (const g of groups) await host.createGroup(g, { voters: ['n1'] });
   host.start();
   t.teardown(() => host.stop());

@@ -5,7 +5,8 @@
  * handed the group over; the first two point at a held or cut-off node, the last is routine.
  *
  * - follower → pre-candidate: the follower heard nothing from its leader for an election
- *   timeout (pre-vote runs before every such campaign).
+ *   timeout, or in a quiet group the leader's peer stream to it broke (pre-vote runs before
+ *   every such campaign).
  * - follower → candidate: a campaign without pre-vote, which only a leader transfer starts
  *   (the transferee is told to campaign at once).
  * - leader → follower in the same term: check-quorum, it heard from no quorum for an election

@@ -555,7 +555,7 @@ export class TickraftNode {
       leader: change.leader,
     };
     if (change.reason === 'leader-silent')
-      this.log.warn(fields, 'campaigning: the leader was not heard for an election timeout');
+      this.log.warn(fields, 'campaigning: the leader went silent');
     else if (change.reason === 'check-quorum')
       this.log.warn(fields, 'stepped down: no quorum heard for an election timeout');
     else if (change.reason === 'transfer')

@@ -162,7 +162,7 @@ t.test('metrics, healthz and readyz on every node', async (t) => {
   t.ok(silent >= 1, `a follower's campaign counted as leader_silent (${silent})`);
   const campaign = others
     .flatMap((n) => n.stdout.split('\n'))
-    .filter((l) => l.includes('"msg":"campaigning: the leader was not heard'))
+    .filter((l) => l.includes('"msg":"campaigning: the leader went silent'))
     .map((l) => JSON.parse(l) as Obj)
     .find((o) => o['group'] === 0 && o['leaderBefore'] === metaLeader.id);
   t.ok(campaign, `logged, naming the silent leader ${metaLeader.id} of group 0`);

@@ -11,6 +11,7 @@ import { META_GROUP_ID } from '../../src/placement/bootstrap-plan.js';
 import { hashShardKey } from '../../src/placement/hash.js';
 import { lookupRange, splitRing } from '../../src/placement/ring.js';
 import { eventually, sleep, type ProcCluster, type ProcNode } from '../helpers/cluster.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { ProxiedCluster } from '../helpers/proxied-cluster.js';
 import { TEST_SECRET, WebhookSink } from '../helpers/webhook-sink.js';
 
@@ -56,10 +57,13 @@ t.test('a quiet group whose leader is lost 1 s before a slot fires it within 1 s
   cluster.startAll();
   await cluster.waitReady(60_000);
   for (const n of cluster.nodes) clients.set(n.id, cluster.client(n));
-  await clients.get('n1')!.call('TenantService', 'CreateTenant', {
-    tenantId: TENANT,
-    signingSecret: TEST_SECRET,
-  });
+  // Right after start-up a node may not know every leader's API address yet and says to retry.
+  await retryUnavailable(() =>
+    clients.get('n1')!.call('TenantService', 'CreateTenant', {
+      tenantId: TENANT,
+      signingSecret: TEST_SECRET,
+    }),
+  );
 
   const scenario = async (
     name: string,
@@ -69,14 +73,20 @@ t.test('a quiet group whose leader is lost 1 s before a slot fires it within 1 s
     const groupId = groupOfJob(jobId);
     const slotMs = Math.ceil(Date.now() / 1000) * 1000 + 9000;
     const via = cluster.nodes.find((n) => n.running)!;
-    await clients.get(via.id)!.call('JobService', 'CreateJob', {
-      jobId,
-      spec: {
-        tenant: TENANT,
-        schedule: `at ${new Date(slotMs).toISOString()}`,
-        target: { url: `${sink.url}/hook` },
-      },
-    });
+    // A request id makes the retry of a create whose outcome was unknown safe.
+    await retryUnavailable(
+      () =>
+        clients.get(via.id)!.call('JobService', 'CreateJob', {
+          jobId,
+          requestId: `${jobId}-create`,
+          spec: {
+            tenant: TENANT,
+            schedule: `at ${new Date(slotMs).toISOString()}`,
+            target: { url: `${sink.url}/hook` },
+          },
+        }),
+      5000,
+    );
     const victim = await leaderOf(cluster, groupId);
     const term = (await victim.status()).groups.find((g) => g.groupId === groupId)!.term;
     // Quiet well before the slot: nothing is due until the planning time, 500 ms before it.

@@ -18,8 +18,7 @@ export class Ticker {
 
   /** Ticks elapsed and not yet handed out by due(): how far the Raft state lags the clock. */
   pending(): number {
-    const total = Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);
-    return Math.max(0, total - this.ticksDone);
+    return Math.max(0, this.elapsed() - this.ticksDone);
   }
 
   /** Ticks elapsed since the origin, handed out or not: where a received message falls. */
@@ -34,7 +33,7 @@ export class Ticker {
 
   /** Ticks elapsed since the previous call (0 when none). */
   due(): number {
-    const total = Math.floor((this.clock.monotonicMs() - this.originMs) / this.tickMs);
+    const total = this.elapsed();
     const n = total - this.ticksDone;
     this.ticksDone = total;
     return n > 0 ? n : 0;

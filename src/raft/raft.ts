@@ -343,6 +343,9 @@ export class Raft {
 
   private tickElection(): void {
     this.electionElapsed++;
+    // hup() would refuse (see there): the timer stays expired, and the first tick after the
+    // apply caught up campaigns, rather than a whole election timeout later.
+    if (this.log.committed > this.log.applied) return;
     if (this.quiesced) {
       // Three beacons missed: the leader is gone or cut off. Wake up and run an election.
       if (this.electionElapsed >= this.quiescedTimeoutTicks + this.randomizedElectionTimeout) {
@@ -403,10 +406,20 @@ export class Raft {
   // ---------------------------------------------------------------------------------------
   // Elections
 
-  /** Starts an election unless this node may not (leader, learner, unapplied conf change). */
+  /**
+   * Starts an election unless this node may not: a leader, a learner, a node with an unapplied
+   * configuration change, or (unless the leader handed it the group) a node that has not applied
+   * all it knows to be committed.
+   */
   hup(kind: CampaignKind): void {
     if (this.role === 'leader') return;
     if (!this.isPromotable()) return;
+    // Finding out whether the unapplied entries hold a configuration change reads them all, and
+    // a node replaying a long log after a restart would read them twice (once more to apply
+    // them). It waits instead: applying is local and always finishes, a node still applying
+    // could not act as leader yet anyway, and waiting is always safe. A transfer is not delayed:
+    // the leader hands the group only to a follower whose log matches its own.
+    if (kind !== 'transfer' && this.log.committed > this.log.applied) return;
     if (this.hasUnappliedConfChange()) return;
     this.campaign(this.config.preVote || kind !== 'pre-election' ? kind : 'election');
   }

@@ -392,7 +392,7 @@ export class GroupDispatcher {
     this.waiting.clear();
     this.awaiting.clear();
     this.deadlines.clear();
-    this.index.syncJobs(this.sm, this.sm.jobs.keys());
+    this.index.planning.reload();
     this.index.syncRestoredRuns(this.sm);
     // Finished runs need no tracking: the sets were just cleared.
     for (const [fireId, run] of this.sm.runs.liveEntries()) this.trackRun(fireId, run);

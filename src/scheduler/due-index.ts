@@ -62,7 +62,7 @@ export class DueIndex {
   sync(sm: SchedulerStateMachine): void {
     const { created, jobs, runs, restored } = sm.takeTouched();
     if (restored) {
-      this.syncJobs(sm, sm.jobs.keys());
+      this.planning.reload();
       this.syncRestoredRuns(sm);
       return;
     }

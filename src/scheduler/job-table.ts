@@ -170,10 +170,12 @@ export interface JobColumns {
 export interface JobTableImage {
   readonly rowCount: number;
   /**
-   * The ids joined by newlines (no valid id has one): one string encodes and decodes in a
-   * fraction of the time a million do. A list when some id does contain a newline.
+   * The ids joined by newlines (no valid id has one), as UTF-8 bytes: one value encodes and
+   * decodes in a fraction of the time a million strings do, and each id read out of the bytes is
+   * a string of its own, where splitting one string makes views of it that must be copied again.
+   * A list when some id does contain a newline; a string in the images of earlier versions.
    */
-  readonly ids: string | readonly string[];
+  readonly ids: Uint8Array | string | readonly string[];
   readonly rows: Uint8Array;
   /** The jobs that have a name: their places in `ids`, and the names. */
   readonly namedAt: Uint8Array;
@@ -225,6 +227,27 @@ function int32sOf(bytes: Uint8Array): Int32Array {
   new Uint8Array(out.buffer).set(bytes);
   return out;
 }
+
+/** The ids of a JobTableImage as a list; read from bytes, each is a string of its own. */
+function idsOf(ids: JobTableImage['ids']): readonly string[] {
+  if (typeof ids === 'string') return ids === '' ? [] : ids.split('\n');
+  if (!(ids instanceof Uint8Array)) return ids;
+  const bytes = Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength);
+  const out: string[] = [];
+  if (bytes.length === 0) return out;
+  for (let start = 0; ;) {
+    const end = bytes.indexOf(NEWLINE, start);
+    if (end === -1) {
+      out.push(bytes.toString('utf8', start));
+      return out;
+    }
+    out.push(bytes.toString('utf8', start, end));
+    start = end + 1;
+  }
+}
+
+/** '\n' in UTF-8: never part of another character's bytes. */
+const NEWLINE = 0x0a;
 
 /** What a job has beside its definition. */
 export interface JobRowState {
@@ -570,7 +593,7 @@ export class JobTable {
     for (const f of INT_FIELDS) ints[f] = this[f].chunkBytes();
     return {
       rowCount: this.rowCount,
-      ids: newline ? ids : ids.join('\n'),
+      ids: newline ? ids : Buffer.from(ids.join('\n'), 'utf8'),
       rows: int32Bytes(rows),
       namedAt: int32Bytes(Int32Array.from(namedAt)),
       names,
@@ -584,14 +607,16 @@ export class JobTable {
 
   /**
    * Replaces the table with `img` (an image()), each definition the one `specOf(k)` gives for
-   * `img.specs[k]` and each id and name passed through `flat` (the caller interns them).
+   * `img.specs[k]` and each name, and each id not read from bytes, passed through `flat` (the
+   * caller copies them).
    */
   loadImage(
     img: JobTableImage,
     specOf: (k: number) => SharedSpec,
     flat: (s: string) => string,
   ): void {
-    const ids = typeof img.ids === 'string' ? (img.ids === '' ? [] : img.ids.split('\n')) : img.ids;
+    const own = img.ids instanceof Uint8Array;
+    const ids = idsOf(img.ids);
     const n = ids.length;
     const rows = int32sOf(img.rows);
     const specIndexes = int32sOf(img.specOf);
@@ -612,7 +637,7 @@ export class JobTable {
       assert(row >= 0 && row < img.rowCount, 'job table image: a row out of range');
       const spec = specIndexes[k]!;
       assert(spec >= 0 && spec < specs.length, 'job table image: a definition out of range');
-      this.rows.add(flat(ids[k]!), row);
+      this.rows.add(own ? ids[k]! : flat(ids[k]!), row);
       this.spec.set(row, specs[spec]);
       this.name.set(row, '');
       perSpec[spec]!++;

@@ -1090,15 +1090,16 @@ export class SchedulerStateMachine {
   // Snapshots
 
   /**
-   * Version 4: the job table as it is held (JobTable.image(): number columns as raw chunks), the
-   * live runs as objects and each job's history with its finished runs as records
-   * (RunTable.historyImage()). Versions 3 (the same job table, one object per run and the fire
-   * ids by job), 2 (jobs by column, JobTable.columns()) and 1 (one object per job) are still
-   * read.
+   * Version 5: the job table as it is held (JobTable.image(): number columns as raw chunks, the
+   * ids as UTF-8 bytes), the live runs as objects and each job's history with its finished runs
+   * as records (RunTable.historyImage()). Versions 4 (the same with the ids as one string),
+   * 3 (that job table, one object per run and the fire ids by job), 2 (jobs by column,
+   * JobTable.columns()) and 1 (one object per job) are still read. A node of an earlier version
+   * refuses a version 5 snapshot (an assertion naming the version) rather than misread it.
    */
   snapshot(): Uint8Array {
     return encode({
-      v: 4,
+      v: 5,
       jobs: this.jobs.image(),
       runs: this.runs.liveImage(),
       histories: this.runs.historyImage(),
@@ -1116,14 +1117,14 @@ export class SchedulerStateMachine {
       runs: Run[];
       /** Versions 1 to 3. */
       runsByJob?: [string, string[]][];
-      /** Version 4. */
+      /** Versions 4 and 5. */
       histories?: HistoryImage[];
       dead: string[];
       requestIds: [string, [string, number]][];
       finished: [string, number][];
       appliedCommands: number;
     };
-    if (!(s.v === 1 || s.v === 2 || s.v === 3 || s.v === 4))
+    if (!(s.v === 1 || s.v === 2 || s.v === 3 || s.v === 4 || s.v === 5))
       assertionFailed(`unknown scheduler snapshot version ${s.v}`);
     this.jobs.clear();
     this.runs.clear();

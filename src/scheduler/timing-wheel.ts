@@ -144,6 +144,14 @@ export class TimingWheel {
     }
   }
 
+  /** Removes every key; the wheel stays where it advanced to. */
+  clear(): void {
+    for (const bucket of this.buckets) bucket.clear();
+    this.dueOf.clear();
+    this.inexactDue.clear();
+    this.far.clear();
+  }
+
   cancel(key: string): boolean {
     const due = this.dueAt(key);
     if (due === undefined) return false;

@@ -220,7 +220,7 @@ export class TickraftNode {
         if (groupId === META_GROUP_ID) return this.meta;
         const sm = new DataGroupStateMachine();
         this.data.set(groupId, sm);
-        // Groups created after start-up (bootstrap) join the running scheduler.
+        // The scheduler exists before the first group opens (openGroups below).
         if (this.scheduler !== undefined) this.scheduler.attach(groupId, sm);
         return sm;
       },
@@ -247,8 +247,9 @@ export class TickraftNode {
     // The loop may run turns before start() (groups created by a bootstrap or a join).
     this.startOpened.push({ what: 'raft loop', close: () => host.stop() });
     const t1 = performance.now();
+    // Each data group joins the scheduler as its replica is made (makeStateMachine above),
+    // before its snapshot is restored: the restore rebuilds that dispatcher's indexes once.
     host.openGroups();
-    for (const [groupId, sm] of this.data) this.scheduler.attach(groupId, sm);
     this.startup.groupsOpenMs = performance.now() - t1;
     const transport = this.makeTransport();
     this.transport = transport;

@@ -219,7 +219,61 @@ t.test('an image loads back as the same table: values, order, free rows, counts'
   loaded.delete('acme/j1');
   table.delete('acme/j1');
   t.same(loaded.image().rows, table.image().rows, 'rows are reused alike');
-  t.type(img.ids, 'string', 'ids travel as one string');
+  t.ok(img.ids instanceof Uint8Array, 'ids travel as one run of UTF-8 bytes');
+  t.end();
+});
+
+t.test('ids read from bytes: any characters, each its own copy; an empty table', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  const ids = ['acme/été-2026', 'acme/日本-job', 'acme/🙂', 'acme/plain-id-of-some-length'];
+  for (const id of ids) table.put(id, keep.spec(spec), '', undefined, state());
+  const img = decode(encode(table.image())) as JobTableImage;
+  const loaded = new JobTable();
+  const flattened: string[] = [];
+  loaded.loadImage(
+    img,
+    () => keep.spec(spec),
+    (s) => {
+      flattened.push(s);
+      return s;
+    },
+  );
+  t.same([...loaded.keys()], ids, 'every id decoded whole');
+  t.same(flattened, [], 'ids decoded from bytes are not copied a second time');
+  t.ok(
+    ids.every((id) => loaded.has(id)),
+    'and found by lookup',
+  );
+
+  const empty = new JobTable();
+  empty.loadImage(
+    decode(encode(new JobTable().image())) as JobTableImage,
+    () => keep.spec(spec),
+    (s) => s,
+  );
+  t.equal(empty.size, 0, 'an empty image loads as an empty table');
+  t.end();
+});
+
+t.test('an image of an earlier version, its ids one string, still loads', (t) => {
+  const keep = new Retained();
+  const table = new JobTable();
+  for (let i = 0; i < 5; i++) table.put(`acme/j${i}`, keep.spec(spec), '', undefined, state());
+  const img = table.image();
+  const asString = { ...img, ids: [...table.keys()].join('\n') };
+  const loaded = new JobTable();
+  const flattened: string[] = [];
+  loaded.loadImage(
+    decode(encode(asString)) as JobTableImage,
+    (k) => img.specs[k]!,
+    (s) => {
+      flattened.push(s);
+      return s;
+    },
+  );
+  t.same([...loaded.keys()], [...table.keys()]);
+  t.equal(flattened.length, 5, 'ids split from one string are copied (they are views of it)');
   t.end();
 });
 

@@ -2,7 +2,8 @@
 // before it, and advance(now) hands out every job due by now exactly once, in (due, id) order.
 // The index keeps only jobs due within the wheel's horizon and finds the others by scanning the
 // job table's next-slot column; the oracle keeps every job. Seeded random creates, moves (near
-// to far and back), deletes, slots removed, and advances by steps from 1 ms to several horizons.
+// to far and back), deletes, slots removed, advances by steps from 1 ms to several horizons, and
+// restores (the table replaced under the index, which reloads from it).
 import t from 'tap';
 import { compileJobSpec } from '../../../src/api/job-spec.js';
 import { SeededRand } from '../../../src/base/rand.js';
@@ -61,6 +62,29 @@ t.test('matches the oracle on seeded random operations', (t) => {
         jobs.delete(id);
         idx.cancel(id);
         oracle.due.delete(id);
+      } else if (r.chance(0.03)) {
+        // A restore: the table changes under the index, which reloads from it, jobs handed
+        // out and not yet re-derived included.
+        for (let k = 0; k < 5; k++) {
+          const other = `j${r.int(150)}`;
+          if (r.chance(0.5)) jobs.delete(other);
+          else if (!jobs.has(other))
+            jobs.addNew(
+              other,
+              spec,
+              '',
+              undefined,
+              now,
+              now + LOOK + r.int(3 * horizon),
+              undefined,
+            );
+        }
+        idx.reload();
+        oracle.due.clear();
+        for (const key of jobs.keys()) {
+          const next = jobs.nextFireOrMissing(key);
+          if (typeof next === 'number') oracle.due.set(key, next - LOOK);
+        }
       } else {
         now += r.chance(0.05) ? r.int(5 * horizon) : r.int(Math.max(2, Math.floor(horizon / 8)));
         const got = idx.advance(now);

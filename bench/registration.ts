@@ -123,13 +123,17 @@ async function clusterCpuMs(cluster: ProcCluster): Promise<number> {
 function retryable(err: unknown): boolean {
   return (
     err instanceof ApiCallError &&
-    (err.status === grpc.status.UNAVAILABLE || err.status === grpc.status.DEADLINE_EXCEEDED)
+    (err.status === grpc.status.UNAVAILABLE ||
+      err.status === grpc.status.DEADLINE_EXCEEDED ||
+      // The tenant's write rate: the answer says when to try again.
+      err.code === 'TENANT_WRITE_RATE_EXCEEDED')
   );
 }
 
 /**
  * One batch through CreateJobs, as a careful bulk client sends it: a call that failed because a
- * group had no leader or lost it is sent again after a pause. A batch spans groups, so a failed
+ * group had no leader or lost it, or that the tenant's write rate turned away, is sent again
+ * after the pause the answer asks for. A batch spans groups, so a failed
  * call may have created some of its jobs; when the retry answers ALREADY_EXISTS, the batch's
  * jobs go one by one (CreateJob), an existing job counting as created by the earlier call.
  * Any other error is the bench's failure.

@@ -9,7 +9,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -462,7 +462,10 @@ export class ProcCluster {
       // TICKRAFT_NODE_LOG_DIR keeps each node's output (its log, and what TICKRAFT_NODE_ARGS
       // such as --trace-gc print) in <dir>/<id>.log, for a bench run looked at afterwards.
       const logDir = process.env['TICKRAFT_NODE_LOG_DIR'];
-      if (logDir !== undefined && logDir !== '') node.logPath = join(logDir, `${id}.log`);
+      if (logDir !== undefined && logDir !== '') {
+        mkdirSync(logDir, { recursive: true });
+        node.logPath = join(logDir, `${id}.log`);
+      }
       node.metricsPort = p.metrics;
       node.httpPort = p.http;
       cluster.nodes.push(node);

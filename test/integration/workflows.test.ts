@@ -6,6 +6,7 @@ import t from 'tap';
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { ApiCallError, type ApiClient } from '../../src/api/client.js';
 import { ApiCluster, endpointOf, leadersSettled, TENANT } from '../helpers/api-cluster.js';
+import { retryUnavailable } from '../helpers/api-retry.js';
 import { eventually, sleep } from '../helpers/cluster.js';
 import { runTickctl } from '../helpers/tickctl.js';
 import type { Receipt } from '../helpers/webhook-sink.js';
@@ -25,8 +26,9 @@ async function refusal(p: Promise<unknown>): Promise<{ code: string; message: st
   throw new Error('the call was not refused');
 }
 
+/** A read, so asked again as a careful client does while a group's leadership settles. */
 function getRun(c: ApiClient, fireId: string): Promise<Obj> {
-  return c.call<Obj>('RunService', 'GetRun', { tenant: TENANT, fireId });
+  return retryUnavailable(() => c.call<Obj>('RunService', 'GetRun', { tenant: TENANT, fireId }));
 }
 
 async function triggered(c: ApiClient, jobId: string, extra: Obj = {}): Promise<string> {
@@ -502,7 +504,10 @@ t.test('workflows on a real cluster', async (t) => {
       const r = await tickctl(['cluster', 'split', '--group', String(g['groupId'])]);
       t.equal(r.code, 0, `group ${String(g['groupId'])} split: ${r.stderr}`);
     }
-    const moved = await c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: down });
+    // The new groups may still be electing (or handing back) their first leaders.
+    const moved = await retryUnavailable(() =>
+      c.call<Obj>('JobService', 'GetJob', { tenant: TENANT, jobId: down }),
+    );
     t.ok(
       Number(moved['groupId']) > 2,
       `the downstream now lives in group ${String(moved['groupId'])}`,

@@ -16,6 +16,7 @@
  * longer than PROBE_MAX turns the table into a plain Map for good (V8 seeds its string hashes per
  * process): the worst case is the Map's.
  */
+import { assertionFailed } from '../base/assert.js';
 import { generalArray } from '../base/general-array.js';
 
 const EMPTY = 0;
@@ -52,6 +53,10 @@ export class IdIndex {
   private prevRow = new Int32Array(CAPACITY_MIN);
   private head = -1;
   private tail = -1;
+  /** What probeAbsent() found for addProbed(): the id, its hash, its free slot (-1: too far). */
+  private probedId: string | undefined;
+  private probedHash = 0;
+  private probedSlot = -1;
 
   get size(): number {
     return this.count;
@@ -80,6 +85,7 @@ export class IdIndex {
 
   /** Adds `id` at `row`, last in order; the caller knows `id` is absent and `row` unused. */
   add(id: string, row: number): void {
+    this.probedId = undefined;
     this.linkLast(id, row);
     this.count++;
     if (this.fallback !== undefined) {
@@ -88,6 +94,53 @@ export class IdIndex {
     }
     if (this.count > (this.mask + 1) * LOAD_MAX) this.resize((this.mask + 1) * 2);
     if (!this.place(hashOf(id), row)) this.fallBack();
+  }
+
+  /**
+   * Whether `id` is absent. When it is, the free slot its probe ended on is kept for addProbed(),
+   * which must come next (an add or a delete in between voids it): a create costs one hash and
+   * one probe, where get() then add() cost two of each.
+   */
+  probeAbsent(id: string): boolean {
+    this.probedId = undefined;
+    if (this.fallback === undefined && this.count + 1 > (this.mask + 1) * LOAD_MAX)
+      this.resize((this.mask + 1) * 2);
+    if (this.fallback !== undefined) {
+      if (this.fallback.has(id)) return false;
+      this.probedId = id;
+      return true;
+    }
+    const h = hashOf(id);
+    const mask = this.mask;
+    let i = h & mask;
+    let n = 0;
+    for (; ; i = (i + 1) & mask, n++) {
+      const r = this.slotRows[i]!;
+      if (r === EMPTY) break;
+      if (this.slotHashes[i] === h && this.ids[r - 1] === id) return false;
+    }
+    this.probedId = id;
+    this.probedHash = h;
+    this.probedSlot = n > PROBE_MAX ? -1 : i;
+    return true;
+  }
+
+  /** Adds `id` at `row`, last in order, where probeAbsent(id), just before, found room. */
+  addProbed(id: string, row: number): void {
+    if (this.probedId !== id) assertionFailed(`addProbed(${id}) without its probeAbsent()`);
+    this.probedId = undefined;
+    this.linkLast(id, row);
+    this.count++;
+    if (this.fallback !== undefined) {
+      this.fallback.set(id, row);
+      return;
+    }
+    if (this.probedSlot === -1) {
+      this.fallBack();
+      return;
+    }
+    this.slotRows[this.probedSlot] = row + 1;
+    this.slotHashes[this.probedSlot] = this.probedHash;
   }
 
   /**
@@ -112,6 +165,7 @@ export class IdIndex {
 
   /** Removes `id`; its row, or -1 when it was not here. */
   delete(id: string): number {
+    this.probedId = undefined;
     let row: number;
     if (this.fallback !== undefined) {
       row = this.fallback.get(id) ?? -1;
@@ -137,6 +191,7 @@ export class IdIndex {
     this.prevRow = new Int32Array(CAPACITY_MIN);
     this.head = -1;
     this.tail = -1;
+    this.probedId = undefined;
   }
 
   /** Calls `f` for every id and its row, in insertion order (`f` must not change the index). */

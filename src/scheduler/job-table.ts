@@ -409,9 +409,9 @@ export class JobTable {
     nextFireAtMs: number | undefined,
     remaining: number | undefined,
   ): boolean {
-    if (this.rows.get(id) !== -1) return false;
+    if (!this.rows.probeAbsent(id)) return false;
     const row = this.freeRows.pop() ?? this.rowCount++;
-    this.rows.add(id, row);
+    this.rows.addProbed(id, row);
     this.countTenant(spec.tenant, 1);
     this.spec.set(row, spec);
     this.name.set(row, name);

@@ -1,7 +1,8 @@
 // The job table's id index against a Map (the structure it replaced) under seeded random adds,
 // deletes and lookups: same answers, same rows, same insertion order, through many growths and
-// backward shifts. Then ids crafted to share their home slot: the table must turn into its
-// fallback Map before probes grow past its bound, and keep answering the same.
+// backward shifts, half the adds through probeAbsent()/addProbed() as the job table makes them.
+// Then ids crafted to share their home slot: the table must turn into its fallback Map before
+// probes grow past its bound, and keep answering the same.
 import t, { type Test } from 'tap';
 import { SeededRand } from '../../../src/base/rand.js';
 import { hashOf, IdIndex } from '../../../src/scheduler/id-index.js';
@@ -34,10 +35,14 @@ t.test('answers as a Map does, in the same order', (t) => {
       const roll = r.int(10);
       if (roll < 5) {
         const had = ref.has(id);
-        if (index.get(id) !== (ref.get(id) ?? -1)) ok = false;
+        // Half the adds as the job table makes them: one probe that answers and keeps the slot.
+        const probed = r.chance(0.5);
+        if (probed ? index.probeAbsent(id) === had : index.get(id) !== (ref.get(id) ?? -1))
+          ok = false;
         if (!had) {
           const row = free.pop() ?? rows++;
-          index.add(id, row);
+          if (probed) index.addProbed(id, row);
+          else index.add(id, row);
           ref.set(id, row);
         }
       } else if (roll < 8) {
@@ -56,6 +61,35 @@ t.test('answers as a Map does, in the same order', (t) => {
     t.ok(ok, `seed ${seed}: ${ref.size} ids left, never a different answer`);
     t.notOk(index.isFallback, `seed ${seed}: random ids never push the table to its fallback`);
   }
+  t.end();
+});
+
+t.test('probed adds of crafted ids reach the fallback too, same answers', (t) => {
+  const crafted: string[] = [];
+  for (let i = 0; crafted.length < 300; i++) {
+    const id = `y${i}`;
+    if ((hashOf(id) & 511) === 0) crafted.push(id);
+  }
+  const index = new IdIndex();
+  const ref = new Map<string, number>();
+  crafted.forEach((id, row) => {
+    if (!index.probeAbsent(id)) t.fail(`${id} reported present`);
+    index.addProbed(id, row);
+    ref.set(id, row);
+  });
+  t.ok(index.isFallback, 'probes past the bound turned the table into a Map');
+  t.ok(sameAsMap(t, index, ref, 'after the fallback'));
+  t.end();
+});
+
+t.test('addProbed refuses an id its probe did not just find absent', (t) => {
+  const index = new IdIndex();
+  t.throws(() => index.addProbed('a', 0), /without its probeAbsent/);
+  t.ok(index.probeAbsent('a'));
+  t.throws(() => index.addProbed('b', 0), /without its probeAbsent/);
+  t.ok(index.probeAbsent('c'));
+  index.add('d', 0);
+  t.throws(() => index.addProbed('c', 1), /without its probeAbsent/, 'an add in between voids it');
   t.end();
 });
 
@@ -89,6 +123,11 @@ t.test('ids crafted to share a home slot send it to its fallback, same answers',
   ref.set('late', 300);
   t.ok(sameAsMap(t, index, ref, 'after a delete and an add'));
   for (const id of crafted) t.equal(index.get(id), ref.get(id) ?? -1);
+  t.notOk(index.probeAbsent(crafted[3]!), 'a probe finds an id the fallback holds');
+  t.ok(index.probeAbsent('later'));
+  index.addProbed('later', 301);
+  ref.set('later', 301);
+  t.ok(sameAsMap(t, index, ref, 'after a probed add to the fallback'));
   index.clear();
   t.equal(index.size, 0);
   t.notOk(index.isFallback, 'clear() starts a table again');

@@ -85,13 +85,7 @@ export class IdIndex {
 
   /** Adds `id` at `row`, last in order; the caller knows `id` is absent and `row` unused. */
   add(id: string, row: number): void {
-    this.probedId = undefined;
-    this.linkLast(id, row);
-    this.count++;
-    if (this.fallback !== undefined) {
-      this.fallback.set(id, row);
-      return;
-    }
+    if (this.admit(id, row)) return;
     if (this.count > (this.mask + 1) * LOAD_MAX) this.resize((this.mask + 1) * 2);
     if (!this.place(hashOf(id), row)) this.fallBack();
   }
@@ -128,19 +122,23 @@ export class IdIndex {
   /** Adds `id` at `row`, last in order, where probeAbsent(id), just before, found room. */
   addProbed(id: string, row: number): void {
     if (this.probedId !== id) assertionFailed(`addProbed(${id}) without its probeAbsent()`);
-    this.probedId = undefined;
-    this.linkLast(id, row);
-    this.count++;
-    if (this.fallback !== undefined) {
-      this.fallback.set(id, row);
-      return;
-    }
+    if (this.admit(id, row)) return;
     if (this.probedSlot === -1) {
       this.fallBack();
       return;
     }
     this.slotRows[this.probedSlot] = row + 1;
     this.slotHashes[this.probedSlot] = this.probedHash;
+  }
+
+  /** Links and counts a new id; true when the fallback Map took it too (nothing left to do). */
+  private admit(id: string, row: number): boolean {
+    this.probedId = undefined;
+    this.linkLast(id, row);
+    this.count++;
+    if (this.fallback === undefined) return false;
+    this.fallback.set(id, row);
+    return true;
   }
 
   /**

@@ -4,7 +4,8 @@
 // A node's election timer starts a campaign only once it applied what it knows is committed;
 // a transfer from the leader does not wait.
 import t from 'tap';
-import { Network } from './harness.js';
+import type { Raft } from '../../../src/raft/raft.js';
+import { Network, type HarnessNode } from './harness.js';
 
 t.test('a leader stalled past its lease holds no lease after catching up', (t) => {
   const net = new Network({ voters: ['n1', 'n2', 'n3'] });
@@ -40,16 +41,23 @@ t.test('tick rejects a count that is not a positive integer', (t) => {
   t.end();
 });
 
-t.test('a node still applying what it knows is committed waits to campaign', (t) => {
+/**
+ * n1 leads; n2 restarted with five committed entries still to apply. A snapshot past the
+ * configuration entries comes first, so nothing n2 has left to apply is a configuration change
+ * (which would stop a campaign for that reason).
+ */
+function restartedBehind(): { net: Network; n2: HarnessNode; raft: Raft } {
   const net = new Network({ voters: ['n1', 'n2', 'n3'] });
   net.startWithLeader('n1');
-  // A snapshot past the configuration entries: what n2 has left to apply after its restart
-  // holds no configuration change, which would stop a campaign for that reason.
   net.snapshotAt('n2', net.raft('n2').log.applied);
   for (let i = 0; i < 5; i++) net.propose('n1', `e${i}`);
   net.stabilize();
   const n2 = net.restart('n2');
-  const raft = n2.node.raft;
+  return { net, n2, raft: n2.node.raft };
+}
+
+t.test('a node still applying what it knows is committed waits to campaign', (t) => {
+  const { net, n2, raft } = restartedBehind();
   net.isolate('n1');
   t.ok(raft.log.committed > raft.log.applied, 'the restarted node has committed entries to apply');
   n2.node.tick(30);
@@ -62,14 +70,7 @@ t.test('a node still applying what it knows is committed waits to campaign', (t)
 });
 
 t.test('a node the leader hands the group to campaigns while still applying', (t) => {
-  const net = new Network({ voters: ['n1', 'n2', 'n3'] });
-  net.startWithLeader('n1');
-  // As above: nothing n2 has left to apply is a configuration change.
-  net.snapshotAt('n2', net.raft('n2').log.applied);
-  for (let i = 0; i < 5; i++) net.propose('n1', `e${i}`);
-  net.stabilize();
-  const n2 = net.restart('n2');
-  const raft = n2.node.raft;
+  const { net, raft } = restartedBehind();
   const n1 = net.get('n1');
   n1.node.transferLeader('n2');
   // Only the leader's Ready: n2 must not apply meanwhile.

@@ -21,6 +21,16 @@ function sameAsMap(t: Test, index: IdIndex, ref: Map<string, number>, what: stri
   return true;
 }
 
+/** 300 ids, which fit in 512 slots, all hashing to slot 0 of that table. */
+function craftedIds(prefix: string): string[] {
+  const crafted: string[] = [];
+  for (let i = 0; crafted.length < 300; i++) {
+    const id = `${prefix}${i}`;
+    if ((hashOf(id) & 511) === 0) crafted.push(id);
+  }
+  return crafted;
+}
+
 t.test('answers as a Map does, in the same order', (t) => {
   for (let seed = 1; seed <= 12; seed++) {
     const r = new SeededRand(seed);
@@ -65,11 +75,7 @@ t.test('answers as a Map does, in the same order', (t) => {
 });
 
 t.test('probed adds of crafted ids reach the fallback too, same answers', (t) => {
-  const crafted: string[] = [];
-  for (let i = 0; crafted.length < 300; i++) {
-    const id = `y${i}`;
-    if ((hashOf(id) & 511) === 0) crafted.push(id);
-  }
+  const crafted = craftedIds('y');
   const index = new IdIndex();
   const ref = new Map<string, number>();
   crafted.forEach((id, row) => {
@@ -103,12 +109,7 @@ t.test('a million ids do not cluster enough to need the fallback', (t) => {
 });
 
 t.test('ids crafted to share a home slot send it to its fallback, same answers', (t) => {
-  // 300 ids fit in 512 slots; all of these hash to slot 0 of that table.
-  const crafted: string[] = [];
-  for (let i = 0; crafted.length < 300; i++) {
-    const id = `x${i}`;
-    if ((hashOf(id) & 511) === 0) crafted.push(id);
-  }
+  const crafted = craftedIds('x');
   const index = new IdIndex();
   const ref = new Map<string, number>();
   crafted.forEach((id, row) => {

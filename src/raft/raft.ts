@@ -345,7 +345,7 @@ export class Raft {
     this.electionElapsed++;
     // hup() would refuse (see there): the timer stays expired, and the first tick after the
     // apply caught up campaigns, rather than a whole election timeout later.
-    if (this.log.committed > this.log.applied) return;
+    if (this.applyBehindCommit) return;
     if (this.quiesced) {
       // Three beacons missed: the leader is gone or cut off. Wake up and run an election.
       if (this.electionElapsed >= this.quiescedTimeoutTicks + this.randomizedElectionTimeout) {
@@ -419,13 +419,18 @@ export class Raft {
     // them). It waits instead: applying is local and always finishes, a node still applying
     // could not act as leader yet anyway, and waiting is always safe. A transfer is not delayed:
     // the leader hands the group only to a follower whose log matches its own.
-    if (kind !== 'transfer' && this.log.committed > this.log.applied) return;
+    if (kind !== 'transfer' && this.applyBehindCommit) return;
     if (this.hasUnappliedConfChange()) return;
     this.campaign(this.config.preVote || kind !== 'pre-election' ? kind : 'election');
   }
 
+  /** Entries known to be committed are still to be applied. */
+  private get applyBehindCommit(): boolean {
+    return this.log.committed > this.log.applied;
+  }
+
   private hasUnappliedConfChange(): boolean {
-    if (this.log.committed <= this.log.applied) return false;
+    if (!this.applyBehindCommit) return false;
     const ents = this.log.slice(this.log.applied + 1, this.log.committed + 1, Infinity);
     return ents?.some((e) => e.type === 'conf-change') ?? false;
   }

@@ -86,7 +86,7 @@ export class IdIndex {
   /** Adds `id` at `row`, last in order; the caller knows `id` is absent and `row` unused. */
   add(id: string, row: number): void {
     if (this.admit(id, row)) return;
-    if (this.count > (this.mask + 1) * LOAD_MAX) this.resize((this.mask + 1) * 2);
+    this.growFor(this.count);
     if (!this.place(hashOf(id), row)) this.fallBack();
   }
 
@@ -97,8 +97,7 @@ export class IdIndex {
    */
   probeAbsent(id: string): boolean {
     this.probedId = undefined;
-    if (this.fallback === undefined && this.count + 1 > (this.mask + 1) * LOAD_MAX)
-      this.resize((this.mask + 1) * 2);
+    if (this.fallback === undefined) this.growFor(this.count + 1);
     if (this.fallback !== undefined) {
       if (this.fallback.has(id)) return false;
       this.probedId = id;
@@ -129,6 +128,11 @@ export class IdIndex {
     }
     this.slotRows[this.probedSlot] = row + 1;
     this.slotHashes[this.probedSlot] = this.probedHash;
+  }
+
+  /** Doubles the slots when `count` ids would load them past LOAD_MAX. */
+  private growFor(count: number): void {
+    if (count > (this.mask + 1) * LOAD_MAX) this.resize((this.mask + 1) * 2);
   }
 
   /** Links and counts a new id; true when the fallback Map took it too (nothing left to do). */

@@ -100,8 +100,13 @@ export class PlanningIndex {
    */
   reload(): void {
     this.wheel.clear();
+    this.scanIntoWheel(-Infinity, this.scannedToMs);
+  }
+
+  /** Puts in the wheel every job of the table due for planning in [fromMs, toMs). */
+  private scanIntoWheel(fromMs: number, toMs: number): void {
     const look = this.lookAheadMs;
-    this.jobs.scanNextFire(-Infinity, this.scannedToMs + look, (id, next) =>
+    this.jobs.scanNextFire(fromMs + look, toMs + look, (id, next) =>
       this.wheel.schedule(id, next - look),
     );
   }
@@ -119,10 +124,7 @@ export class PlanningIndex {
         Math.floor(nowMs / this.wheel.tickMs) * this.wheel.tickMs + this.spanMs - this.phaseMs,
       );
       this.phaseMs = 0;
-      const look = this.lookAheadMs;
-      this.jobs.scanNextFire(this.scannedToMs + look, toMs + look, (id, next) =>
-        this.wheel.schedule(id, next - look),
-      );
+      this.scanIntoWheel(this.scannedToMs, toMs);
       this.scannedToMs = toMs;
     }
     return this.wheel.advance(nowMs);
